@@ -1,0 +1,22 @@
+"""fastredlock: a fast, safe Redlock client.
+
+One multiplexed round trip per lock operation to all N masters at once, a C core (Cython) with a
+pure-Python twin, conservative validity on the monotonic clock. See README.md for the guarantees.
+"""
+from ._cores import CORE
+from .client import Redlock
+from .errors import LockError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .lock import Lock
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "CORE",
+    "Lock",
+    "LockError",
+    "LockNotAcquiredError",
+    "LockNotOwnedError",
+    "MasterOutcome",
+    "Redlock",
+    "__version__",
+]

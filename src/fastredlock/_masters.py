@@ -1,0 +1,177 @@
+"""Turn the ways a user can name a master into one plain description, :class:`MasterSpec`.
+
+Accepted: URLs (``redis://[user:pass@]host:port[/db]``, ``unix:///path.sock[?db=N]``), dicts of
+``host``/``port``/``db``/``username``/``password`` (or ``path`` / ``unix_socket_path``),
+``(host, port)`` tuples, and ``redis.Redis`` clients, whose connection settings are read but never
+used to talk: the cores open their own sockets.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
+from urllib.parse import parse_qs, unquote, urlsplit
+
+__all__ = ["MasterSpec", "parse_master", "parse_masters"]
+
+_DICT_KEYS = frozenset(
+    {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout"}
+)
+
+
+class MasterSpec(NamedTuple):
+    """Where one master is and how to log in to it."""
+
+    host: Optional[str]  # None for a Unix socket
+    port: int  # 0 for a Unix socket
+    path: Optional[str]  # the Unix socket path, or None
+    db: int
+    username: Optional[str]
+    password: Optional[str]
+
+    @property
+    def label(self) -> str:
+        """A short name for messages and outcomes (never includes the password)."""
+        where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
+        return where if self.db == 0 else f"{where}/{self.db}"
+
+
+def _check_port(port: Any, what: str) -> int:
+    if isinstance(port, bool) or not isinstance(port, int):
+        try:
+            port = int(port)
+        except (TypeError, ValueError):
+            raise ValueError(f"masters: bad port {port!r} in {what}") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"masters: port {port} out of range in {what}")
+    return port
+
+
+def _check_db(db: Any, what: str) -> int:
+    try:
+        db = int(db)
+    except (TypeError, ValueError):
+        raise ValueError(f"masters: bad db {db!r} in {what}") from None
+    if db < 0:
+        raise ValueError(f"masters: db must be >= 0 in {what}")
+    return db
+
+
+def _check_host(host: Any, what: str) -> str:
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"masters: missing or bad host in {what}")
+    return host
+
+
+def _opt_str(value: Any, field: str, what: str) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode()
+    if not isinstance(value, str):
+        raise TypeError(f"masters: {field} must be str in {what}")
+    return value
+
+
+def _from_url(url: str) -> MasterSpec:
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme == "unix":
+            if not parts.path:
+                raise ValueError
+            query = parse_qs(parts.query)
+            db = _check_db(query.get("db", ["0"])[0], url)
+            password = query.get("password", [None])[0]
+            if parts.password is not None:
+                password = unquote(parts.password)
+            username = unquote(parts.username) if parts.username else None
+            return MasterSpec(None, 0, unquote(parts.path), db, username, password)
+        if scheme != "redis":
+            raise ValueError
+        host = parts.hostname
+        port = parts.port  # raises ValueError on a bad port
+    except ValueError:
+        raise ValueError(
+            f"masters: malformed URL {url!r}; expected redis://[user:pass@]host:port[/db] or unix:///path"
+        ) from None
+    if not host:
+        raise ValueError(f"masters: URL {url!r} has no host")
+    db = 0
+    path = parts.path.strip("/")
+    if path:
+        db = _check_db(path, url)
+    query = parse_qs(parts.query)
+    if "db" in query:
+        db = _check_db(query["db"][0], url)
+    username = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password is not None else None
+    if username is not None and password is None:
+        # redis://secret@host is the historic "password only" form.
+        username, password = None, username
+    return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password)
+
+
+def _from_dict(d: dict) -> MasterSpec:
+    what = repr({k: ("***" if k == "password" else v) for k, v in d.items()})
+    unknown = set(d) - _DICT_KEYS
+    if unknown:
+        raise ValueError(f"masters: unknown key(s) {sorted(unknown)} in {what}")
+    db = _check_db(d.get("db", 0), what)
+    username = _opt_str(d.get("username"), "username", what)
+    password = _opt_str(d.get("password"), "password", what)
+    path = d.get("path") or d.get("unix_socket_path")
+    if path:
+        return MasterSpec(None, 0, str(path), db, username, password)
+    host = _check_host(d.get("host", "127.0.0.1"), what)
+    return MasterSpec(host, _check_port(d.get("port", 6379), what), None, db, username, password)
+
+
+def _from_redis_client(client: Any) -> MasterSpec:
+    kwargs = client.connection_pool.connection_kwargs
+    conn_cls = getattr(client.connection_pool, "connection_class", None)
+    if conn_cls is not None and "SSL" in conn_cls.__name__:
+        raise ValueError("masters: TLS connections (SSLConnection) are not supported yet")
+    return _from_dict(
+        {
+            k: kwargs[k]
+            for k in ("host", "port", "db", "username", "password", "path")
+            if kwargs.get(k) is not None
+        }
+    )
+
+
+def parse_master(master: Any) -> MasterSpec:
+    """Describe one master; raise ``ValueError``/``TypeError`` naming ``masters`` if it is malformed."""
+    if isinstance(master, MasterSpec):
+        return master
+    if isinstance(master, str):
+        return _from_url(master)
+    if isinstance(master, dict):
+        return _from_dict(master)
+    if isinstance(master, tuple):
+        if len(master) != 2:
+            raise ValueError(f"masters: a tuple must be (host, port), got {master!r}")
+        host, port = master
+        what = repr(master)
+        return MasterSpec(_check_host(host, what), _check_port(port, what), None, 0, None, None)
+    if hasattr(master, "connection_pool") and hasattr(master.connection_pool, "connection_kwargs"):
+        return _from_redis_client(master)
+    raise TypeError(
+        "masters: each master must be a URL string, a dict, a (host, port) tuple or a redis.Redis "
+        f"client, not {type(master).__name__}"
+    )
+
+
+def parse_masters(masters: Iterable[Any]) -> Tuple[MasterSpec, ...]:
+    """Describe every master; reject an empty list and duplicates (they would fake a quorum)."""
+    if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
+        raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
+    specs: List[MasterSpec] = [parse_master(m) for m in masters]
+    if not specs:
+        raise ValueError("masters: at least one master is required")
+    seen = set()
+    for spec in specs:
+        where = (spec.host, spec.port, spec.path, spec.db)
+        if where in seen:
+            raise ValueError(f"masters: {spec.label} is listed twice; duplicates would fake a quorum")
+        seen.add(where)
+    return tuple(specs)

@@ -1,0 +1,60 @@
+"""Exceptions raised by fastredlock.
+
+Errors that come from a round carry the per-master outcomes, so an operator can see *why* a quorum
+was missed: which master timed out, which refused, which answered an error.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence, Tuple
+
+__all__ = [
+    "LockError",
+    "LockNotAcquiredError",
+    "LockNotOwnedError",
+    "MasterOutcome",
+]
+
+
+class MasterOutcome(NamedTuple):
+    """What one master answered in one round."""
+
+    #: The master as configured, e.g. ``"127.0.0.1:7001"`` or ``"unix:///tmp/r.sock"``.
+    master: str
+    #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"error reply"``,
+    #: ``"protocol error"``.
+    outcome: str
+    #: The server's error message or the OS error, when there was one.
+    detail: Optional[str] = None
+
+    def __str__(self) -> str:
+        if self.detail:
+            return f"{self.master}: {self.outcome} ({self.detail})"
+        return f"{self.master}: {self.outcome}"
+
+
+class LockError(Exception):
+    """Base class of every error about a lock.
+
+    ``name`` is the lock's name; ``outcomes`` the per-master outcomes of the round that failed
+    (an empty tuple when the error did not come from the masters).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        name: Optional[str | bytes] = None,
+        outcomes: Sequence[MasterOutcome] = (),
+    ) -> None:
+        self.name = name
+        self.outcomes: Tuple[MasterOutcome, ...] = tuple(outcomes)
+        if self.outcomes:
+            message = f"{message}; masters: " + ", ".join(str(o) for o in self.outcomes)
+        super().__init__(message)
+
+
+class LockNotAcquiredError(LockError):
+    """The lock could not be acquired (a quorum said no, or it timed out) where the caller required it."""
+
+
+class LockNotOwnedError(LockError):
+    """The lock is no longer held by this handle: it expired, was lost, or was taken by another client."""
