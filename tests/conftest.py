@@ -1,0 +1,98 @@
+"""Fixtures: real local masters and the both-cores parametrization.
+
+Every behavioural test takes ``core`` (directly or through ``dlm``/``make_client``) and so runs
+once on the Cython core and once on the pure-Python core. The Cython run *fails* when the extension
+is not importable, unless ``FASTREDLOCK_NO_EXTENSIONS`` asked for a pure install: a build that
+silently fell back to the slow core must not pass as green.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+import fastredlock
+from fastredlock._cores import NO_EXTENSIONS
+from fastredlock.servers import find_server, server_version, start_masters
+
+CORES = ["cython", "python"]
+
+
+def pytest_report_header(config):
+    try:
+        binary = find_server()
+        server = f"{server_version(binary)} ({binary})"
+    except FileNotFoundError as exc:
+        server = f"none ({exc})"
+    return [f"fastredlock core: {fastredlock.CORE}; no-extensions: {NO_EXTENSIONS}; server: {server}"]
+
+
+@pytest.fixture(params=CORES)
+def core(request) -> str:
+    """The name of the core under test; the Cython one must be built unless explicitly disabled."""
+    name = request.param
+    if name == "cython":
+        if NO_EXTENSIONS:
+            pytest.skip("FASTREDLOCK_NO_EXTENSIONS is set: the Cython core is disabled on purpose")
+        try:
+            import fastredlock._core  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - the failure this guards against
+            pytest.fail(f"the Cython core is expected but not importable: {exc}")
+    return name
+
+
+@pytest.fixture(scope="session")
+def masters():
+    """Five masters shared by the whole session; tests must not kill or pause them."""
+    with start_masters(5) as local:
+        yield local
+
+
+@pytest.fixture
+def fault_masters():
+    """Five fresh masters for one test, which may kill, pause or restart them."""
+    with start_masters(5) as local:
+        yield local
+
+
+@pytest.fixture
+def name() -> str:
+    """A lock name no other test uses."""
+    return f"test:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def make_client(core):
+    """Build ``Redlock`` clients on the core under test; all are closed at teardown."""
+    clients = []
+
+    def make(urls, **kwargs):
+        kwargs.setdefault("core", core)
+        client = fastredlock.Redlock(urls, **kwargs)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def dlm(make_client, masters):
+    """A client on the session masters, on the core under test, with short retries."""
+    return make_client(masters.urls, retry_count=2, retry_delay=0.05, retry_jitter=0.02)
+
+
+def _keys_on(local, key) -> int:
+    count = 0
+    for m in local:
+        if m.running():
+            count += m.command("EXISTS", key)
+    return count
+
+
+@pytest.fixture
+def keys_on():
+    """``keys_on(masters, key)``: on how many running masters ``key`` exists, read by a raw connection."""
+    return _keys_on

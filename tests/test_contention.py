@@ -1,0 +1,40 @@
+"""Many processes contending on one name never hold it at once, and leave no key behind."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+
+import pytest
+
+from fastredlock.servers import LocalMaster
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _contender import contend  # noqa: E402
+
+
+@pytest.mark.slow
+def test_eight_processes_never_overlap(core, masters, name, keys_on):
+    counter = LocalMaster().start()
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        results = ctx.Queue()
+        procs = [
+            ctx.Process(target=contend, args=(masters.urls, core, name, counter.port, 3.0, results))
+            for _ in range(8)
+        ]
+        for p in procs:
+            p.start()
+        outcomes = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(10)
+            assert p.exitcode == 0
+        held = sum(o[0] for o in outcomes)
+        assert sum(o[1] for o in outcomes) == 0, f"two holders at once: {outcomes}"
+        assert sum(o[2] for o in outcomes) == 0
+        assert held > 50, outcomes  # the test really exercised the lock
+        assert sum(1 for o in outcomes if o[0] > 0) >= 4  # several processes made progress
+        assert keys_on(masters, name) == 0
+        assert counter.command("GET", "holders") == b"0"
+    finally:
+        counter.stop()

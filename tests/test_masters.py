@@ -1,0 +1,124 @@
+"""The ways to name a master, and logging in to it: URLs, dicts, tuples, redis.Redis, AUTH, db, Unix."""
+from __future__ import annotations
+
+import pytest
+
+from fastredlock import Redlock
+from fastredlock._masters import MasterSpec, parse_master
+from fastredlock.servers import start_masters
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("redis://127.0.0.1:7001", MasterSpec("127.0.0.1", 7001, None, 0, None, None)),
+        ("redis://localhost", MasterSpec("localhost", 6379, None, 0, None, None)),
+        ("redis://127.0.0.1:7001/3", MasterSpec("127.0.0.1", 7001, None, 3, None, None)),
+        ("redis://:s3cret@127.0.0.1:7001", MasterSpec("127.0.0.1", 7001, None, 0, None, "s3cret")),
+        ("redis://s3cret@127.0.0.1:7001", MasterSpec("127.0.0.1", 7001, None, 0, None, "s3cret")),
+        ("redis://al%40ice:p%3Aw@127.0.0.1:7001/2", MasterSpec("127.0.0.1", 7001, None, 2, "al@ice", "p:w")),
+        ("unix:///tmp/r.sock", MasterSpec(None, 0, "/tmp/r.sock", 0, None, None)),
+        ("unix:///tmp/r.sock?db=4", MasterSpec(None, 0, "/tmp/r.sock", 4, None, None)),
+        ({"host": "127.0.0.1", "port": 7002, "db": 1, "password": "pw"},
+         MasterSpec("127.0.0.1", 7002, None, 1, None, "pw")),
+        ({"unix_socket_path": "/tmp/x.sock"}, MasterSpec(None, 0, "/tmp/x.sock", 0, None, None)),
+        (("127.0.0.1", 7003), MasterSpec("127.0.0.1", 7003, None, 0, None, None)),
+    ],
+)
+def test_parse_master_forms(given, expected):
+    assert parse_master(given) == expected
+
+
+def test_dict_with_unknown_key_raises():
+    with pytest.raises(ValueError, match="masters"):
+        parse_master({"host": "127.0.0.1", "prot": 7001})
+
+
+def test_label_hides_password():
+    spec = parse_master("redis://user:secret@127.0.0.1:7001/2")
+    assert "secret" not in spec.label and spec.label == "127.0.0.1:7001/2"
+
+
+def test_redis_py_clients_are_read_not_used(make_client, masters, name, keys_on):
+    redis = pytest.importorskip("redis")
+    clients = [redis.Redis(host=m.host, port=m.port) for m in masters]
+    dlm = make_client(clients)
+    assert dlm.masters == tuple(f"127.0.0.1:{m.port}" for m in masters)
+    with dlm.lock(name, ttl=5.0):
+        assert keys_on(masters, name) == 5
+    for c in clients:
+        assert c.connection_pool._created_connections == 0  # redis-py never opened a socket
+
+
+def test_password_and_db_are_used(make_client, name):
+    with start_masters(3, extra_args=["--requirepass", "pw"]) as local:
+        urls = [f"redis://:pw@127.0.0.1:{m.port}/5" for m in local]
+        with make_client(urls).lock(name, ttl=5.0) as lock:
+            for m in local:
+                assert m.command("AUTH", "pw") == b"OK"
+        # the key went to db 5, behind the password
+        checks = []
+        for m in local:
+            import socket
+
+            import hiredis
+
+            from fastredlock._core_py import encode_command
+
+            with socket.create_connection((m.host, m.port)) as s:
+                s.sendall(encode_command(b"AUTH", b"pw") + encode_command(b"SELECT", b"5")
+                          + encode_command(b"SET", b"probe", b"1"))
+                r = hiredis.Reader()
+                replies = []
+                while len(replies) < 3:
+                    r.feed(s.recv(4096))
+                    while (x := r.gets()) is not False:
+                        replies.append(x)
+                checks.append(replies)
+        assert all(c == [b"OK", b"OK", b"OK"] for c in checks)
+        assert lock.outcomes and all(o.outcome == "ok" for o in lock.outcomes)
+
+
+def test_wrong_password_counts_as_no_with_server_message(make_client, name):
+    with start_masters(3, extra_args=["--requirepass", "pw"]) as local:
+        urls = [f"redis://:{'pw' if i else 'wrong'}@127.0.0.1:{m.port}" for i, m in enumerate(local)]
+        lock = make_client(urls, retry_count=0).lock(name, ttl=5.0)
+        assert lock.acquire()  # 2 of 3
+        first = lock.outcomes[0]
+        assert first.outcome == "error reply"
+        assert "WRONGPASS" in first.detail or "invalid" in first.detail
+        lock.release()
+
+
+def test_acl_user_login(make_client, name):
+    with start_masters(3) as local:
+        for m in local:
+            assert m.command("ACL", "SETUSER", "locker", "on", ">lpw", "~*", "+@all") == b"OK"
+        urls = [f"redis://locker:lpw@127.0.0.1:{m.port}" for m in local]
+        with make_client(urls).lock(name, ttl=5.0) as lock:
+            assert [o.outcome for o in lock.outcomes] == ["ok"] * 3
+        denied = [f"redis://locker:nope@127.0.0.1:{m.port}" for m in local]
+        lock = make_client(denied, retry_count=0).lock(name, ttl=5.0)
+        assert not lock.acquire()
+        assert all(o.outcome == "error reply" for o in lock.outcomes)
+
+
+def test_unix_socket_masters(make_client, name):
+    with start_masters(3, unix_socket=True) as local:
+        urls = [f"unix://{m.unix_path}" for m in local]
+        dlm = make_client(urls)
+        with dlm.lock(name, ttl=5.0) as lock:
+            assert [o.outcome for o in lock.outcomes] == ["ok"] * 3
+            assert all(m.command("GET", name) == lock.token for m in local)
+
+
+def test_unreachable_host_counts_as_connection_error(make_client, name):
+    # a port nobody listens on (bound then released) -> refused
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lock = make_client([f"redis://127.0.0.1:{port}"], retry_count=0).lock(name, ttl=1.0)
+    assert lock.acquire() is False
+    assert lock.outcomes[0].outcome == "connection error"
