@@ -18,6 +18,10 @@ ERROR_REPLY = 4
 #: The master answered bytes that are not valid RESP, or a reply of the wrong type.
 PROTOCOL_ERROR = 5
 
+#: The master said OK, but it restarted less than the restart grace ago (it may have forgotten
+#: locks it held), so its vote does not count toward the quorum (restart-aware voting).
+UNTRUSTED = 6
+
 NAMES = {
     OK: "ok",
     NO: "no",
@@ -25,4 +29,5 @@ NAMES = {
     CONN_ERROR: "connection error",
     ERROR_REPLY: "error reply",
     PROTOCOL_ERROR: "protocol error",
+    UNTRUSTED: "restarted recently",
 }

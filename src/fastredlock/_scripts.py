@@ -34,3 +34,39 @@ return 0
 
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
+
+# FENCED_ACQUIRE (round 1 of a fenced acquisition)
+# KEYS[1]  the lock key
+# KEYS[2]  the fence counter key (same hash tag as the lock key)
+# ARGV[1]  the token of this acquisition
+# ARGV[2]  the time to live in milliseconds
+# Returns  the counter's current value (0 if absent) if the lock key was set, -1 if it is taken.
+FENCED_ACQUIRE = b"""\
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return tonumber(redis.call('get', KEYS[2]) or '0')
+end
+return -1
+"""
+
+# FENCE_WRITE (round 2 of a fenced acquisition)
+# KEYS[1]  the lock key
+# KEYS[2]  the fence counter key
+# ARGV[1]  the token of this acquisition
+# ARGV[2]  the fence chosen by the client (max of round 1's values + 1)
+# ARGV[3]  how long the counter outlives its last use, in milliseconds
+# Returns  1 if the key still held the token and the counter is now >= the fence, 0 otherwise.
+# The counter only ever grows (counter = max(counter, fence)), so a late or repeated write is harmless.
+FENCE_WRITE = b"""\
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local fence = tonumber(ARGV[2])
+if tonumber(redis.call('get', KEYS[2]) or '0') < fence then
+    redis.call('set', KEYS[2], ARGV[2])
+end
+redis.call('pexpire', KEYS[2], ARGV[3])
+return 1
+"""
+
+FENCED_ACQUIRE_SHA = hashlib.sha1(FENCED_ACQUIRE).hexdigest().encode()
+FENCE_WRITE_SHA = hashlib.sha1(FENCE_WRITE).hexdigest().encode()

@@ -21,7 +21,7 @@ class MasterOutcome(NamedTuple):
     #: The master as configured, e.g. ``"127.0.0.1:7001"`` or ``"unix:///tmp/r.sock"``.
     master: str
     #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"error reply"``,
-    #: ``"protocol error"``.
+    #: ``"protocol error"``, ``"restarted recently"``.
     outcome: str
     #: The server's error message or the OS error, when there was one.
     detail: Optional[str] = None
