@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fastredlock import LockError, LockNotAcquiredError, LockNotOwnedError
+from fastredlock import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError
 
 
 def test_acquire_release_happy_path(dlm, masters, name, keys_on):
@@ -123,8 +123,14 @@ def test_extend_after_expiry_raises_and_marks_lost(dlm, masters, name, keys_on):
     with pytest.raises(LockNotOwnedError) as info:
         lock.extend(5.0)
     assert "lost" in str(info.value)
-    assert lock.token is None and not lock.locked()
+    assert isinstance(info.value, LockLostError)
+    assert lock.lost and not lock.locked() and lock.validity == 0.0
+    with pytest.raises(LockLostError):
+        lock.check()
     assert keys_on(masters, name) == 0
+    with pytest.raises(LockLostError):
+        lock.release()  # honest to the end: the handle was lost, not released cleanly
+    assert lock.token is None and not lock.lost
 
 
 def test_release_unheld_handle_raises_lock_error(dlm, name):

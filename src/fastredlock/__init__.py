@@ -5,7 +5,7 @@ pure-Python twin, conservative validity on the monotonic clock. See README.md fo
 """
 from ._cores import CORE
 from .client import Redlock
-from .errors import LockError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .lock import Lock
 
 __version__ = "0.1.0.dev0"
@@ -14,6 +14,7 @@ __all__ = [
     "CORE",
     "Lock",
     "LockError",
+    "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 from . import _fork
 from . import _outcomes as oc
@@ -17,6 +17,7 @@ from ._cores import core_class
 from ._masters import MasterSpec, parse_masters
 from .errors import MasterOutcome
 from .lock import Lock
+from .watchdog import Watchdog
 
 __all__ = ["Redlock"]
 
@@ -24,6 +25,8 @@ __all__ = ["Redlock"]
 MAX_TTL = (2**31 - 1) / 1000.0
 #: Longest lock name accepted, in bytes after the prefix is added.
 MAX_NAME_BYTES = 65536
+#: Default lifetime of a fence counter after its last use, in seconds (30 days).
+FENCE_RETENTION = 30 * 86400.0
 
 
 def _check_number(value: Any, name: str, *, minimum: float = 0.0, strict: bool = False) -> float:
@@ -52,6 +55,15 @@ class Redlock:
         as "no" for that round. Keep it much smaller than your TTLs.
     :param connect_timeout: extra time allowed when a round has to (re)connect to a master.
     :param prefix: prepended to every lock name to form the key.
+    :param restart_aware: restart-aware voting (on by default): a master that has been up for less
+        than ``restart_grace`` may have forgotten locks it held before a restart, so its OK does not
+        count toward a quorum until then. Needs ``INFO server``; turn it off for services that hide
+        INFO, and for masters you just started in a test.
+    :param restart_grace: seconds a restarted master stays untrusted; default: the largest TTL this
+        client has used. Set it to the largest TTL of the whole fleet.
+    :param backoff: a callable ``backoff(attempt) -> seconds`` that replaces ``retry_delay`` and
+        ``retry_jitter`` (``attempt`` counts from 1).
+    :param fence_retention: seconds a fence counter outlives its last use (fencing locks only).
     :param core: ``"cython"`` or ``"python"`` to force a core (tests, benchmarks); default: the
         active one (:data:`fastredlock.CORE`).
     """
@@ -67,6 +79,10 @@ class Redlock:
         io_timeout: float = 0.05,
         connect_timeout: float = 0.1,
         prefix: Union[str, bytes] = "",
+        restart_aware: bool = True,
+        restart_grace: Optional[float] = None,
+        backoff: Optional[Callable[[int], float]] = None,
+        fence_retention: float = FENCE_RETENTION,
         core: Optional[str] = None,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
@@ -86,6 +102,14 @@ class Redlock:
         elif not isinstance(prefix, bytes):
             raise TypeError(f"prefix must be str or bytes, not {type(prefix).__name__}")
         self.prefix: bytes = prefix
+        if backoff is not None and not callable(backoff):
+            raise TypeError(f"backoff must be callable, not {type(backoff).__name__}")
+        self.backoff = backoff
+        self.restart_aware = bool(restart_aware)
+        self.restart_grace = None if restart_grace is None else _check_number(restart_grace, "restart_grace")
+        self._max_ttl_ms = 0
+        self._fence_retention_ms = int(_check_number(fence_retention, "fence_retention", strict=True) * 1000)
+        self._watchdog: Optional[Watchdog] = None
         self._core_cls = core_class(core)
         self.core: str = "python" if self._core_cls.__module__.endswith("_core_py") else "cython"
         self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
@@ -101,12 +125,32 @@ class Redlock:
         """The masters' labels (``host:port[/db]`` or ``unix:///path``), in the order given."""
         return tuple(spec.label for spec in self._specs)
 
-    def lock(self, name: Union[str, bytes], ttl: float = 10.0) -> Lock:
-        """Return a handle for the lock called ``name`` held for ``ttl`` seconds; nothing is sent yet."""
-        return Lock(self, name, ttl)
+    def lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 10.0,
+        *,
+        auto_extend: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lock], object]] = None,
+        fencing: bool = False,
+    ) -> Lock:
+        """Return a handle for the lock called ``name`` held for ``ttl`` seconds; nothing is sent yet.
+
+        :param auto_extend: the client's watchdog renews the lock about every ``ttl / 3`` while it
+            is held (all such locks of a client share one thread and one round per tick).
+        :param max_hold: with ``auto_extend``, stop renewing this many seconds after acquisition.
+        :param on_lost: ``on_lost(lock)`` runs (on the watchdog thread) if the lock is lost while
+            held: a renewal failed or its validity ran out.
+        :param fencing: take a fencing token at each acquisition (:attr:`Lock.fence`, strictly
+            increasing across holders of the name; one extra round).
+        """
+        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
 
     def close(self) -> None:
-        """Close every connection. Locks still held stay on the masters until their TTL."""
+        """Close every connection and stop the watchdog. Locks still held stay until their TTL."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
         with self._pool_lock:
             pool, self._pool = self._pool, []
             self._closed = True
@@ -145,7 +189,30 @@ class Redlock:
         # Validity is ttl - elapsed - (ttl * drift + 2 ms): a TTL below that margin can never hold.
         if ttl_ms * (1.0 - self.drift_factor) <= 2.0:
             raise ValueError(f"ttl is too small to ever be valid with drift_factor={self.drift_factor}: {value:g}s")
+        if ttl_ms > self._max_ttl_ms:
+            self._max_ttl_ms = ttl_ms
         return ttl_ms
+
+    def _checkout_for_acquire(self, ttl_ms: int) -> Any:
+        """A core whose restart grace covers the largest TTL used so far (restart-aware voting)."""
+        core = self._checkout()
+        if self.restart_aware:
+            grace = self._max_ttl_ms if self.restart_grace is None else int(self.restart_grace * 1000)
+            core.restart_grace_ms = grace
+        return core
+
+    def _watch(self, lock: Lock) -> None:
+        watchdog = self._watchdog
+        if watchdog is None:
+            with self._pool_lock:
+                if self._watchdog is None:
+                    self._watchdog = Watchdog(self)
+                watchdog = self._watchdog
+        watchdog.watch(lock)
+
+    def _unwatch(self, lock: Lock) -> None:
+        if self._watchdog is not None:
+            self._watchdog.unwatch(lock)
 
     def _checkout(self) -> Any:
         if self._generation != _fork.generation:
@@ -155,7 +222,9 @@ class Redlock:
         try:
             return self._pool.pop()
         except IndexError:
-            return self._core_cls(self._specs, self.io_timeout, self.connect_timeout, self.drift_factor)
+            return self._core_cls(
+                self._specs, self.io_timeout, self.connect_timeout, self.drift_factor, self.restart_aware
+            )
 
     def _checkin(self, core: Any, clean: bool = True) -> None:
         if not clean:
@@ -170,6 +239,7 @@ class Redlock:
         # The parent's pool lock may have been held by a thread that does not exist here: replace it.
         self._pool_lock = threading.Lock()
         pool, self._pool = self._pool, []
+        self._watchdog = None  # its thread does not exist here; the parent's locks are not ours
         self._generation = _fork.generation
         for core in pool:
             core.close()

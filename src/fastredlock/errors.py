@@ -9,6 +9,7 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 
 __all__ = [
     "LockError",
+    "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",
@@ -58,3 +59,11 @@ class LockNotAcquiredError(LockError):
 
 class LockNotOwnedError(LockError):
     """The lock is no longer held by this handle: it expired, was lost, or was taken by another client."""
+
+
+class LockLostError(LockNotOwnedError):
+    """The holder can no longer prove it holds the lock: a renewal failed or its validity ran out.
+
+    Raised by :meth:`Lock.check` and at the exit of a ``with`` block whose lock was lost while the
+    body ran (Chubby's "jeopardy"): the body's work may have overlapped with another holder.
+    """

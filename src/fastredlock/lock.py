@@ -1,36 +1,73 @@
-"""``Lock``: one named lock handle — acquire with retries, extend, release, context manager.
+"""``Lock``: one named lock handle — acquire with retries, extend, release, fencing, lost-lock signal.
 
 Every public method validates, then makes its rounds through a core borrowed from the client. No
 path leaves keys behind: a failed or interrupted acquisition releases on every master that may hold
-its token, and a failed extension releases everywhere and reports the lock lost.
+its token, and a failed extension releases everywhere and marks the lock lost.
+
+A lock is *lost* (Chubby's "jeopardy") when the holder can no longer prove it holds it: an extension
+or renewal failed, or its validity ran out while held. Then :attr:`Lock.lost` is true, the
+``on_lost`` callback has run (or runs when the watchdog notices), :meth:`Lock.check` raises
+:class:`LockLostError`, and a ``with`` block raises :class:`LockLostError` at its exit.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 from time import monotonic
-from typing import TYPE_CHECKING, List, Optional, Union
+from typing import TYPE_CHECKING, Callable, List, Optional, Union
 
+from . import _fork
 from . import _outcomes as oc
 from ._tokens import new_token
-from .errors import LockError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 
 if TYPE_CHECKING:
     from .client import Redlock
 
-__all__ = ["Lock"]
+__all__ = ["Lock", "fence_key"]
+
+log = logging.getLogger("fastredlock")
+
+#: Suffix of the fence counter key; the counter shares the lock key's hash tag (one cluster slot).
+FENCE_SUFFIX = b":fastredlock-fence"
+
+
+def fence_key(key: bytes) -> bytes:
+    """Return the key of the fence counter that belongs to lock ``key`` (same hash slot)."""
+    left = key.find(b"{")
+    if left != -1:
+        right = key.find(b"}", left + 1)
+        if right > left + 1:
+            return key + FENCE_SUFFIX  # the key already has a hash tag: keep it
+    return b"{" + key + b"}" + FENCE_SUFFIX
 
 
 class Lock:
     """A handle on the lock called ``name``; get one from :meth:`Redlock.lock`.
 
     A handle holds at most one acquisition at a time. It is not meant to be shared between threads
-    (share the :class:`Redlock` client instead and take one handle per thread).
+    (share the :class:`Redlock` client instead and take one handle per thread); the client's
+    watchdog thread is the one exception, and it coordinates with the handle's owner.
     """
 
-    __slots__ = ("_client", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last")
+    __slots__ = (
+        "_client", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
+        "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_next_due",
+        "_generation", "__weakref__",
+    )
 
-    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float) -> None:
+    def __init__(
+        self,
+        client: "Redlock",
+        name: Union[str, bytes],
+        ttl: float,
+        *,
+        auto_extend: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[["Lock"], object]] = None,
+        fencing: bool = False,
+    ) -> None:
         self._client = client
         #: The name as given.
         self.name = name
@@ -39,41 +76,83 @@ class Lock:
         self._ttl_ms = client._ttl_ms(ttl)
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        if max_hold is not None:
+            from .client import _check_number
+
+            max_hold = _check_number(max_hold, "max_hold", strict=True)
+            if not auto_extend:
+                raise ValueError("max_hold only makes sense with auto_extend=True")
+        #: Whether the client's watchdog renews this lock while it is held.
+        self.auto_extend = bool(auto_extend)
+        #: Seconds after acquisition when the watchdog stops renewing (None: no cap).
+        self.max_hold = max_hold
+        #: Called with this lock, from the watchdog thread, when the lock is lost while held.
+        self.on_lost = on_lost
+        #: Whether acquisitions take a fencing token (two rounds; see :attr:`fence`).
+        self.fencing = bool(fencing)
         #: The token of the current acquisition (bytes), or ``None`` when not held.
         self.token: Optional[bytes] = None
+        #: The fencing token of the current acquisition (``fencing=True`` only): an int strictly
+        #: larger than that of every earlier holder of this name. ``None`` when not held.
+        self.fence: Optional[int] = None
         self._valid_until = 0.0
         self._last = None
+        self._lost = False
+        self._acquired_at = 0.0
+        self._next_due = 0.0
+        self._generation = _fork.generation
 
     # --- state ------------------------------------------------------------------------------
     @property
     def validity(self) -> float:
-        """Seconds this handle can still rely on holding the lock (0.0 when not held).
+        """Seconds this handle can still rely on holding the lock (0.0 when not held or lost).
 
         Conservative: measured on the monotonic clock from before the acquiring (or extending)
         round was sent, minus the round's duration and the clock-drift allowance.
         """
-        if self.token is None:
+        if self.token is None or self._lost:
             return 0.0
         return max(0.0, self._valid_until - monotonic())
 
     def locked(self) -> bool:
         """Return whether this handle holds the lock with validity left (a local check, no I/O)."""
-        return self.token is not None and monotonic() < self._valid_until
+        return self.token is not None and not self._lost and monotonic() < self._valid_until
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lock was lost while held: a renewal or extension failed, or validity ran out."""
+        if self._lost:
+            return True
+        return self.token is not None and monotonic() >= self._valid_until
+
+    def check(self) -> None:
+        """Raise :class:`LockLostError` unless the lock is held with validity left.
+
+        Call it right before acting on the protected resource.
+        """
+        if self.token is None:
+            raise LockError(f"lock {self.name!r} is not held by this handle", self.name)
+        if self.lost:
+            raise LockLostError(f"lock {self.name!r} was lost: validity ran out or a renewal failed", self.name)
 
     @property
     def outcomes(self) -> List[MasterOutcome]:
         """What each master answered in this handle's last round (empty before the first)."""
         return self._client._outcomes(self._last) if self._last is not None else []
 
-    # --- operations -------------------------------------------------------------------------
+    # --- acquire ----------------------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Try to acquire the lock; return whether it is now held.
 
         ``blocking=False`` makes exactly one attempt. With ``timeout`` (seconds), attempts go on
         until it has passed; without, up to ``1 + retry_count`` attempts are made. Between attempts
-        the handle sleeps ``retry_delay`` plus a random jitter of up to ``retry_jitter``.
+        the handle sleeps ``retry_delay`` plus a random jitter of up to ``retry_jitter`` (or what the
+        client's ``backoff`` callable says), never past the deadline. Every failed attempt has been
+        released on all masters before the sleep.
         """
-        if self.token is not None:
+        if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
         client = self._client
         deadline = None
@@ -83,6 +162,7 @@ class Lock:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
                 raise ValueError(f"timeout must be a number >= 0 or None, got {timeout!r}")
             deadline = monotonic() + timeout
+        self._reset()
         attempts = 0
         while True:
             attempts += 1
@@ -90,37 +170,47 @@ class Lock:
                 return True
             if not blocking:
                 return False
-            delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
-            if deadline is None:
-                if attempts > client.retry_count:
-                    return False
+            if deadline is None and attempts > client.retry_count:
+                return False
+            if client.backoff is not None:
+                delay = float(client.backoff(attempts))
             else:
+                delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
+            if deadline is not None:
                 remaining = deadline - monotonic()
                 if remaining <= 0:
                     return False
                 delay = min(delay, remaining)
-            time.sleep(delay)
+            if delay > 0:
+                time.sleep(delay)
+
+    def _reset(self) -> None:
+        self.token = None
+        self.fence = None
+        self._lost = False
+        self._valid_until = 0.0
+        self._generation = _fork.generation
 
     def _attempt(self) -> bool:
-        """One acquisition round; on failure release wherever our token may have landed."""
+        """One acquisition (one round, two with fencing); on failure release wherever it may have landed."""
         client = self._client
         token = new_token()
-        core = client._checkout()
+        core = client._checkout_for_acquire(self._ttl_ms)
         clean = False
         try:
-            rnd = core.acquire(self.key, token, self._ttl_ms)
-            self._last = rnd
-            if rnd.ok:
-                self.token = token
-                self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                clean = True
-                return True
-            # A master that answered anything but a clear "no" may hold our key (an OK outside a
-            # quorum, or a SET that landed after its timeout): release on all of them.
-            if any(code != oc.NO for code in rnd.outcomes):
-                core.release(self.key, token)
+            if self.fencing:
+                ok = self._acquire_fenced(core, token)
+            else:
+                rnd = core.acquire(self.key, token, self._ttl_ms)
+                self._last = rnd
+                ok = rnd.ok
+                if ok:
+                    self._valid_until = rnd.started + rnd.elapsed + rnd.validity
+                elif any(code != oc.NO for code in rnd.outcomes):
+                    # A master that answered anything but a clear "no" may hold our key (an OK
+                    # outside a quorum, an untrusted OK, a SET that landed after its timeout).
+                    core.release(self.key, token)
             clean = True
-            return False
         except BaseException:
             # Interrupted mid-round (KeyboardInterrupt, a bug): our SET may have landed anywhere.
             core.close()
@@ -131,15 +221,44 @@ class Lock:
             raise
         finally:
             client._checkin(core, clean)
+        if ok:
+            self.token = token
+            self._acquired_at = monotonic()
+            if self.auto_extend or self.on_lost is not None:
+                client._watch(self)
+        return ok
 
+    def _acquire_fenced(self, core, token: bytes) -> bool:
+        """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
+        fkey = fence_key(self.key)
+        first = core.acquire_fenced(self.key, fkey, token, self._ttl_ms)
+        self._last = first
+        if first.ok:
+            fence = max(v for v in first.values if v is not None) + 1
+            second = core.write_fence(self.key, fkey, token, fence, self._client._fence_retention_ms)
+            # validity still runs from before the first round: the second round only uses it up
+            valid_until = first.started + first.elapsed + first.validity
+            if second.ok and monotonic() < valid_until:
+                self.fence = fence
+                self._valid_until = valid_until
+                return True
+            self._last = second
+        if any(code != oc.NO for code in first.outcomes):
+            core.release(self.key, token)
+        return False
+
+    # --- release and extend -------------------------------------------------------------------
     def release(self) -> None:
         """Release the lock on every master.
 
-        Raises :class:`LockNotOwnedError` if fewer than a quorum of masters still held this
-        acquisition's token (it expired, or another client took it); the handle is released either way.
+        Raises :class:`LockLostError` if the lock had been lost while held, and
+        :class:`LockNotOwnedError` if fewer than a quorum of masters still held this acquisition's
+        token (it expired, or another client took it). The handle is released either way.
         """
         token = self._require_token()
         client = self._client
+        client._unwatch(self)
+        was_lost = self.lost
         core = client._checkout()
         clean = False
         try:
@@ -148,8 +267,14 @@ class Lock:
         finally:
             client._checkin(core, clean)
             self.token = None
+            self.fence = None
             self._valid_until = 0.0
         self._last = rnd
+        if was_lost:
+            self._lost = False
+            raise LockLostError(
+                f"lock {self.name!r} had been lost before it was released", self.name, client._outcomes(rnd)
+            )
         if not rnd.ok:
             raise LockNotOwnedError(
                 f"lock {self.name!r} was no longer held on a quorum ({rnd.successes}/{client.quorum} needed) "
@@ -162,10 +287,12 @@ class Lock:
         """Reset the lock's time to live to ``ttl`` seconds (default: the handle's ``ttl``).
 
         Succeeds only if a quorum still held the token and the recomputed validity is positive.
-        Otherwise the lock is lost: it is released on every master and :class:`LockNotOwnedError`
-        is raised.
+        Otherwise the lock is lost: it is released on every master, ``on_lost`` runs, and
+        :class:`LockNotOwnedError` (a :class:`LockLostError`) is raised.
         """
         token = self._require_token()
+        if self._lost:
+            raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
         client = self._client
         ttl_ms = self._ttl_ms if ttl is None else client._ttl_ms(ttl)
         core = client._checkout()
@@ -179,40 +306,75 @@ class Lock:
                     self.ttl, self._ttl_ms = float(ttl), ttl_ms
                 clean = True
                 return
-            self.token = None
-            self._valid_until = 0.0
-            core.release(self.key, token)
             clean = True
         finally:
             client._checkin(core, clean)
-        raise LockNotOwnedError(
+        self._lose(rnd)
+        raise LockLostError(
             f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{client.quorum} needed); "
             "it is lost and was released",
             self.name,
             client._outcomes(rnd),
         )
 
+    def _lose(self, rnd=None) -> None:
+        """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once."""
+        if self._lost:
+            return
+        self._lost = True
+        self._valid_until = 0.0
+        client = self._client
+        client._unwatch(self)
+        token = self.token
+        if token is not None:
+            try:
+                core = client._checkout()
+                try:
+                    core.release(self.key, token)
+                finally:
+                    client._checkin(core)
+            except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
+                log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
+
     def _require_token(self) -> bytes:
         if self.token is None:
             raise LockError(f"lock {self.name!r} is not held by this handle", self.name)
+        if self._generation != _fork.generation:
+            raise LockError(
+                f"lock {self.name!r} was acquired by the parent process; a fork child cannot release "
+                "or extend it",
+                self.name,
+            )
         return self.token
 
     # --- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Lock":
         if not self.acquire():
-            raise LockNotAcquiredError(
-                f"could not acquire lock {self.name!r}", self.name, self.outcomes
-            )
+            raise LockNotAcquiredError(f"could not acquire lock {self.name!r}", self.name, self.outcomes)
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             self.release()
-        except LockNotOwnedError:
+        except LockNotOwnedError as error:
             if exc_type is None:
-                raise  # the body ran without the lock for part of its time: say so
+                if isinstance(error, LockLostError):
+                    raise
+                # the body ran without the lock for part of its time: say so
+                raise LockLostError(str(error), self.name, error.outcomes) from error
             # the body's own exception is the one to see; the lost lock rides along as context
 
     def __repr__(self) -> str:
-        state = f"held, validity={self.validity:.3f}s" if self.token is not None else "not held"
-        return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}>"
+        if self.token is None:
+            state = "not held"
+        elif self.lost:
+            state = "LOST"
+        else:
+            state = f"held, validity={self.validity:.3f}s"
+        fence = f" fence={self.fence}" if self.fence is not None else ""
+        return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
