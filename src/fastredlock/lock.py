@@ -248,13 +248,21 @@ class Lock:
         return False
 
     # --- release and extend -------------------------------------------------------------------
-    def release(self) -> None:
+    def release(self, token: Union[str, bytes, None] = None) -> None:
         """Release the lock on every master.
 
         Raises :class:`LockLostError` if the lock had been lost while held, and
         :class:`LockNotOwnedError` if fewer than a quorum of masters still held this acquisition's
         token (it expired, or another client took it). The handle is released either way.
+
+        With ``token``, release the acquisition of this name that was made with that token instead
+        (by another handle, or by another process that passed the token on): one owner-checked
+        round, :class:`LockNotOwnedError` if fewer than a quorum still held it. This handle's own
+        state changes only if ``token`` is its own.
         """
+        if token is not None:
+            self._release_token(token)
+            return
         token = self._require_token()
         client = self._client
         client._unwatch(self)
@@ -279,6 +287,35 @@ class Lock:
             raise LockNotOwnedError(
                 f"lock {self.name!r} was no longer held on a quorum ({rnd.successes}/{client.quorum} needed) "
                 "when released",
+                self.name,
+                client._outcomes(rnd),
+            )
+
+    def _release_token(self, token: Union[str, bytes]) -> None:
+        if isinstance(token, str):
+            token = token.encode("utf-8", "surrogatepass")
+        elif isinstance(token, (bytes, bytearray)):
+            token = bytes(token)
+        else:
+            raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
+        if not token:
+            raise ValueError("token must not be empty")
+        client = self._client
+        if token == self.token:
+            client._unwatch(self)
+            self._reset()
+        core = client._checkout()
+        clean = False
+        try:
+            rnd = core.release(self.key, token)
+            clean = True
+        finally:
+            client._checkin(core, clean)
+        self._last = rnd
+        if not rnd.ok:
+            raise LockNotOwnedError(
+                f"lock {self.name!r} was not held with that token on a quorum "
+                f"({rnd.successes}/{client.quorum} needed) when released",
                 self.name,
                 client._outcomes(rnd),
             )
