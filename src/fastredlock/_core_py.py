@@ -3,12 +3,14 @@
 This is the reference implementation; ``_core.pyx`` does the same in C and must agree with it on
 every outcome. A round is: encode the K commands of the operation once, write them to every
 master's non-blocking socket in one write, then ``poll`` until every master answered all K or its
-own deadline passed. Replies are parsed with ``hiredis.Reader``. A connection whose request did not
+own deadline passed. A new connection first sends its handshake (AUTH, SELECT, INFO) alone and waits
+for it to succeed before the commands follow, so a failed login never lets a command run (one extra
+round trip, on connect only). Replies are parsed with ``hiredis.Reader``. A connection whose request did not
 complete (timeout, error, garbage) is closed, so a late reply can never be read as the answer to a
 later request; it is reopened on next use.
 
 Restart-aware voting: with ``restart_aware=True`` every new connection asks the master for its
-uptime (``INFO server``, pipelined with the handshake). An OK from a master that has been up for less
+uptime (``INFO server``, part of the handshake). An OK from a master that has been up for less
 than :attr:`Core.restart_grace_ms` is reported as ``UNTRUSTED`` and does not count toward a quorum:
 that master may have forgotten locks it held before it restarted.
 
@@ -324,8 +326,14 @@ class Core:
                 except OSError as exc:
                     fail(i, oc.CONN_ERROR, exc.strerror or str(exc))
                     return
-                conn.out = conn.hello + payload
-                conn.skip = 0 if conn.hello_kinds else -1
+                # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
+                # may have run (on the wrong db, or without the checks restart-aware voting needs).
+                if conn.hello_kinds:
+                    conn.out = conn.hello
+                    conn.skip = 0
+                else:
+                    conn.out = payload
+                    conn.skip = -1
                 conn.reused = False
                 conn.deadline = deadline
             else:
@@ -401,6 +409,11 @@ class Core:
                     conn.skip += 1
                     if conn.skip == len(conn.hello_kinds):
                         conn.skip = -1
+                        conn.out = payload
+                        if not write(i):
+                            return
+                        if conn.out:
+                            poller.modify(conn.fd, _POLLIN | _POLLOUT)
                     continue
                 j = conn.expect.popleft()
                 if isinstance(reply, hiredis.ReplyError):
