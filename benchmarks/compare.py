@@ -1077,7 +1077,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[List[str]] = None) -> 
         return 0
     bench = Bench(args, settings_from(args))
     bench.run()
-    command = prog or ["python", "benchmarks/compare.py"]
+    command = prog or os.environ.get("FASTREDLOCK_BENCH_PROG", "python benchmarks/compare.py").split()
     report = Report(bench, command + (sys.argv[1:] if argv is None else list(argv)))
     md = report.markdown()
     os.makedirs(args.out, exist_ok=True)

@@ -64,10 +64,31 @@ def demo(masters: int = 5, ttl: float = 5.0) -> int:
     return 0
 
 
+def bench(argv: List[str]) -> int:
+    """Run the comparison driver ``benchmarks/compare.py`` of the source checkout with ``argv``."""
+    import os
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.path.join(here, os.pardir, os.pardir), os.getcwd()):
+        path = os.path.normpath(os.path.join(root, "benchmarks", "compare.py"))
+        if os.path.isfile(path):
+            env = dict(os.environ, FASTREDLOCK_BENCH_PROG="python -m fastredlock bench")
+            return subprocess.call([sys.executable, path, *argv], env=env)
+    print("fastredlock bench: benchmarks/compare.py comes with the source checkout; run this from it "
+          "(pip install -e '.[bench]')", file=sys.stderr)
+    return 2
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m fastredlock`` and the ``fastredlock`` script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # every option after it belongs to the driver
+        return bench(argv[1:])
     parser = argparse.ArgumentParser(prog="fastredlock", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("bench", add_help=False,
+                   help="compare with other Redlock clients (benchmarks/compare.py; see: bench --help)")
     p_demo = sub.add_parser("demo", help="acquire, extend and release a lock on local masters")
     p_demo.add_argument("--masters", type=int, default=5, help="how many local masters (default 5)")
     p_demo.add_argument("--ttl", type=float, default=5.0, help="lock TTL in seconds (default 5)")
