@@ -31,7 +31,7 @@ import hiredis
 from . import _outcomes as oc
 from ._masters import MasterSpec
 from ._scripts import (
-    EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, RELEASE,
+    ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, RELEASE,
     RELEASE_SHA,
 )
 
@@ -40,6 +40,7 @@ __all__ = ["Core", "Round", "encode_command"]
 KIND_SET = 0  # reply +OK means acquired, nil means taken
 KIND_SCRIPT = 1  # reply :1 means done, :0 means not the owner
 KIND_FENCED = 2  # reply :n >= 0 means acquired with counter n, :-1 means taken
+KIND_SCRIPT_ACQUIRE = 3  # like KIND_SCRIPT, but an acquisition: restart-aware voting applies
 
 _HELLO_AUTH = 0
 _HELLO_SELECT = 1
@@ -254,6 +255,19 @@ class Core:
         return self._round([cmd], [fallback], KIND_SCRIPT, (0,))[0]
 
     # --- operations on many keys, pipelined in one write per master ------------------------
+    def acquire_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttl_ms: int) -> List[Round]:
+        """``SET keys[i] tokens[i] NX PX ttl_ms`` for every i, in one round (one timing window)."""
+        ttl = b"%d" % ttl_ms
+        cmds = [encode_command(b"SET", k, t, b"NX", b"PX", ttl) for k, t in zip(keys, tokens)]
+        return self._round(cmds, None, KIND_SET, (ttl_ms,) * len(cmds))
+
+    def acquire_all(self, keys: Sequence[bytes], token: bytes, ttl_ms: int) -> Round:
+        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
+        args = (b"%d" % len(keys), *keys, token, b"%d" % ttl_ms)
+        cmd = encode_command(b"EVALSHA", ACQUIRE_ALL_SHA, *args)
+        fallback = encode_command(b"EVAL", ACQUIRE_ALL, *args)
+        return self._round([cmd], [fallback], KIND_SCRIPT_ACQUIRE, (ttl_ms,))[0]
+
     def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round."""
         cmds = [encode_command(b"EVALSHA", RELEASE_SHA, b"1", k, t) for k, t in zip(keys, tokens)]
@@ -534,7 +548,7 @@ def _classify(kind: int, reply: object) -> Tuple[int, Optional[str], Optional[in
             return oc.OK, None, None
         if reply is None:
             return oc.NO, None, None
-    elif kind == KIND_SCRIPT:
+    elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
         if reply == 1 and isinstance(reply, int):
             return oc.OK, None, None
         if reply == 0 and isinstance(reply, int):

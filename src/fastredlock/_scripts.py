@@ -70,3 +70,22 @@ return 1
 
 FENCED_ACQUIRE_SHA = hashlib.sha1(FENCED_ACQUIRE).hexdigest().encode()
 FENCE_WRITE_SHA = hashlib.sha1(FENCE_WRITE).hexdigest().encode()
+
+# ACQUIRE_ALL (lock_all: several names held together, all or none)
+# KEYS     the lock keys
+# ARGV[1]  the token of this acquisition (shared by all its keys)
+# ARGV[2]  the time to live in milliseconds
+# Returns  1 if every key was free and is now set, 0 if any was taken (then none is set).
+ACQUIRE_ALL = b"""\
+for i = 1, #KEYS do
+    if redis.call('exists', KEYS[i]) == 1 then
+        return 0
+    end
+end
+for i = 1, #KEYS do
+    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"""
+
+ACQUIRE_ALL_SHA = hashlib.sha1(ACQUIRE_ALL).hexdigest().encode()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _fork
 from . import _outcomes as oc
 from ._cores import core_class
 from ._masters import MasterSpec, parse_masters
 from .errors import MasterOutcome
+from ._tokens import new_token
 from .lock import Lock
 from .watchdog import Watchdog
 
@@ -146,6 +147,110 @@ class Redlock:
             increasing across holders of the name; one extra round).
         """
         return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+
+    def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
+        """Try to acquire K independent locks in one round: K pipelined ``SET NX PX`` per master.
+
+        Returns, for each name in order, its acquired :class:`Lock` or ``None``. One attempt, no
+        retries. Quorum and validity are decided per name from the round's shared timing window;
+        names that failed are released on all masters in one follow-up round.
+        """
+        locks = self._batch_handles(names, ttl)
+        tokens = [new_token() for _ in locks]
+        core = self._checkout_for_acquire(locks[0]._ttl_ms)
+        clean = False
+        try:
+            rounds = core.acquire_many([lk.key for lk in locks], tokens, locks[0]._ttl_ms)
+            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and any(c != oc.NO for c in rnd.outcomes)]
+            if failed:
+                core.release_many([locks[j].key for j in failed], [tokens[j] for j in failed])
+            clean = True
+        except BaseException:
+            core.close()
+            try:
+                core.release_many([lk.key for lk in locks], tokens)
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+            raise
+        finally:
+            self._checkin(core, clean)
+        result: List[Optional[Lock]] = []
+        for lock, token, rnd in zip(locks, tokens, rounds):
+            lock._last = rnd
+            result.append(lock._set_acquired(token, rnd) if rnd.ok else None)
+        return result
+
+    def release_many(self, locks: Sequence[Lock]) -> List[bool]:
+        """Release several held locks in one round; return, per lock, whether a quorum still held it.
+
+        Unlike :meth:`Lock.release` this does not raise for a lock that was no longer held: check the
+        returned flags. Every handle is released either way.
+        """
+        held = []
+        for lock in locks:
+            if not isinstance(lock, Lock):
+                raise TypeError(f"locks must hold Lock objects, not {type(lock).__name__}")
+            held.append((lock, lock._require_token()))
+        if not held:
+            return []
+        for lock, _ in held:
+            self._unwatch(lock)
+        core = self._checkout()
+        clean = False
+        try:
+            rounds = core.release_many([lk.key for lk, _ in held], [tok for _, tok in held])
+            clean = True
+        finally:
+            self._checkin(core, clean)
+            for lock, _ in held:
+                lock._reset()
+        flags = []
+        for (lock, _), rnd in zip(held, rounds):
+            lock._last = rnd
+            flags.append(bool(rnd.ok))
+        return flags
+
+    def lock_all(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> Optional[List[Lock]]:
+        """Acquire several names together, all or none: one script per master sets every key or none.
+
+        Returns the acquired locks (one per name, sharing one token and one validity), or ``None``
+        if a quorum of masters could not set them all. One attempt; release with
+        :meth:`release_many`. Keys go to one script, so on a Redis Cluster they must share a slot.
+        """
+        locks = self._batch_handles(names, ttl)
+        token = new_token()
+        keys = [lk.key for lk in locks]
+        core = self._checkout_for_acquire(locks[0]._ttl_ms)
+        clean = False
+        try:
+            rnd = core.acquire_all(keys, token, locks[0]._ttl_ms)
+            if not rnd.ok and any(c != oc.NO for c in rnd.outcomes):
+                core.release_many(keys, [token] * len(keys))
+            clean = True
+        except BaseException:
+            core.close()
+            try:
+                core.release_many(keys, [token] * len(keys))
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+            raise
+        finally:
+            self._checkin(core, clean)
+        for lock in locks:
+            lock._last = rnd
+        if not rnd.ok:
+            return None
+        return [lock._set_acquired(token, rnd) for lock in locks]
+
+    def _batch_handles(self, names: Sequence[Union[str, bytes]], ttl: float) -> List[Lock]:
+        if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+            raise TypeError("names must be a list of lock names")
+        locks = [Lock(self, name, ttl) for name in names]
+        if not locks:
+            raise ValueError("names must not be empty")
+        if len({lk.key for lk in locks}) != len(locks):
+            raise ValueError("names must not repeat a name")
+        return locks
 
     def close(self) -> None:
         """Close every connection and stop the watchdog. Locks still held stay until their TTL."""

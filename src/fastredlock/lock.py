@@ -228,6 +228,14 @@ class Lock:
                 client._watch(self)
         return ok
 
+    def _set_acquired(self, token: bytes, rnd) -> "Lock":
+        """Enter the held state after a round (of a batch) granted this lock."""
+        self._reset()
+        self.token = token
+        self._valid_until = rnd.started + rnd.elapsed + rnd.validity
+        self._acquired_at = monotonic()
+        return self
+
     def _acquire_fenced(self, core, token: bytes) -> bool:
         """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
         fkey = fence_key(self.key)
