@@ -28,7 +28,7 @@ class _Counter:
 
 def contend(urls, core, name, counter_port, seconds, result_queue) -> None:
     counter = _Counter(counter_port)
-    dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004)
+    dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False)
     held = overlaps = errors = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
