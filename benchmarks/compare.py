@@ -1002,7 +1002,7 @@ class Report:
         ax1.barh(list(y), med_r, xerr=err, color=colors, capsize=3)
         ax1.set_yticks(list(y))
         ax1.set_yticklabels(labels)
-        ax1.set_xlabel("lock+unlock cycles/s (median, bars: min..max of rounds)")
+        ax1.set_xlabel("lock+unlock cycles/s, log scale (median; whiskers: min..max of rounds)")
         ax1.set_xscale("log")
         for i, v in enumerate(med_r):
             ax1.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
@@ -1010,7 +1010,7 @@ class Report:
         syss = [t[5] for t in rows]
         ax2.barh(list(y), users, color=colors, label="user")
         ax2.barh(list(y), syss, left=users, color=colors, alpha=0.45, label="sys", hatch="//")
-        ax2.set_xlabel("client CPU ms per 1000 cycles (solid: user, hatched: sys)")
+        ax2.set_xlabel("client CPU ms per 1000 cycles, log scale (solid: user, hatched: sys)")
         ax2.set_xscale("log")
         for i, (u, s_) in enumerate(zip(users, syss)):
             ax2.text(u + s_, i, f" {u + s_:,.0f}", va="center", fontsize=8)
