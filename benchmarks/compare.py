@@ -116,8 +116,8 @@ class Settings:
     hold_ms: float = 0.0
 
 
-QUICK = Settings(rounds=1, duration=0.2, contend_duration=0.3, warmup=10, attempts=1,
-                 hang_limit=0.5, ttl=3.0, floor_requests=3000)
+QUICK = Settings(rounds=1, duration=0.15, contend_duration=0.25, warmup=10, attempts=1,
+                 hang_limit=0.4, ttl=3.0, floor_requests=3000)
 
 # --------------------------------------------------------------------------------------------
 # progress (rich, else tqdm, else plain lines)
