@@ -1,0 +1,24 @@
+"""Drop-in compatibility shims: change one import line, keep your code, get fastredlock underneath.
+
+============================  ==========================================================
+Library replaced              Change
+============================  ==========================================================
+redlock-py (SPSCommerce)      ``from fastredlock.compat.redlock_py import Redlock``
+redlock (glasslion)           ``from fastredlock.compat.redlock import RedLock``
+pottery (``Redlock`` only)    ``from fastredlock.compat.pottery import Redlock``
+============================  ==========================================================
+
+Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),
+with ``SET key value NX PX ttl``, and releases with the same owner check (``GET == value`` then
+``DEL``), so processes still on the old library and processes on the shim exclude each other during
+a rolling migration. What differs from each original (the bugs that were not kept) is listed in
+each shim's module docstring and in README.md ("Migrating").
+
+All shims of a process share one :class:`fastredlock.Redlock` client per set of masters (one
+connection per master, reused), built with the options of :func:`configure`.
+"""
+from __future__ import annotations
+
+from ._common import configure, options
+
+__all__ = ["configure", "options"]

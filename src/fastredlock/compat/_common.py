@@ -1,0 +1,228 @@
+"""What the shims share: reading masters the way the originals did, one client per master set, errors.
+
+The originals took masters as redis-py clients, URLs, or dicts of ``redis.Redis`` keyword arguments.
+fastredlock reads the same things itself; a dict with keyword arguments fastredlock has no use for
+(``socket_connect_timeout``, ``decode_responses``, ...) is handed to ``redis.Redis`` first, so a
+misspelt argument still fails as it did with the original, and then only its address and
+credentials are read. redis-py is imported only where one of these needs it.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..client import MAX_TTL, Redlock
+from ..errors import LockError, LockNotOwnedError, MasterOutcome
+from .._masters import MasterSpec, parse_masters
+
+__all__ = [
+    "Masters",
+    "configure",
+    "encode_key",
+    "error_outcomes",
+    "options",
+    "redis_errors",
+    "release_token",
+    "usable_ttl",
+]
+
+_DEFAULT_OPTIONS: Dict[str, Any] = {
+    "core": None,
+    "io_timeout": 0.05,
+    "connect_timeout": 0.1,
+    "restart_aware": True,
+    "restart_grace": None,
+}
+_options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
+_clients: Dict[Tuple[Any, ...], Redlock] = {}
+_clients_lock = threading.Lock()
+
+#: The fastredlock dict keys a master dict may use without redis-py.
+_PLAIN_KEYS = frozenset({"host", "port", "db", "username", "password", "path", "unix_socket_path"})
+
+#: Outcomes that mean "the master failed" (the originals saw these as redis-py exceptions), as
+#: opposed to "ok", "no" and "restarted recently", which are answers.
+_ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error"})
+
+
+def configure(**changes: Any) -> Dict[str, Any]:
+    """Set the options of the :class:`fastredlock.Redlock` clients the shims build; return them all.
+
+    ``core`` (``"cython"``/``"python"``/``None``), ``io_timeout`` and ``connect_timeout`` (seconds),
+    ``restart_aware`` (default ``True``: a master up for less than ``restart_grace`` — by default
+    the largest TTL used — does not count toward a quorum) and ``restart_grace``. Call it before
+    the first lock; shim objects made earlier keep the client they already use. ``configure()``
+    with no argument restores the defaults.
+    """
+    unknown = set(changes) - set(_DEFAULT_OPTIONS)
+    if unknown:
+        raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(_DEFAULT_OPTIONS)}")
+    new = dict(_DEFAULT_OPTIONS) if not changes else {**_options, **changes}
+    Redlock([("127.0.0.1", 6379)], **new)  # validates every option; connects nowhere
+    _options.clear()
+    _options.update(new)
+    return dict(_options)
+
+
+def options() -> Dict[str, Any]:
+    """The options the next client built by a shim will get."""
+    return dict(_options)
+
+
+def close_clients() -> None:
+    """Close every client the shims built (tests; a process about to exit)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
+
+def _client_for(specs: Tuple[MasterSpec, ...]) -> Redlock:
+    key = (specs, tuple(sorted(_options.items())))
+    client = _clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                # The shims make their own attempts (each original had its own retry rules).
+                client = Redlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **_options)
+                _clients[key] = client
+    return client
+
+
+def _redis():
+    try:
+        import redis
+    except ImportError as exc:  # pragma: no cover - every original depended on redis-py
+        raise ImportError("this form of master needs redis-py (pip install redis)") from exc
+    return redis
+
+
+def _redis_client(entry: Any) -> Any:
+    """The redis-py client the original library would have built for ``entry``."""
+    if hasattr(entry, "connection_pool"):
+        return entry
+    redis = _redis()
+    if isinstance(entry, str):
+        return redis.StrictRedis.from_url(entry)
+    if isinstance(entry, dict):
+        kwargs = dict(entry)  # never mutate the caller's dict (glasslion's RedLock did)
+        url = kwargs.pop("url", None)
+        if url is not None:
+            return redis.StrictRedis.from_url(url, **kwargs)
+        return redis.StrictRedis(**kwargs)
+    raise TypeError(
+        f"a master must be a URL, a dict of redis connection arguments or a redis.Redis client, "
+        f"not {type(entry).__name__}"
+    )
+
+
+def _to_master(entry: Any) -> Any:
+    """Turn one master as the originals took it into something :func:`parse_masters` reads."""
+    if isinstance(entry, dict):
+        if "url" in entry:
+            if len(entry) == 1:
+                return _to_master(entry["url"])
+            return _redis_client(entry)
+        if set(entry) <= _PLAIN_KEYS:
+            return entry
+        return _redis_client(entry)  # raises TypeError on an argument redis.Redis does not take
+    if isinstance(entry, str):
+        try:
+            parse_masters([entry])
+            return entry
+        except ValueError:
+            return _redis_client(entry)  # a URL form only redis-py knows; it says if it is bad
+    return entry
+
+
+class Masters:
+    """The masters of one shim object: as the user gave them, and the client shared for them."""
+
+    __slots__ = ("entries", "specs", "_redis_clients")
+
+    def __init__(self, entries: Iterable[Any]) -> None:
+        if isinstance(entries, (str, bytes, dict)):
+            raise TypeError("expected a list of masters, not a single one")
+        self.entries: List[Any] = list(entries)
+        self.specs: Tuple[MasterSpec, ...] = parse_masters([_to_master(e) for e in self.entries])
+        self._redis_clients: Optional[List[Any]] = None
+
+    @property
+    def client(self) -> Redlock:
+        """The fastredlock client for these masters (one per master set and options, per process)."""
+        return _client_for(self.specs)
+
+    @property
+    def quorum(self) -> int:
+        return len(self.specs) // 2 + 1
+
+    def redis_clients(self) -> List[Any]:
+        """redis-py clients for these masters (built on first use; the shims never lock through them)."""
+        if self._redis_clients is None:
+            self._redis_clients = [_redis_client(e) for e in self.entries]
+        return self._redis_clients
+
+
+def encode_key(value: Any) -> bytes:
+    """A key as redis-py would have sent it (str as UTF-8, numbers as their repr)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bool):
+        raise TypeError("a lock name must be str, bytes or a number, not bool")
+    if isinstance(value, (int, float)):
+        return repr(value).encode()
+    raise TypeError(f"a lock name must be str, bytes or a number, not {type(value).__name__}")
+
+
+def usable_ttl(client: Redlock, seconds: float) -> bool:
+    """Whether a lock of ``seconds`` can ever be valid; the originals answered "not acquired" to one
+    that cannot (fastredlock raises ``ValueError``). A TTL past fastredlock's limit still raises."""
+    if seconds > MAX_TTL:
+        raise ValueError(f"ttl must be <= {MAX_TTL:g} seconds, got {seconds:g}")
+    try:
+        client._ttl_ms(seconds)
+    except ValueError:
+        return False
+    return True
+
+
+def error_outcomes(outcomes: Sequence[MasterOutcome]) -> List[MasterOutcome]:
+    """The masters that failed (timeout, connection error, error reply, protocol error)."""
+    return [o for o in outcomes if o.outcome in _ERROR_OUTCOMES]
+
+
+def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
+    """The failed masters as the redis-py exceptions the originals collected, one per master."""
+    failed = error_outcomes(outcomes)
+    if not failed:
+        return []
+    try:
+        from redis import exceptions as rex
+    except ImportError:  # pragma: no cover
+        return [LockError(str(o)) for o in failed]
+    kinds = {
+        "timeout": rex.TimeoutError,
+        "connection error": rex.ConnectionError,
+        "error reply": rex.ResponseError,
+    }
+    return [kinds.get(o.outcome, rex.RedisError)(str(o)) for o in failed]
+
+
+def release_token(client: Redlock, key: bytes, token: Any) -> Tuple[bool, List[MasterOutcome]]:
+    """Owner-checked release of ``key`` held with ``token`` on every master.
+
+    Returns whether a quorum still held it (and deleted it), and what each master answered.
+    """
+    handle = client.lock(key)
+    try:
+        handle.release(token=token)
+        released = True
+    except LockNotOwnedError:
+        released = False
+    return released, handle.outcomes

@@ -1,0 +1,442 @@
+"""Drop-in replacement for pottery's ``Redlock`` and ``synchronize`` (``pip install pottery``).
+
+Change ``from pottery import Redlock`` to ``from fastredlock.compat.pottery import Redlock``
+(likewise ``synchronize``, ``ContextTimer`` and the exceptions below)::
+
+    from redis import Redis
+    redis = Redis.from_url("redis://localhost:6379/1")
+    printer_lock = Redlock(key="printer", masters={redis}, auto_release_time=10)
+    if printer_lock.acquire(timeout=1):
+        try:
+            print_stuff()
+            printer_lock.extend()          # at most num_extensions times
+        finally:
+            printer_lock.release()
+
+Same as pottery 3.0.1 (the synchronous ``Redlock``; not ``AIORedlock`` nor pottery's containers):
+the API (``Redlock(*, key, masters=frozenset(), raise_on_redis_errors=False,
+auto_release_time=10, num_extensions=3, context_manager_blocking=True,
+context_manager_timeout=-1)``; ``acquire(*, blocking=True, timeout=-1)``, ``locked()`` (seconds
+left, ``0`` when not held), ``extend()``, ``release()``, the context manager, ``synchronize``;
+``raise_on_redis_errors=`` on each of them; the exceptions ``QuorumNotAchieved``,
+``TooManyExtensions``, ``ExtendUnlockedLock``, ``ReleaseUnlockedLock``, ``QuorumIsImpossible`` as
+dataclasses of ``key``, ``masters``, ``redis_errors``; masters default to ``$REDIS_URL`` or
+``redis://localhost:6379/0``), the key (``redlock:`` + ``key``), ``SET key value NX PX ttl`` and the
+owner-checked release and extension (``GET == value`` then ``DEL`` / ``PEXPIRE``), random sleeps of
+up to 0.2 s between attempts, the drift allowance (``auto_release_time * 0.01 + 2 ms``): old and new
+processes exclude each other. A blocking ``acquire`` that had to wait logs the same
+``source=pottery sample#redlock.enqueued...`` line (to this module's logger, ``logger``).
+
+Differences (bugs not kept):
+
+- Each attempt, extension and release is one round to all masters at once (pottery used a thread
+  per master), each master bounded by ``io_timeout`` (50 ms; :func:`fastredlock.compat.configure`)
+  rather than the socket timeout of your redis-py clients, whose address and credentials are read
+  but which the shim does not lock through. ``locked()`` does query them (it is not a hot path).
+- Validity is measured on the monotonic clock from before the first write; ``locked()`` never
+  reports more than what the acquisition (or last extension) guaranteed.
+- Values are tokens of 128 bits from the OS CSPRNG plus a counter (pottery: ``str(uuid4())``).
+- Restart-aware voting: a master up for less than the largest TTL used does not count toward the
+  quorum. Turn it off with ``fastredlock.compat.configure(restart_aware=False)``.
+- An extension that fails loses the lock: it is released on every master (pottery left the key to
+  its TTL) and later ``extend()`` calls raise ``ExtendUnlockedLock``. A ``release()`` that failed
+  because masters failed can still be retried, as with pottery.
+- An ``acquire()`` that fails on a ``Redlock`` that holds the lock keeps that hold, so
+  ``release()`` still frees it (pottery forgot it, leaving the key until ``auto_release_time``).
+- ``acquire(timeout=0)`` makes one attempt (pottery made none and returned ``False``).
+- An ``auto_release_time`` too small to ever be valid (2 ms or less) is "not acquired" without a
+  round (pottery set and deleted the key).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import math
+import os
+import random
+import time
+import timeit
+from time import monotonic
+from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Optional, Tuple, TypeVar, cast
+
+from ..errors import LockError
+from ..lock import Lock as _Handle
+from ._common import Masters, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
+
+__all__ = [
+    "ContextTimer",
+    "ExtendUnlockedLock",
+    "PrimitiveError",
+    "QuorumIsImpossible",
+    "QuorumNotAchieved",
+    "Redlock",
+    "ReleaseUnlockedLock",
+    "TooManyExtensions",
+    "logger",
+    "synchronize",
+]
+
+#: Where the shim logs (pottery logged to ``pottery``).
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The remaining time to live of KEYS[1] in ms if it still holds ARGV[1], else 0.
+_PTTL_IF_OWNER = """\
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local left = redis.call('pttl', KEYS[1])
+if left < 0 then
+    return 0
+end
+return left
+"""
+
+
+# --- exceptions -------------------------------------------------------------------------------
+@dataclasses.dataclass
+class PrimitiveError(Exception):
+    """Base of the lock's exceptions: the ``key``, its ``masters``, and the ``redis_errors`` seen."""
+
+    key: str
+    masters: Iterable[Any]
+    redis_errors: Iterable[Any] = tuple()
+
+
+class QuorumNotAchieved(PrimitiveError, RuntimeError):
+    """A ``with`` block could not acquire its lock."""
+
+
+class TooManyExtensions(PrimitiveError, RuntimeError):
+    """The lock was already extended ``num_extensions`` times."""
+
+
+class ExtendUnlockedLock(PrimitiveError, RuntimeError):
+    """``extend()`` on a lock that is not held (any more)."""
+
+
+class ReleaseUnlockedLock(PrimitiveError, RuntimeError):
+    """``release()`` on a lock that is not held (any more)."""
+
+
+class QuorumIsImpossible(PrimitiveError, RuntimeError):
+    """So many masters failed that no quorum was possible (with ``raise_on_redis_errors``)."""
+
+
+# --- ContextTimer -----------------------------------------------------------------------------
+class ContextTimer:
+    """Wall-clock stopwatch in whole milliseconds, usable as a context manager (as pottery's)."""
+
+    __slots__ = ("_started", "_stopped")
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._stopped = 0.0
+
+    def start(self) -> None:
+        if self._stopped:
+            raise RuntimeError("timer has already been stopped")
+        if self._started:
+            raise RuntimeError("timer has already been started")
+        self._started = timeit.default_timer()
+
+    def stop(self) -> None:
+        if self._stopped:
+            raise RuntimeError("timer has already been stopped")
+        if not self._started:
+            raise RuntimeError("timer hasn't yet been started")
+        self._stopped = timeit.default_timer()
+
+    def elapsed(self) -> int:
+        """Milliseconds from :meth:`start` to :meth:`stop` (or to now, while running)."""
+        if not self._started:
+            raise RuntimeError("timer hasn't yet been started")
+        end = self._stopped or timeit.default_timer()
+        return round((end - self._started) * 1000)
+
+    def __enter__(self) -> "ContextTimer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> bool:
+        self.stop()
+        return False
+
+
+# --- Redlock ----------------------------------------------------------------------------------
+_default_masters: Optional[FrozenSet[Any]] = None
+
+
+def _defaults() -> FrozenSet[Any]:
+    """pottery's default master: ``$REDIS_URL`` or ``redis://localhost:6379/0``, 1 s socket timeout."""
+    global _default_masters
+    if _default_masters is None:
+        from redis import Redis
+
+        url = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+        _default_masters = frozenset({Redis.from_url(url, socket_timeout=1)})
+    return _default_masters
+
+
+class Redlock:
+    """A distributed lock on ``redlock:<key>`` over ``masters`` (redis-py clients); see the module."""
+
+    __slots__ = (
+        "_key",
+        "masters",
+        "raise_on_redis_errors",
+        "auto_release_time",
+        "num_extensions",
+        "context_manager_blocking",
+        "context_manager_timeout",
+        "_extension_num",
+        "_seen_masters",
+        "_masters_obj",
+        "_held",
+        "_token",
+    )
+
+    _KEY_PREFIX: ClassVar[str] = "redlock"
+    _AUTO_RELEASE_TIME: ClassVar[float] = 10
+    _CLOCK_DRIFT_FACTOR: ClassVar[float] = 0.01
+    _RETRY_DELAY: ClassVar[float] = 0.2
+    _NUM_EXTENSIONS: ClassVar[int] = 3
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        masters: Iterable[Any] = frozenset(),
+        raise_on_redis_errors: bool = False,
+        auto_release_time: float = _AUTO_RELEASE_TIME,
+        num_extensions: int = _NUM_EXTENSIONS,
+        context_manager_blocking: bool = True,
+        context_manager_timeout: float = -1,
+    ) -> None:
+        if not context_manager_blocking and context_manager_timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        self.key = key
+        self.masters = frozenset(masters) or _defaults()
+        self.raise_on_redis_errors = raise_on_redis_errors
+        self.auto_release_time = auto_release_time
+        self.num_extensions = num_extensions
+        self.context_manager_blocking = context_manager_blocking
+        self.context_manager_timeout = context_manager_timeout
+        self._extension_num = 0
+        self._seen_masters: Optional[FrozenSet[Any]] = None
+        self._masters_obj: Optional[Masters] = None
+        self._held: Optional[_Handle] = None  # the handle of the current acquisition
+        self._token: Optional[bytes] = None  # its token, kept until a release went through
+
+    # --- key and masters ----------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @key.setter
+    def key(self, value: str) -> None:
+        self._key = f"{self._KEY_PREFIX}:{value}"
+
+    def _masters(self) -> Masters:
+        if self._seen_masters is not self.masters:
+            self._masters_obj = Masters(self.masters)
+            self._seen_masters = self.masters
+        return cast(Masters, self._masters_obj)
+
+    def _drift(self) -> float:
+        return self.auto_release_time * self._CLOCK_DRIFT_FACTOR + 0.002
+
+    def _check_enough_masters_up(self, raise_on_redis_errors: Optional[bool], errors: List[Any]) -> None:
+        if raise_on_redis_errors is None:
+            raise_on_redis_errors = self.raise_on_redis_errors
+        if raise_on_redis_errors and len(errors) > len(self.masters) // 2:
+            raise QuorumIsImpossible(self.key, self.masters, redis_errors=errors)
+
+    def _failures(self, outcomes: Any, what: str) -> List[Any]:
+        failed = error_outcomes(outcomes)
+        if failed:
+            logger.warning("%s.%s() on %s: %s", type(self).__qualname__, what, self.key, ", ".join(map(str, failed)))
+        return redis_errors(failed)
+
+    # --- acquire ------------------------------------------------------------------------------
+    def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
+        """One attempt on all masters; ``True`` if a quorum said yes with validity left."""
+        client = self._masters().client
+        if not usable_ttl(client, self.auto_release_time):
+            return False
+        handle = client.lock(encode_key(self.key), ttl=self.auto_release_time)
+        if handle.acquire(blocking=False):
+            self._held, self._token = handle, handle.token
+            self._extension_num = 0
+            return True
+        self._check_enough_masters_up(raise_on_redis_errors, self._failures(handle.outcomes, "acquire"))
+        return False
+
+    def acquire(
+        self,
+        *,
+        blocking: bool = True,
+        timeout: float = -1,
+        raise_on_redis_errors: Optional[bool] = None,
+    ) -> bool:
+        """Lock the lock; return whether it is held.
+
+        ``blocking`` with ``timeout=-1`` waits as long as it takes; with a timeout, up to that many
+        seconds. ``blocking=False`` makes one attempt (and takes no timeout).
+        """
+        if not blocking:
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            return self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors)
+        start = monotonic()
+        enqueued = False
+        while True:
+            if self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
+                if enqueued:
+                    self._log_enqueued(start, acquired=True)
+                return True
+            enqueued = True
+            delay = random.uniform(0, self._RETRY_DELAY)
+            if timeout != -1:
+                remaining = timeout - (monotonic() - start)
+                if remaining <= 0:
+                    self._log_enqueued(start, acquired=False)
+                    return False
+                delay = min(delay, remaining)
+            time.sleep(delay)
+
+    def _log_enqueued(self, start: float, *, acquired: bool) -> None:
+        name = self.key.split(":", 1)[1]
+        waited = math.ceil((monotonic() - start) * 1000)
+        logger.info(
+            "source=pottery sample#redlock.enqueued.%s=%dms sample#redlock.acquired.%s=%d",
+            name, waited, name, acquired,
+        )
+
+    # --- state --------------------------------------------------------------------------------
+    def locked(self, *, raise_on_redis_errors: Optional[bool] = None) -> float:
+        """Seconds this object will still hold the lock (unless extended or released), else ``0``.
+
+        Asks every master whether the key still holds this acquisition's value, and for how long.
+        """
+        token = self._token
+        if token is None:
+            return 0
+        start = monotonic()
+        left: List[float] = []
+        errors: List[Any] = []
+        for master in self._masters().redis_clients():
+            try:
+                ms = master.eval(_PTTL_IF_OWNER, 1, self.key, token)
+            except Exception as error:  # redis-py's RedisError, and OSError below it
+                errors.append(error)
+                logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
+                continue
+            if ms:
+                left.append(int(ms) / 1000.0)
+        quorum = len(self.masters) // 2 + 1
+        if len(left) >= quorum:
+            validity = sorted(left, reverse=True)[quorum - 1] - self._drift() - (monotonic() - start)
+            if self._held is not None:
+                validity = min(validity, self._held.validity)
+            if validity > 0:
+                return validity
+            return 0
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        return 0
+
+    # --- extend and release -------------------------------------------------------------------
+    def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Reset the lock's time to live to ``auto_release_time``, at most ``num_extensions`` times."""
+        if self._extension_num >= self.num_extensions:
+            raise TooManyExtensions(self.key, self.masters)
+        handle = self._held
+        if handle is None or handle.token is None:
+            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=[])
+        try:
+            handle.extend(ttl=self.auto_release_time)
+        except (LockError, ValueError):
+            # fastredlock released it everywhere: the lock is lost, not half-held
+            self._held = None
+            errors = self._failures(handle.outcomes, "extend")
+            self._check_enough_masters_up(raise_on_redis_errors, errors)
+            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=errors) from None
+        self._extension_num += 1
+
+    def release(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Unlock the lock; ``ReleaseUnlockedLock`` if it was not held (any more)."""
+        token = self._token
+        if token is None:
+            raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=[])
+        self._held = None
+        released, outcomes = release_token(self._masters().client, encode_key(self.key), token)
+        if released:
+            self._token = None
+            return
+        errors = self._failures(outcomes, "release")
+        if not errors:
+            self._token = None  # every master answered: it is gone, nothing to retry
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
+
+    # --- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> "Redlock":
+        if self.acquire(blocking=self.context_manager_blocking, timeout=self.context_manager_timeout):
+            return self
+        raise QuorumNotAchieved(self.key, self.masters)
+
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool:
+        self.release()
+        return False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} key={self.key}>"
+
+
+def synchronize(
+    *,
+    key: str,
+    masters: Iterable[Any] = frozenset(),
+    raise_on_redis_errors: bool = False,
+    auto_release_time: float = Redlock._AUTO_RELEASE_TIME,
+    blocking: bool = True,
+    timeout: float = -1,
+) -> Callable[[F], F]:
+    """Decorator: one caller at a time, across threads, processes and machines, runs the function."""
+
+    def decorator(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            lock = Redlock(
+                key=key,
+                masters=masters,
+                raise_on_redis_errors=raise_on_redis_errors,
+                auto_release_time=auto_release_time,
+                context_manager_blocking=blocking,
+                context_manager_timeout=timeout,
+            )
+            asked = monotonic()
+            held_since: Optional[float] = None
+            try:
+                with lock:
+                    held_since = monotonic()
+                    return func(*args, **kwargs)
+            finally:
+                now = monotonic()
+                if held_since is None:
+                    logger.info(
+                        "%s() waited for %s for %d ms; never acquired lock",
+                        func.__qualname__, lock.key, (now - asked) * 1000,
+                    )
+                else:
+                    logger.info(
+                        "%s() waited for %s for %d ms; held for %d ms",
+                        func.__qualname__, lock.key, (held_since - asked) * 1000, (now - held_since) * 1000,
+                    )
+
+        return cast(F, wrapper)
+
+    return decorator

@@ -1,0 +1,119 @@
+"""One side of an interop run: lock a resource with the original library or its shim, for a while.
+
+Run as a script in its own process (the original's folder, or nothing, on ``PYTHONPATH``)::
+
+    python _interop_worker.py LIB SIDE SPEC
+
+LIB is ``redlock-py``, ``redlock`` or ``pottery``; SIDE ``original`` or ``shim``; SPEC a JSON object
+with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for
+the shim, ``core``. Inside the lock the worker INCRs a counter on a separate master and checks it
+reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
+often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
+a plain socket, independent of both libraries.
+"""
+from __future__ import annotations
+
+import json
+import random
+import socket
+import sys
+import time
+
+
+class Counter:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def call(self, *args: str) -> int:
+        out = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
+        self.sock.sendall(out)
+        while b"\r\n" not in self.buf:
+            self.buf += self.sock.recv(4096)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        if not line.startswith(b":"):
+            raise RuntimeError(f"unexpected reply {line!r}")
+        return int(line[1:])
+
+
+def lockers(lib: str, side: str, spec: dict):
+    """Return ``(acquire, release)`` callables for ``lib`` on ``side``."""
+    ports, resource, ttl_ms = spec["ports"], spec["resource"], spec["ttl_ms"]
+    dicts = [{"host": "127.0.0.1", "port": p} for p in ports]
+    if side == "shim":
+        import fastredlock.compat
+
+        # the masters were just started: restart-aware voting would not trust them yet
+        fastredlock.compat.configure(restart_aware=False, core=spec.get("core"))
+    if lib == "redlock-py":
+        if side == "original":
+            from redlock import Redlock
+        else:
+            from fastredlock.compat.redlock_py import Redlock
+        dlm = Redlock(dicts, retry_count=1, retry_delay=0.001)
+        state = {}
+
+        def acquire():
+            state["lock"] = dlm.lock(resource, ttl_ms)
+            return bool(state["lock"])
+
+        def release():
+            dlm.unlock(state.pop("lock"))
+
+        return acquire, release
+    if lib == "redlock":
+        if side == "original":
+            from redlock import RedLock
+        else:
+            from fastredlock.compat.redlock import RedLock
+        lock = RedLock(resource, connection_details=dicts, retry_times=1, retry_delay=1, ttl=ttl_ms)
+        return lock.acquire, lock.release
+    if lib == "pottery":
+        from redis import Redis
+
+        if side == "original":
+            from pottery import Redlock
+        else:
+            from fastredlock.compat.pottery import Redlock
+        masters = [Redis(host="127.0.0.1", port=p, socket_timeout=1) for p in ports]
+        lock = Redlock(key=resource, masters=masters, auto_release_time=ttl_ms / 1000)
+        return (lambda: lock.acquire(blocking=False)), lock.release
+    raise SystemExit(f"unknown library {lib!r}")
+
+
+def main() -> None:
+    lib, side, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    acquire, release = lockers(lib, side, spec)
+    counter = Counter(spec["counter_port"])
+    held = refused = overlaps = 0
+    errors = []
+    # Start together: the parent gives a wall-clock start time (both processes are on this machine).
+    time.sleep(max(0.0, spec["start_at"] - time.time()))
+    end = time.monotonic() + spec["seconds"]
+    while time.monotonic() < end:
+        try:
+            got = acquire()
+        except Exception as exc:  # an error is a result to report, not a reason to stop
+            errors.append(repr(exc))
+            continue
+        if not got:
+            refused += 1
+            time.sleep(random.uniform(0, 0.002))
+            continue
+        try:
+            if counter.call("INCR", "holders") != 1:
+                overlaps += 1
+            time.sleep(0.001)
+            counter.call("DECR", "holders")
+            held += 1
+        finally:
+            try:
+                release()
+            except Exception as exc:
+                errors.append(repr(exc))
+        time.sleep(random.uniform(0, 0.002))  # give the other side a chance to get in
+    print(json.dumps({"held": held, "refused": refused, "overlaps": overlaps, "errors": errors[:5]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""The original libraries the shims replace: isolated installs, their sdists' own test suites, adapted.
+
+redlock-py and glasslion's redlock both install a top-level module ``redlock``, so neither is ever
+imported into the test process: each is installed with ``pip install --target`` into its own folder
+under the cache (``$FASTREDLOCK_COMPAT_CACHE``, default ``~/.cache/fastredlock-compat``), with its
+own redis-py, and runs in a subprocess whose ``PYTHONPATH`` is that folder.
+
+The originals' own test suites come from their sdists (``pip download --no-binary :all:``). They are
+run unchanged but for the adaptations listed in :data:`ADAPTATIONS`, once against the original and
+once against the shim, on the same fresh local server. What is adapted, and why:
+
+- the server: every ``localhost`` / ``localhost:6379`` the suites hard-code becomes the local test
+  server's port (pottery's sdist ships no ``conftest.py``; ours gives the ``redis`` fixture of
+  pottery's repository, pointed at that server);
+- the import lines, in the shim's run only: ``from redlock import ...`` /
+  ``from pottery import ...`` name the shim's module instead;
+- glasslion's ``import mock`` (the PyPI backport) becomes ``from unittest import mock``, the same
+  library in the standard library;
+- redlock-py's ``assertEquals`` becomes ``assertEqual`` on Pythons that removed the alias (3.12+);
+- pottery's six fault tests patched redis-py internals (``Redis.set``, ``Script.__call__``) to raise
+  ``TimeoutError``; the shim does not lock through redis-py, so those patches would not reach it.
+  They become ``refuse(master, command, ...)``: the server itself refuses those commands to the
+  client's user (an ACL rule, lifted at the end of the block), a real master failure that both the
+  original and the shim see as a redis error;
+- in the shim's run only, ``fastredlock.compat.configure(restart_aware=False, core=...)``: the
+  server was just started, and restart-aware voting would (rightly) not trust it yet.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+
+class Original(NamedTuple):
+    dist: str  # the PyPI name
+    version: str  # pinned: the suites and the differences documented are those of this version
+    shim: str  # the module that replaces it
+    tests: Tuple[str, ...]  # the sdist's test files that cover what the shim replaces
+    pins: Tuple[str, ...] = ()  # dependencies pinned in both runs (the suite's expectations need them)
+
+
+#: pottery's suite compares an exception's repr with the redis-py 5 form of a client's repr (later
+#: versions add the socket options); the same redis-py serves both runs of every suite.
+_REDIS_PY = "redis==5.3.1"
+
+ORIGINALS: Dict[str, Original] = {
+    "redlock-py": Original("redlock-py", "1.0.8", "fastredlock.compat.redlock_py", ("tests/test_redlock.py",),
+                           (_REDIS_PY,)),
+    "redlock": Original("redlock", "1.2.0", "fastredlock.compat.redlock",
+                        ("tests/test_lock.py", "tests/test_factory.py"), (_REDIS_PY,)),
+    "pottery": Original("pottery", "3.0.1", "fastredlock.compat.pottery", ("tests/test_redlock.py",), (_REDIS_PY,)),
+}
+
+
+class Unavailable(Exception):
+    """The original could not be fetched (no network, no such release): its tests are skipped."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("FASTREDLOCK_COMPAT_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fastredlock-compat"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _pip(args: List[str], what: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as exc:
+        raise Unavailable(f"pip timed out fetching {what}") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise Unavailable(f"pip could not fetch {what}: {' | '.join(tail)}")
+
+
+def _build_once(final: Path, build: Callable[[Path], None]) -> Path:
+    """Build ``final`` through a temporary sibling and an atomic rename (concurrent runs are safe)."""
+    if final.is_dir():
+        return final
+    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".", dir=final.parent))
+    try:
+        build(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _label(pins: Tuple[str, ...]) -> str:
+    return "-".join(p.replace("==", "-") for p in pins) or "nopins"
+
+
+def install(name: str) -> Path:
+    """The folder holding the original and its dependencies (redis-py included), for PYTHONPATH."""
+    orig = ORIGINALS[name]
+    base = cache_dir() / f"{orig.dist}-{orig.version}"
+    base.mkdir(exist_ok=True)
+    spec = f"{orig.dist}=={orig.version}"
+    return _build_once(
+        base / ("site-" + _label(orig.pins)), lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), spec, *orig.pins], spec)
+    )
+
+
+def shim_deps(name: str) -> Optional[Path]:
+    """A folder with the original's pinned dependencies only, for the shim's run (or None)."""
+    orig = ORIGINALS[name]
+    if not orig.pins:
+        return None
+    return _build_once(
+        cache_dir() / f"deps-{_label(orig.pins)}",
+        lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), *orig.pins], " ".join(orig.pins)),
+    )
+
+
+def sdist(name: str) -> Path:
+    """The original's unpacked sdist (its own tests are in there)."""
+    orig = ORIGINALS[name]
+    base = cache_dir() / f"{orig.dist}-{orig.version}"
+    base.mkdir(exist_ok=True)
+
+    def build(tmp: Path) -> None:
+        download = tmp / "download"
+        _pip(["download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", str(download),
+              f"{orig.dist}=={orig.version}"], f"the sdist of {orig.dist}=={orig.version}")
+        (archive,) = list(download.glob("*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            try:
+                tar.extractall(tmp / "unpacked", filter="data")
+            except TypeError:  # Python < 3.12 without the filter backport
+                tar.extractall(tmp / "unpacked")
+        (root,) = list((tmp / "unpacked").iterdir())
+        shutil.move(str(root), str(tmp / "src"))
+
+    return _build_once(base / "sdist", build) / "src"
+
+
+# --- adapting the suites -----------------------------------------------------------------------
+class Adaptation(NamedTuple):
+    file: str  # the sdist's test file
+    old: str  # exact text (or a regex, when regex is True)
+    new: str  # may use {port} and {shim}
+    why: str
+    shim_only: bool = False
+    regex: bool = False
+    count: Optional[int] = None  # how many occurrences must be found (None: at least one)
+    when: Callable[[], bool] = lambda: True
+
+
+_SERVER = "the server: the suite hard-codes localhost:6379"
+_IMPORT = "import line: the shim instead of the original"
+
+ADAPTATIONS: Dict[str, List[Adaptation]] = {
+    "redlock-py": [
+        Adaptation("tests/test_redlock.py", "from redlock import", "from {shim} import", _IMPORT, shim_only=True, count=1),
+        Adaptation("tests/test_redlock.py", 'Redlock([{"host": "localhost"}])',
+                   'Redlock([{{"host": "localhost", "port": {port}}}])', _SERVER, count=1),
+        Adaptation("tests/test_redlock.py", "self.assertEquals(", "self.assertEqual(",
+                   "Python 3.12 removed the assertEquals alias", count=1,
+                   when=lambda: sys.version_info >= (3, 12)),
+    ],
+    "redlock": [
+        Adaptation("tests/test_lock.py", "from redlock import", "from {shim} import", _IMPORT, shim_only=True, count=1),
+        Adaptation("tests/test_factory.py", "from redlock import", "from {shim} import", _IMPORT, shim_only=True, count=1),
+        Adaptation("tests/test_lock.py", "import mock\n", "from unittest import mock\n",
+                   "the PyPI `mock` backport is the standard library's unittest.mock", count=1),
+        Adaptation("tests/test_lock.py", '{"host": "localhost"}', '{{"host": "localhost", "port": {port}}}', _SERVER),
+        Adaptation("tests/test_factory.py", '{"host": "localhost"}', '{{"host": "localhost", "port": {port}}}', _SERVER),
+        Adaptation("tests/test_lock.py", '"redis://localhost/0"', '"redis://localhost:{port}/0"', _SERVER, count=1),
+        Adaptation("tests/test_factory.py", '"redis://localhost/0"', '"redis://localhost:{port}/0"', _SERVER, count=1),
+    ],
+    "pottery": [
+        Adaptation("tests/test_redlock.py", r"^from pottery(\.base)? import", "from {shim} import", _IMPORT,
+                   shim_only=True, regex=True, count=9),
+        Adaptation("tests/test_redlock.py", "localhost:6379", "localhost:{port}", _SERVER, count=1),
+        Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
+        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(redis, 'set')", "refuse(redis, 'set')",
+                   "fault injection reaching the shim: the server refuses SET", count=2),
+        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(Script, '__call__')",
+                   "refuse(next(iter(redlock.masters)), 'eval', 'evalsha')",
+                   "fault injection reaching the shim: the server refuses scripts", count=6),
+        Adaptation("tests/test_redlock.py", "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
+                   "import of the fault injection above", count=1),
+    ],
+}
+
+_FAULT_HELPER = '''\
+"""Fault injection for the adapted suite: the server refuses some commands to the client's user."""
+import contextlib
+import types
+
+
+@contextlib.contextmanager
+def refuse(client, *commands):
+    user = client.execute_command("ACL", "WHOAMI")
+    user = user.decode() if isinstance(user, bytes) else user
+    client.execute_command("ACL", "SETUSER", user, *["-" + c for c in commands])
+    try:
+        yield types.SimpleNamespace(side_effect=None)  # the suite sets side_effect on its mock
+    finally:
+        client.execute_command("ACL", "SETUSER", user, *["+" + c for c in commands])
+'''
+
+_POTTERY_CONFTEST = '''\
+"""The `redis` fixture of pottery's repository (its sdist ships no conftest.py), on the local server."""
+import random
+
+import pytest
+from redis import Redis
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    return "redis://localhost:{port}/" + str(random.randint(1, 15))
+
+
+@pytest.fixture
+def redis(redis_url):
+    client = Redis.from_url(redis_url, socket_timeout=1)
+    client.flushdb()
+    yield client
+    client.flushdb()
+'''
+
+_SHIM_CONFTEST = '''\
+
+# The shim's run: the server was just started, so restart-aware voting would not trust it yet.
+import fastredlock.compat
+
+fastredlock.compat.configure(restart_aware=False, core={core!r})
+'''
+
+
+def adapt(name: str, dest: Path, *, port: int, shim: bool, core: Optional[str] = None) -> List[str]:
+    """Write the adapted suite of ``name`` into ``dest``; return the adaptations applied (as text)."""
+    orig = ORIGINALS[name]
+    src = sdist(name)
+    dest.mkdir(parents=True, exist_ok=True)
+    texts = {f: (src / f).read_text() for f in orig.tests}
+    applied = []
+    for a in ADAPTATIONS[name]:
+        if (a.shim_only and not shim) or not a.when():
+            continue
+        new = a.new.format(port=port, shim=orig.shim)
+        text = texts[a.file]
+        if a.regex:
+            text, n = re.subn(a.old, new, text, flags=re.MULTILINE)
+        else:
+            n = text.count(a.old)
+            text = text.replace(a.old, new)
+        if n == 0 or (a.count is not None and n != a.count):
+            raise AssertionError(f"{orig.dist} {a.file}: expected {a.count or 'some'} of {a.old!r}, found {n}")
+        texts[a.file] = text
+        applied.append(f"{a.file}: {a.old!r} -> {new!r} ({n}x; {a.why})")
+    for f, text in texts.items():
+        (dest / Path(f).name).write_text(text)
+    conftest = _POTTERY_CONFTEST.format(port=port) if name == "pottery" else ""
+    if shim:
+        conftest += _SHIM_CONFTEST.format(core=core)
+    (dest / "conftest.py").write_text(conftest)
+    (dest / "_fastredlock_fault.py").write_text(_FAULT_HELPER)
+    return applied
+
+
+class SuiteRun(NamedTuple):
+    outcomes: Dict[str, str]  # test id -> "passed" / "failed" / "error" / "skipped"
+    output: str
+
+
+def run_suite(name: str, dest: Path, *, shim: bool, timeout: float = 600) -> SuiteRun:
+    """Run the adapted suite in ``dest`` in a subprocess: the original's folder on PYTHONPATH, or
+    (for the shim) this environment, where fastredlock is installed."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the suites use none of this environment's plugins
+    path = install(name) if not shim else shim_deps(name)
+    if path is not None:
+        env["PYTHONPATH"] = str(path)
+    report = dest / "report.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           "--rootdir", str(dest), "-c", os.devnull, f"--junitxml={report}", str(dest)]
+    proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=timeout)
+    output = proc.stdout + proc.stderr
+    if not report.exists():
+        raise AssertionError(f"the suite did not run:\n{output[-3000:]}")
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        test_id = f"{case.get('classname')}::{case.get('name')}"
+        state = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                state = {"failure": "failed"}.get(child.tag, child.tag)
+        outcomes[test_id] = state
+    return SuiteRun(outcomes, output)
+
+
+def describe() -> str:
+    """The adaptations, as text (for reports)."""
+    lines = []
+    for name, items in ADAPTATIONS.items():
+        lines.append(f"{name} {ORIGINALS[name].version}:")
+        for a in items:
+            lines.append(textwrap.indent(f"{a.file}: {a.old!r} -> {a.new!r} ({a.why})", "  "))
+    return "\n".join(lines)

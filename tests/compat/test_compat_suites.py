@@ -1,0 +1,54 @@
+"""Each original's own test suite, from its sdist, passes against the shim as it does against the original.
+
+The suites run in subprocesses, each on a fresh local server, adapted only as
+``_originals.ADAPTATIONS`` lists (the server's address, the import line, fault injection that
+reaches the shim); see ``_originals``' docstring for why. The original runs once per session, the
+shim once per core. Skipped, with the reason, only when the original cannot be fetched.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from fastredlock.servers import LocalMaster
+
+sys.path.insert(0, os.path.dirname(__file__))
+import _originals  # noqa: E402
+
+_original_runs = {}
+
+
+def _run(lib, dest, *, shim, core=None):
+    server = LocalMaster().start()
+    try:
+        applied = _originals.adapt(lib, dest, port=server.port, shim=shim, core=core)
+        return applied, _originals.run_suite(lib, dest, shim=shim)
+    finally:
+        server.stop()
+
+
+def _fetch(lib):
+    try:
+        _originals.sdist(lib)
+        _originals.install(lib)
+        _originals.shim_deps(lib)
+    except _originals.Unavailable as exc:
+        pytest.skip(f"cannot fetch the original {lib}: {exc}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lib", list(_originals.ORIGINALS))
+def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
+    _fetch(lib)
+    if lib not in _original_runs:
+        _original_runs[lib] = _run(lib, tmp_path_factory.mktemp(f"{lib}-original"), shim=False)
+    applied, original = _original_runs[lib]
+    print(f"{lib}: adaptations\n  " + "\n  ".join(applied))
+    assert original.outcomes, original.output[-3000:]
+    failing = {t: s for t, s in original.outcomes.items() if s != "passed"}
+    assert not failing, f"the original {lib} fails its own suite here:\n{original.output[-3000:]}"
+
+    _, shim = _run(lib, tmp_path_factory.mktemp(f"{lib}-shim-{core}"), shim=True, core=core)
+    assert shim.outcomes == original.outcomes, f"the shim differs from {lib}:\n{shim.output[-5000:]}"
