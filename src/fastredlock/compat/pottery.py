@@ -49,7 +49,7 @@ Differences (bugs not kept):
 """
 from __future__ import annotations
 
-import contextlib
+import concurrent.futures
 import dataclasses
 import functools
 import logging
@@ -59,7 +59,7 @@ import random
 import time
 import timeit
 from time import monotonic
-from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Optional, Tuple, TypeVar, cast
+from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Optional, TypeVar, cast
 
 from ..errors import LockError
 from ..lock import Lock as _Handle
@@ -325,26 +325,31 @@ class Redlock:
         token = self._token
         if token is None:
             return 0
+        clients = self._masters().redis_clients()
+        quorum = len(clients) // 2 + 1
         start = monotonic()
         left: List[float] = []
         errors: List[Any] = []
-        for master in self._masters().redis_clients():
-            try:
-                ms = master.eval(_PTTL_IF_OWNER, 1, self.key, token)
-            except Exception as error:  # redis-py's RedisError, and OSError below it
-                errors.append(error)
-                logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
-                continue
-            if ms:
-                left.append(int(ms) / 1000.0)
-        quorum = len(self.masters) // 2 + 1
-        if len(left) >= quorum:
-            validity = sorted(left, reverse=True)[quorum - 1] - self._drift() - (monotonic() - start)
-            if self._held is not None:
-                validity = min(validity, self._held.validity)
-            if validity > 0:
-                return validity
-            return 0
+        # One thread per master, as pottery did: a slow or dead master does not delay the answer.
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(clients))
+        try:
+            futures = [pool.submit(master.eval, _PTTL_IF_OWNER, 1, self.key, token) for master in clients]
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    ms = future.result()
+                except Exception as error:  # redis-py's RedisError, and OSError below it
+                    errors.append(error)
+                    logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
+                    continue
+                if ms:
+                    left.append(int(ms) / 1000.0)
+                    if len(left) >= quorum:
+                        validity = min(left) - self._drift() - (monotonic() - start)
+                        if self._held is not None:
+                            validity = min(validity, self._held.validity)
+                        return validity if validity > 0 else 0
+        finally:
+            pool.shutdown(wait=False)
         self._check_enough_masters_up(raise_on_redis_errors, errors)
         return 0
 
