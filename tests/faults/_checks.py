@@ -1,0 +1,93 @@
+"""Shared checks of the fault suite: bounded calls, keys that expire, an independent holder counter.
+
+Every scenario asserts the same four things, where they apply: the call returned within its bound
+(``io_timeout`` + ε per round, plus ``connect_timeout`` when the round had to reconnect); no key is
+left on any master beyond its TTL; no exception escaped while the lock was still held; and an
+independent counter (INCR/DECR on a master the client does not use) never saw two holders.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from fastredlock.servers import LocalMaster
+
+#: The clients' io_timeout and connect_timeout in this suite (the library's defaults).
+IO = 0.05
+CONNECT = 0.1
+#: Slack per round for a noisy 2-core machine: scheduling, the proxy thread, the Python core's
+#: own work. Generous, yet far below what a hung call or an unbounded wait would take.
+EPS = 0.12
+
+
+def bound(rounds: int = 1, reconnect: bool = True) -> float:
+    """The longest ``rounds`` rounds may take: ``io_timeout`` (+ ``connect_timeout``) + ε each."""
+    return rounds * (IO + (CONNECT if reconnect else 0.0) + EPS)
+
+
+class Timer:
+    """``with Timer() as t: ...`` then ``t.elapsed``."""
+
+    def __enter__(self) -> "Timer":
+        self.started = time.monotonic()
+        self.elapsed = 0.0
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.elapsed = time.monotonic() - self.started
+
+
+def timed(fn, limit: float, *args, **kwargs):
+    """Call ``fn(*args, **kwargs)``, assert it returned within ``limit`` seconds, return its result."""
+    with Timer() as t:
+        result = fn(*args, **kwargs)
+    assert t.elapsed < limit, f"{getattr(fn, '__name__', fn)} took {t.elapsed:.3f}s, bound {limit:.3f}s"
+    return result
+
+
+def assert_expires_within(local: Iterable[LocalMaster], key, ttl: float) -> None:
+    """On every running master, ``key`` is absent or expires within ``ttl`` seconds: never left behind."""
+    for m in local:
+        if not m.running():
+            continue
+        pttl = m.command("PTTL", key)
+        assert pttl == -2 or 0 <= pttl <= ttl * 1000, f"{m}: key {key!r} has PTTL {pttl}"
+
+
+def wait_gone(local: Iterable[LocalMaster], key, ttl: float) -> None:
+    """Wait out ``ttl`` (and a little) and assert the key exists on no running master."""
+    time.sleep(ttl + 0.05)
+    left = [m for m in local if m.running() and m.command("EXISTS", key)]
+    assert not left, f"key {key!r} still on {left} after its TTL"
+
+
+class Counter:
+    """An independent INCR/DECR holder count on a master the lock client never talks to."""
+
+    def __init__(self, master: LocalMaster, key: str) -> None:
+        self.master = master
+        self.key = key
+        self.peak = 0
+
+    def enter(self) -> int:
+        """Count one more holder; return how many hold now (must be 1)."""
+        n = self.master.command("INCR", self.key)
+        self.peak = max(self.peak, n)
+        return n
+
+    def leave(self) -> None:
+        self.master.command("DECR", self.key)
+
+    def check(self) -> None:
+        """Enter and leave at once: assert nobody else holds right now."""
+        assert self.enter() == 1, "two holders at once"
+        self.leave()
+
+
+
+
+def warm(dlm, name: str) -> None:
+    """One lock cycle so every connection is open (the next round reuses them)."""
+    lock = dlm.lock(name + ":warm", ttl=1.0)
+    assert lock.acquire(blocking=False)
+    lock.release()
