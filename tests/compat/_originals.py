@@ -46,6 +46,7 @@ class Original(NamedTuple):
     shim: str  # the module that replaces it
     tests: Tuple[str, ...]  # the sdist's test files that cover what the shim replaces
     pins: Tuple[str, ...] = ()  # dependencies pinned in both runs (the suite's expectations need them)
+    doctests: Tuple[Tuple[str, str], ...] = ()  # (source file, module name): documented examples run too
 
 
 #: pottery's suite compares an exception's repr with the redis-py 5 form of a client's repr (later
@@ -57,7 +58,8 @@ ORIGINALS: Dict[str, Original] = {
                            (_REDIS_PY,)),
     "redlock": Original("redlock", "1.2.0", "fastredlock.compat.redlock",
                         ("tests/test_lock.py", "tests/test_factory.py"), (_REDIS_PY,)),
-    "pottery": Original("pottery", "3.0.1", "fastredlock.compat.pottery", ("tests/test_redlock.py",), (_REDIS_PY,)),
+    "pottery": Original("pottery", "3.0.1", "fastredlock.compat.pottery", ("tests/test_redlock.py",), (_REDIS_PY,),
+                        (("pottery/redlock.py", "pottery.redlock"),)),
 }
 
 
@@ -237,6 +239,53 @@ def redis(redis_url):
     client.flushdb()
 '''
 
+_DOCTESTS = '''\
+"""The documented examples of {source} (pottery's test_doctests.py runs them with doctest.testmod),
+read from the sdist's source and run with the names of {module} (the import line of this run).
+Adapted: `Redis()` (localhost:6379) names the local server's port; $REDIS_URL points there too."""
+import ast
+import contextlib
+import doctest
+import importlib
+import io
+import time
+
+import pytest
+
+SOURCE = {path!r}
+MODULE = {module!r}
+PORT = {port}
+
+
+def _examples():
+    found = []
+
+    def visit(node, name):
+        doc = ast.get_docstring(node)
+        if doc and ">>>" in doc:
+            found.append((name, doc))
+        for child in node.body:
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef)):
+                visit(child, name + "." + child.name)
+
+    with open(SOURCE) as f:
+        visit(ast.parse(f.read()), {source_module!r})
+    return sorted(found)  # the order of doctest.testmod
+
+
+@pytest.mark.parametrize("name, doc", _examples(), ids=[n for n, _ in _examples()])
+def test_documented_examples(name, doc):
+    globs = dict(vars(importlib.import_module(MODULE)))
+    globs.setdefault("contextlib", contextlib)  # imported by the original module, used by its examples
+    globs.setdefault("time", time)
+    doc = doc.replace("Redis()", "Redis(port=%d)" % PORT)
+    test = doctest.DocTestParser().get_doctest(doc, globs, name, SOURCE, 0)
+    out = io.StringIO()
+    runner = doctest.DocTestRunner()
+    runner.run(test, out=out.write)
+    assert not runner.failures, out.getvalue()
+'''
+
 _SHIM_CONFTEST = '''\
 
 # The shim's run: the server was just started, so restart-aware voting would not trust it yet.
@@ -269,6 +318,12 @@ def adapt(name: str, dest: Path, *, port: int, shim: bool, core: Optional[str] =
         applied.append(f"{a.file}: {a.old!r} -> {new!r} ({n}x; {a.why})")
     for f, text in texts.items():
         (dest / Path(f).name).write_text(text)
+    for source, source_module in orig.doctests:
+        module = orig.shim if shim else source_module
+        (dest / f"test_doctests_{Path(source).stem}.py").write_text(_DOCTESTS.format(
+            source=source, path=str(src / source), module=module, source_module=source_module, port=port))
+        applied.append(f"{source}: documented examples run with {module}'s names; 'Redis()' -> "
+                       f"'Redis(port={port})', REDIS_URL=redis://localhost:{port}/0 (the server)")
     conftest = _POTTERY_CONFTEST.format(port=port) if name == "pottery" else ""
     if shim:
         conftest += _SHIM_CONFTEST.format(core=core)
@@ -282,12 +337,13 @@ class SuiteRun(NamedTuple):
     output: str
 
 
-def run_suite(name: str, dest: Path, *, shim: bool, timeout: float = 600) -> SuiteRun:
+def run_suite(name: str, dest: Path, *, port: int, shim: bool, timeout: float = 600) -> SuiteRun:
     """Run the adapted suite in ``dest`` in a subprocess: the original's folder on PYTHONPATH, or
     (for the shim) this environment, where fastredlock is installed."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the suites use none of this environment's plugins
+    env["REDIS_URL"] = f"redis://localhost:{port}/0"  # pottery's default master
     path = install(name) if not shim else shim_deps(name)
     if path is not None:
         env["PYTHONPATH"] = str(path)

@@ -24,7 +24,7 @@ def _run(lib, dest, *, shim, core=None):
     server = LocalMaster().start()
     try:
         applied = _originals.adapt(lib, dest, port=server.port, shim=shim, core=core)
-        return applied, _originals.run_suite(lib, dest, shim=shim)
+        return applied, _originals.run_suite(lib, dest, port=server.port, shim=shim)
     finally:
         server.stop()
 
