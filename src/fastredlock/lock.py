@@ -275,13 +275,9 @@ class Lock:
         client = self._client
         client._unwatch(self)
         was_lost = self.lost
-        core = client._checkout()
-        clean = False
         try:
-            rnd = core.release(self.key, token)
-            clean = True
+            rnd = self._release_round(token)
         finally:
-            client._checkin(core, clean)
             self.token = None
             self.fence = None
             self._valid_until = 0.0
@@ -299,6 +295,18 @@ class Lock:
                 client._outcomes(rnd),
             )
 
+    def _release_round(self, token: bytes):
+        """One owner-checked release round for ``token`` on every master."""
+        client = self._client
+        core = client._checkout()
+        clean = False
+        try:
+            rnd = core.release(self.key, token)
+            clean = True
+        finally:
+            client._checkin(core, clean)
+        return rnd
+
     def _release_token(self, token: Union[str, bytes]) -> None:
         if isinstance(token, str):
             token = token.encode("utf-8", "surrogatepass")
@@ -312,13 +320,7 @@ class Lock:
         if token == self.token:
             client._unwatch(self)
             self._reset()
-        core = client._checkout()
-        clean = False
-        try:
-            rnd = core.release(self.key, token)
-            clean = True
-        finally:
-            client._checkin(core, clean)
+        rnd = self._release_round(token)
         self._last = rnd
         if not rnd.ok:
             raise LockNotOwnedError(
