@@ -49,6 +49,12 @@ _HELLO_INFO = 2
 _POLLIN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 _POLLOUT = select.POLLOUT
 _RECV_SIZE = 65536
+#: Largest bulk reply accepted (``INFO server`` is a few KB; lock replies are a few bytes). A master
+#: announcing more is hostile or confused: it is cut off at the header, before anything is buffered.
+MAX_BULK = 1 << 20
+#: Longest status/error/integer line accepted.
+MAX_LINE = 1 << 16
+_REPLY_TYPES = frozenset(b"+-:$")
 #: Stale-connection errors after which a reused connection is reopened and the command resent once.
 _STALE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNABORTED, errno.ENOTCONN})
 
@@ -141,6 +147,7 @@ class _Conn:
 
     __slots__ = (
         "spec", "sock", "fd", "reader", "hello", "hello_kinds", "up_since", "run_id", "restarts",
+        "g_type", "g_line", "g_header", "g_skip",
         # per-round state
         "out", "skip", "expect", "deadline", "connecting", "reused", "retried", "got_data",
         "fallback_sent",
@@ -166,6 +173,54 @@ class _Conn:
         self.retried = False
         self.got_data = False
         self.fallback_sent = 0
+        self.g_type = 0
+        self.g_line = 0
+        self.g_header = b""
+        self.g_skip = 0
+
+    def guard(self, data: bytes) -> Optional[str]:
+        """Check that ``data`` continues a stream of replies of the shapes a lock client expects.
+
+        Only RESP2 status, error, integer and bulk replies of bounded size pass; arrays, maps,
+        RESP3 types, oversized bulks and endless lines are refused before hiredis buffers them.
+        Returns a description of the problem, or None. Tracks reply boundaries across reads.
+        """
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.g_skip:
+                take = min(self.g_skip, end - pos)
+                self.g_skip -= take
+                pos += take
+                continue
+            if not self.g_type:
+                kind = data[pos]
+                if kind not in _REPLY_TYPES:
+                    return f"unexpected reply type {bytes([kind])!r}"
+                self.g_type = kind
+                self.g_line = 0
+                self.g_header = b""
+                pos += 1
+            nl = data.find(b"\n", pos)
+            stop = end if nl == -1 else nl + 1
+            self.g_line += stop - pos
+            if self.g_line > MAX_LINE:
+                return f"reply line longer than {MAX_LINE} bytes"
+            if self.g_type == 36:  # '$': keep the length digits
+                self.g_header += data[pos:stop]
+            if nl == -1:
+                return None
+            pos = stop
+            if self.g_type == 36:
+                try:
+                    length = int(self.g_header)
+                except ValueError:
+                    return f"bad bulk length {self.g_header[:20]!r}"
+                if length > MAX_BULK:
+                    return f"bulk reply of {length} bytes, over the {MAX_BULK}-byte limit"
+                if length >= 0:
+                    self.g_skip = length + 2
+            self.g_type = 0
+        return None
 
     def open(self) -> None:
         """Start a non-blocking connect; the handshake is queued in front of the next command."""
@@ -187,6 +242,10 @@ class _Conn:
         self.fd = sock.fileno()
         self.reader = hiredis.Reader()
         self.connecting = err != 0
+        self.g_type = 0
+        self.g_line = 0
+        self.g_header = b""
+        self.g_skip = 0
 
     def close(self) -> None:
         """Drop the connection (close only: never shutdown, a fork sibling may share the socket)."""
@@ -405,13 +464,17 @@ class Core:
                 broken(i, "connection closed by the master")
                 return
             conn.got_data = True
+            problem = conn.guard(data)
+            if problem is not None:
+                fail(i, oc.PROTOCOL_ERROR, problem)
+                return
             reader = conn.reader
             reader.feed(data)  # type: ignore[union-attr]
             while conn.expect:
                 try:
                     reply = reader.gets()  # type: ignore[union-attr]
-                except hiredis.ProtocolError as exc:
-                    fail(i, oc.PROTOCOL_ERROR, str(exc))
+                except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
+                    fail(i, oc.PROTOCOL_ERROR, f"{type(exc).__name__}: {exc}")
                     return
                 if reply is False:
                     return
@@ -444,8 +507,13 @@ class Core:
                     code, detail, value = oc.ERROR_REPLY, str(reply), None
                 else:
                     code, detail, value = _classify(kind, reply)
-                    if code == oc.OK and kind != KIND_SCRIPT and self._untrusted(conn):
-                        code, detail = oc.UNTRUSTED, self._untrusted_detail(conn)
+                    if kind != KIND_SCRIPT:  # an acquisition
+                        if code == oc.OK and self._untrusted(conn):
+                            code, detail = oc.UNTRUSTED, self._untrusted_detail(conn)
+                        elif code == oc.NO and conn.retried:
+                            # The lost connection may have run our first SET: the key can be ours.
+                            # Not a clear "no", so the caller releases (owner-checked) to be sure.
+                            code, detail = oc.CONN_ERROR, "connection broke; the resent command found the key set"
                 outcomes[j][i] = code
                 details[j][i] = detail
                 if values is not None:

@@ -7,6 +7,8 @@ used to talk: the cores open their own sockets.
 """
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -161,17 +163,36 @@ def parse_master(master: Any) -> MasterSpec:
     )
 
 
+def _addresses(spec: MasterSpec) -> "set[tuple]":
+    """Every address a master's host resolves to (the host itself where it does not resolve)."""
+    if spec.path is not None:
+        return {("unix", os.path.realpath(spec.path))}
+    try:
+        infos = socket.getaddrinfo(spec.host, spec.port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return {(spec.host, spec.port)}
+    return {info[4][:2] for info in infos}
+
+
 def parse_masters(masters: Iterable[Any]) -> Tuple[MasterSpec, ...]:
-    """Describe every master; reject an empty list and duplicates (they would fake a quorum)."""
+    """Describe every master; reject an empty list and duplicates (they would fake a quorum).
+
+    Two entries are the same master when their addresses overlap once host names are resolved
+    (``localhost`` and ``127.0.0.1``), whatever their db: one server votes once, and a restart of it
+    would forget every db's lock at once.
+    """
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
         raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
     specs: List[MasterSpec] = [parse_master(m) for m in masters]
     if not specs:
         raise ValueError("masters: at least one master is required")
-    seen = set()
+    seen: "dict[tuple, MasterSpec]" = {}
     for spec in specs:
-        where = (spec.host, spec.port, spec.path, spec.db)
-        if where in seen:
-            raise ValueError(f"masters: {spec.label} is listed twice; duplicates would fake a quorum")
-        seen.add(where)
+        for address in _addresses(spec):
+            if address in seen:
+                raise ValueError(
+                    f"masters: {spec.label} and {seen[address].label} are the same server; "
+                    "one server must not vote twice"
+                )
+        seen.update((address, spec) for address in _addresses(spec))
     return tuple(specs)

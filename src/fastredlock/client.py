@@ -30,15 +30,27 @@ MAX_NAME_BYTES = 65536
 FENCE_RETENTION = 30 * 86400.0
 
 
-def _check_number(value: Any, name: str, *, minimum: float = 0.0, strict: bool = False) -> float:
+#: Longest io_timeout, connect_timeout and retry sleep accepted, in seconds.
+MAX_WAIT = 3600.0
+
+
+def _check_number(
+    value: Any, name: str, *, minimum: float = 0.0, strict: bool = False, maximum: float = math.inf
+) -> float:
+    """Return ``value`` as a float, or raise ``TypeError``/``ValueError`` naming the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be finite, got an int too large for a float") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if value < minimum or (strict and value == minimum):
         op = ">" if strict else ">="
         raise ValueError(f"{name} must be {op} {minimum:g}, got {value:g}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum:g}, got {value:g}")
     return value
 
 
@@ -91,13 +103,13 @@ class Redlock:
         if retry_count < 0:
             raise ValueError(f"retry_count must be >= 0, got {retry_count}")
         self.retry_count = retry_count
-        self.retry_delay = _check_number(retry_delay, "retry_delay")
-        self.retry_jitter = _check_number(retry_jitter, "retry_jitter")
+        self.retry_delay = _check_number(retry_delay, "retry_delay", maximum=MAX_WAIT)
+        self.retry_jitter = _check_number(retry_jitter, "retry_jitter", maximum=MAX_WAIT)
         self.drift_factor = _check_number(drift_factor, "drift_factor")
         if self.drift_factor >= 1.0:
             raise ValueError(f"drift_factor must be < 1, got {drift_factor}")
-        self.io_timeout = _check_number(io_timeout, "io_timeout", strict=True)
-        self.connect_timeout = _check_number(connect_timeout, "connect_timeout")
+        self.io_timeout = _check_number(io_timeout, "io_timeout", strict=True, maximum=MAX_WAIT)
+        self.connect_timeout = _check_number(connect_timeout, "connect_timeout", maximum=MAX_WAIT)
         if isinstance(prefix, str):
             prefix = prefix.encode()
         elif not isinstance(prefix, bytes):

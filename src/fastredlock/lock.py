@@ -159,8 +159,14 @@ class Lock:
         if timeout is not None:
             if not blocking:
                 raise ValueError("timeout cannot be used with blocking=False")
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
                 raise ValueError(f"timeout must be a number >= 0 or None, got {timeout!r}")
+            try:
+                timeout = float(timeout)
+            except OverflowError:
+                raise ValueError("timeout must be finite, got an int too large for a float") from None
+            if not 0 <= timeout < float("inf"):
+                raise ValueError(f"timeout must be a finite number >= 0 or None, got {timeout!r}")
             deadline = monotonic() + timeout
         self._reset()
         attempts = 0
@@ -408,13 +414,14 @@ class Lock:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             self.release()
-        except LockNotOwnedError as error:
-            if exc_type is None:
-                if isinstance(error, LockLostError):
-                    raise
+        except LockError as error:
+            if exc_type is not None:
+                # The body's own exception (or a fork child's sys.exit) is the one to see.
+                return
+            if isinstance(error, LockNotOwnedError) and not isinstance(error, LockLostError):
                 # the body ran without the lock for part of its time: say so
                 raise LockLostError(str(error), self.name, error.outcomes) from error
-            # the body's own exception is the one to see; the lost lock rides along as context
+            raise
 
     def __repr__(self) -> str:
         if self.token is None:
