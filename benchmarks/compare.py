@@ -867,9 +867,12 @@ class Report:
         exc = sum(1 for a in rows if a["acq_exc"] or a["rel_exc"] or a.get("rel_hung"))
         holding = sum(1 for a in rows if a["exc_while_holding"])
         leaked = sum(s.get("leftover_keys", 0) for s in ok)
+        abandoned = sum(a.get("holding_after", 0) for a in rows if a["hung"] or a.get("rel_hung"))
         t = f"{fnum(statistics.median(times), 1)} / {fnum(times[-1], 1)}" if times else "–"
-        return [f"{got}/{n}", t + (f", **{hung} hung**" if hung else ""), f"{exc} ({holding})",
-                f"**{leaked}**" if leaked else "0"]
+        keys = f"**{leaked}**" if leaked else "0"
+        if abandoned:
+            keys += f" ({abandoned} by hung calls)"
+        return [f"{got}/{n}", t + (f", **{hung} hung**" if hung else ""), f"{exc} ({holding})", keys]
 
     def faults_table(self) -> List[str]:
         lines = []
@@ -885,8 +888,10 @@ class Report:
         s = self.b.s
         return [f"### One of 5 masters bad: refusing connections (killed) / stalled (SIGSTOP)", "",
                 f"{s.attempts} acquire+release attempt(s) per round, each on a fresh name; hung = no answer "
-                f"within {s.hang_limit:g} s. Keys leaked are counted after the bad master is back (a stalled "
-                "master then runs the commands queued while it was stopped).", "",
+                f"within {s.hang_limit:g} s (then the harness interrupts it). Keys leaked are counted after the "
+                "bad master is back (a stalled master then runs the SETs queued while it was stopped: they "
+                "land after the client gave up or released, and stay until their TTL); in parentheses, keys "
+                "that calls the harness interrupted had left on the healthy masters.", "",
                 "| client | refusing: acquired | answer p50 / max ms | exceptions (while holding) | keys leaked "
                 "| stalled: acquired | answer p50 / max ms | exceptions (while holding) | keys leaked |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"] + lines + [""] + self.exceptions_seen()
