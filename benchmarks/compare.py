@@ -782,7 +782,7 @@ class Report:
                f"| client | style | {'locks' if scen == 'batch' else 'cycles'}/s | rounds (min..max) "
                "| acquire p50 / p99 µs | release p50 / p99 µs "
                f"| CPU ms / 1000 {'locks' if scen == 'batch' else 'cycles'} (user+sys) | client CPU util "
-               f"| fails | leftover keys | {fast_label or 'fastredlock'} is … faster | samples |",
+               f"| fails | leftover keys | {fast_label or 'fastredlock'} ÷ this | samples |",
                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(cells) + " |" for _, cells in rows]
         return out + [""]
@@ -815,7 +815,7 @@ class Report:
         out = [f"### {self.b.s.threads} threads sharing one client (N=5; redis-py Lock N=1)", "",
                "| client | concurrency | cycles/s (all threads) | rounds (min..max) | acquire p50 / p99 µs "
                "| CPU ms / 1000 cycles (user+sys) | client CPU util | fails | leftover keys "
-               f"| {fast_label or 'fastredlock'} is … faster |",
+               f"| {fast_label or 'fastredlock'} ÷ this |",
                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(cells) + " |" for _, cells in rows]
         return out + [""]
