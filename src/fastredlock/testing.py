@@ -673,6 +673,8 @@ class FakeMaster(_LoopbackServer):
         self._lock = threading.Lock()
         #: Every command received, in order, as lists of bytes.
         self.commands: List[List[bytes]] = []
+        #: Requests that were not valid RESP (the connection was closed on each): should stay 0.
+        self.malformed = 0
         #: Connections accepted so far.
         self.connections = 0
 
@@ -732,6 +734,8 @@ class FakeMaster(_LoopbackServer):
                     try:
                         args = reader.gets()
                     except hiredis.ProtocolError:
+                        with self._lock:
+                            self.malformed += 1
                         return
                     if args is False:
                         break

@@ -15,9 +15,9 @@ from fastredlock.servers import LocalMaster
 #: The clients' io_timeout and connect_timeout in this suite (the library's defaults).
 IO = 0.05
 CONNECT = 0.1
-#: Slack per round for a noisy 2-core machine: scheduling, the proxy thread, the Python core's
-#: own work. Generous, yet far below what a hung call or an unbounded wait would take.
-EPS = 0.12
+#: Slack per round for a noisy 2-core machine (load 4+ while other suites run): scheduling, the
+#: proxy thread, the Python core's own work. Generous, yet far below a hang or a multi-second stall.
+EPS = 0.2
 
 
 def bound(rounds: int = 1, reconnect: bool = True) -> float:

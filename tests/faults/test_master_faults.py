@@ -259,8 +259,6 @@ def test_refusing_master_never_raises_while_holding(proxied_client, proxies, mas
     assert keys_on(masters, name) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="stale-connection retry resends SET NX; the master answers nil to our own "
-                   "key, the attempt counts as a clear 'no' and is not released: key left until TTL")
 def test_connection_lost_after_command_ran_leaves_no_key(make_client, masters, name, keys_on):
     """The master ran SET NX, then the connection broke before the answer (a middlebox reset).
 

@@ -1,0 +1,56 @@
+"""A client process paused past its TTL (a GC pause, swap, SIGSTOP) finds out when it wakes up.
+
+Another client takes the lock meanwhile. The paused one then sees ``locked()`` False and validity
+0, ``check()`` raises, ``extend()`` and ``release()`` raise :class:`LockNotOwnedError` (as
+``LockLostError``) — never a silent success — and neither touches the new holder's key.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from fastredlock.testing import pause_process
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _checks import bound, timed  # noqa: E402
+
+HOLDER = os.path.join(os.path.dirname(__file__), "_paused_holder.py")
+TTL = 1.0
+
+
+def test_client_paused_past_ttl_finds_out_and_never_reports_success(
+    core, make_client, masters, name, counter, keys_on
+):
+    holder = subprocess.Popen(
+        [sys.executable, HOLDER, core, name, str(TTL), str(counter.master.port), *masters.urls],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        taken_at = time.monotonic()
+        with pause_process(holder.pid):
+            other = make_client(masters.urls, retry_count=0).lock(name, ttl=10.0)
+            assert other.acquire(blocking=False) is False  # still held by the paused process
+            time.sleep(max(0.0, taken_at + TTL + 0.05 - time.monotonic()))
+            assert timed(other.acquire, bound(1))  # its keys expired: the lock is free
+            assert counter.enter() == 1
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        report = json.loads(holder.stdout.readline())
+        assert holder.wait(10) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert report["locked"] is False and report["validity"] == 0.0 and report["lost"] is True
+    assert report["check"] == "LockLostError"  # it did not act: the counter was not bumped
+    assert report["extend"] == "LockLostError"
+    assert report["release"] == "LockLostError"  # a LockNotOwnedError: never a silent success
+    assert counter.peak == 1
+    # the new holder's lock is untouched on every master
+    assert all(m.command("GET", name) == other.token for m in masters)
+    counter.leave()
+    other.release()
+    assert keys_on(masters, name) == 0

@@ -1,0 +1,99 @@
+"""Masters that restart: reconnection, NOSCRIPT, and what a restart without persistence costs.
+
+The seed scenario (Redlock's known hazard): a master restarts *without persistence* while a lock is
+held, comes back at once with no keys, and a second client wins a quorum that includes it. Without
+restart-aware voting that second client CAN get the lock — two holders at once. The remedies are a
+delayed restart (keep it out for longer than the largest TTL), persistence (``appendfsync always``),
+or the client's restart-aware voting, on by default (the same scenario is refused there:
+``tests/test_restart_voting.py``).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from fastredlock import LockNotOwnedError
+from fastredlock.testing import restart, start_masters
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _checks import bound, timed, wait_gone  # noqa: E402
+
+
+def outcomes(lock):
+    return [o.outcome for o in lock.outcomes]
+
+
+def test_master_that_comes_back_is_reconnected_and_scripts_reloaded(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire()
+    lock.release()  # connections open, both scripts cached... until the restart below
+    lock.acquire()
+    fault_masters[2].kill()
+    timed(lock.extend, bound(1))
+    assert outcomes(lock)[2] == "connection error"
+    fault_masters[2].start()  # empty: no key, no script cache
+    timed(lock.extend, bound(1))  # reconnects; EVALSHA -> NOSCRIPT -> EVAL, which answers 0 there
+    assert outcomes(lock) == ["ok", "ok", "no", "ok", "ok"]
+    timed(lock.release, bound(1))
+    assert outcomes(lock) == ["ok", "ok", "no", "ok", "ok"]
+    with dlm.lock(name, ttl=5.0) as again:
+        assert outcomes(again) == ["ok"] * 5  # back in the quorum
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_restart_without_persistence_lets_second_client_in_without_voting(make_client, fault_masters, name, counter):
+    """Today's raw Redlock behaviour, stated: the second client CAN get the lock (two holders)."""
+    first = make_client(fault_masters.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+    assert first.acquire()
+    assert counter.enter() == 1
+    for m in fault_masters[:3]:
+        restart(m)  # kill -9 and back at once, empty
+    second = make_client(fault_masters.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+    assert second.acquire() is True  # the hazard: 3 forgetful masters + nothing else = a quorum
+    assert outcomes(second) == ["ok"] * 3 + ["no"] * 2
+    assert first.locked() and second.locked()
+    assert counter.enter() == 2  # the independent counter sees two holders at once
+    counter.leave()
+    counter.leave()
+    second.release()
+    with pytest.raises(LockNotOwnedError):
+        first.release()  # it still had only its two surviving masters: below quorum, and said so
+
+
+def test_restart_with_persistence_keeps_the_lock(make_client, name, counter, keys_on):
+    with start_masters(5, persistent=True) as local:
+        first = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        assert first.acquire()
+        assert counter.enter() == 1
+        for m in local[:3]:
+            restart(m)  # kill -9: the AOF (fsynced on every write) brings the key back
+        second = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        assert second.acquire() is False
+        assert outcomes(second) == ["no"] * 5
+        counter.leave()
+        first.release()
+        assert outcomes(first) == ["ok"] * 5  # reconnected; the scripts were reloaded by EVAL
+        assert keys_on(local, name) == 0
+
+
+def test_delayed_restart_keeps_exclusion(make_client, fault_masters, name, counter):
+    ttl = 0.5
+    first = make_client(fault_masters.urls, retry_count=0, restart_aware=False).lock(name, ttl=ttl)
+    assert first.acquire()
+    assert counter.enter() == 1
+    threads = [restart(m, delay=ttl + 0.2, background=True) for m in fault_masters[:3]]
+    second = make_client(fault_masters.urls, retry_count=0, restart_aware=False).lock(name, ttl=ttl)
+    assert timed(second.acquire, bound(2), blocking=False) is False  # 3 down, 2 still hold the first's key
+    time.sleep(max(0.0, first.validity))
+    counter.leave()  # the first holder stops acting when its validity ends
+    for t in threads:
+        t.join(10)
+    assert second.acquire(timeout=2.0)  # only after the first's TTL, with all five back
+    assert counter.enter() == 1
+    counter.leave()
+    second.release()
+    wait_gone(fault_masters, name, 0.0)
