@@ -30,7 +30,7 @@ package uses the pure core, which ``setup.py``/the wheel configuration decide.
 
 cimport cython
 from libc.errno cimport errno, EINTR, EPIPE, ECONNRESET, ECONNABORTED, ENOTCONN
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memchr
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport ceil
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
@@ -265,6 +265,8 @@ cdef enum:
     HELLO_INFO = 2
     RECV_SIZE = 65536
     POLL_IN = POLLIN | POLLPRI | POLLHUP | POLLERR
+    MAX_BULK = 1 << 20   # largest bulk reply accepted (INFO server is a few KB)
+    MAX_LINE = 1 << 16   # longest status/error/integer/bulk-length line accepted
     MAX_ARGS = 8
 
 # The outcome codes, read from the shared module so both cores can never disagree on them.
@@ -431,6 +433,11 @@ cdef class _Conn:
     cdef int fd
     cdef object reader, feed, gets, has_data
     cdef bint pending        # the reader was fed since it last ended clean (no partial reply)
+    # the reply guard: where the byte stream is between replies (see guard())
+    cdef int g_type          # type byte of the reply being read, 0 between replies
+    cdef Py_ssize_t g_line   # bytes of its line seen so far
+    cdef object g_header     # a bulk length line split across reads or not canonical, or None
+    cdef Py_ssize_t g_skip   # bulk body bytes (and CRLF) still to pass over
     # restart-aware voting
     cdef object run_id
     cdef double up_since
@@ -501,6 +508,10 @@ cdef class _Conn:
             return "AF_UNIX path too long"
         self.fd = fd
         self.connecting = connecting != 0
+        self.g_type = 0
+        self.g_line = 0
+        self.g_header = None
+        self.g_skip = 0
         if self.reader is None or self.pending:
             reader = _Reader()
             self.reader = reader
@@ -508,6 +519,63 @@ cdef class _Conn:
             self.gets = reader.gets
             self.has_data = reader.has_data
             self.pending = False
+        return None
+
+    cdef object guard(self, const char *data, Py_ssize_t end):
+        """Check that ``data`` continues a stream of replies of the shapes a lock client expects.
+
+        Only RESP2 status, error, integer and bulk replies of bounded size pass; arrays, maps,
+        RESP3 types, oversized bulks and endless lines are refused before hiredis buffers them.
+        Returns a description of the problem, or None. Tracks reply boundaries across reads.
+        """
+        cdef Py_ssize_t pos = 0, stop, take
+        cdef const char *nl
+        cdef unsigned char kind
+        cdef long long clen = 0
+        cdef object length
+        while pos < end:
+            if self.g_skip:
+                take = self.g_skip if self.g_skip < end - pos else end - pos
+                self.g_skip -= take
+                pos += take
+                continue
+            if not self.g_type:
+                kind = <unsigned char>data[pos]
+                if kind != c'+' and kind != c'-' and kind != c':' and kind != c'$':
+                    return f"unexpected reply type {bytes([kind])!r}"
+                self.g_type = kind
+                self.g_line = 0
+                self.g_header = None
+                pos += 1
+            nl = <const char *>memchr(data + pos, c'\n', <size_t>(end - pos))
+            stop = end if nl == NULL else (nl - data) + 1
+            self.g_line += stop - pos
+            if self.g_line > MAX_LINE:
+                return f"reply line longer than {MAX_LINE} bytes"
+            if self.g_type == c'$':
+                if nl != NULL and self.g_header is None and _canonical_length(data + pos, stop - pos, &clen):
+                    length = None  # the usual case, parsed in C
+                else:
+                    # split across reads or unusual: keep the bytes and parse them as the pure core
+                    header = PyBytes_FromStringAndSize(data + pos, stop - pos)
+                    self.g_header = header if self.g_header is None else self.g_header + header
+                    if nl == NULL:
+                        return None
+                    try:
+                        length = int(self.g_header)
+                    except ValueError:
+                        return f"bad bulk length {self.g_header[:20]!r}"
+                    if length > MAX_BULK:
+                        return f"bulk reply of {length} bytes, over the {MAX_BULK}-byte limit"
+                    clen = length if length >= 0 else -1
+                if clen > MAX_BULK:
+                    return f"bulk reply of {clen} bytes, over the {MAX_BULK}-byte limit"
+                if clen >= 0:
+                    self.g_skip = <Py_ssize_t>clen + 2
+            elif nl == NULL:
+                return None
+            pos = stop
+            self.g_type = 0
         return None
 
     cdef void close_fd(self) noexcept:
@@ -548,6 +616,27 @@ cdef class _Conn:
         self.out = buf
         self.out_len = need
         return 0
+
+
+cdef inline bint _canonical_length(const char *p, Py_ssize_t n, long long *value) noexcept nogil:
+    """Parse a bulk length line ``-?[0-9]{1,18}\\r\\n`` (``p[:n]`` ends at its newline)."""
+    cdef Py_ssize_t pos = 0, end = n - 2
+    cdef long long v = 0
+    cdef bint neg = False
+    if n < 3 or end > 19 or p[end] != c'\r':
+        return False
+    if p[0] == c'-':
+        neg = True
+        pos = 1
+    if pos == end or end - pos > 18:
+        return False
+    while pos < end:
+        if not (c'0' <= p[pos] <= c'9'):
+            return False
+        v = v * 10 + (p[pos] - c'0')
+        pos += 1
+    value[0] = -v if neg else v
+    return True
 
 
 # --- the parser fast path ----------------------------------------------------------------------
@@ -1262,6 +1351,10 @@ cdef class Core:
             self._broken(i, c, "connection closed by the master")
             return 0
         c.got_data = True
+        problem = c.guard(self._rbufp, got)
+        if problem is not None:
+            self._fail(i, c, OC_PROTOCOL_ERROR, problem)
+            return 0
         return self._parse(i, c, got)
 
     # --- the parser seam ----------------------------------------------------------------------
@@ -1293,8 +1386,8 @@ cdef class Core:
         while c.head < c.tail:
             try:
                 reply = c.gets()
-            except _ProtocolError as exc:
-                self._fail(i, c, OC_PROTOCOL_ERROR, str(exc))
+            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
+                self._fail(i, c, OC_PROTOCOL_ERROR, f"{type(exc).__name__}: {exc}")
                 return 0
             if reply is False:
                 return 0
@@ -1360,11 +1453,17 @@ cdef class Core:
         cdef Py_ssize_t idx = c.expect[c.head] * self.n + i
         cdef double up
         c.head += 1
-        if code == OC_OK and self._kind != KIND_SCRIPT and c.has_up_since:
-            up = frl_now() - c.up_since
-            if up * 1000.0 < self._grace_ms:
-                code = OC_UNTRUSTED
-                detail = f"up for {up:.0f}s, less than the restart grace of {self._grace_obj / 1000.0:g}s"
+        if self._kind != KIND_SCRIPT:  # an acquisition
+            if code == OC_OK and c.has_up_since:
+                up = frl_now() - c.up_since
+                if up * 1000.0 < self._grace_ms:
+                    code = OC_UNTRUSTED
+                    detail = f"up for {up:.0f}s, less than the restart grace of {self._grace_obj / 1000.0:g}s"
+            elif code == OC_NO and c.retried:
+                # The lost connection may have run our first SET: the key can be ours.
+                # Not a clear "no", so the caller releases (owner-checked) to be sure.
+                code = OC_CONN_ERROR
+                detail = "connection broke; the resent command found the key set"
         self._oc[idx] = code
         if detail is not None:
             self._details[idx] = detail
