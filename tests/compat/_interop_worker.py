@@ -43,8 +43,9 @@ def lockers(lib: str, side: str, spec: dict):
     if side == "shim":
         import fastredlock.compat
 
-        # the masters were just started: restart-aware voting would not trust them yet
-        fastredlock.compat.configure(restart_aware=False, core=spec.get("core"))
+        # The masters were just started: restart-aware voting would not trust them yet. A deadline
+        # closer to the originals' socket timeouts: this machine may be busy with other tests.
+        fastredlock.compat.configure(restart_aware=False, core=spec.get("core"), io_timeout=0.5)
     if lib == "redlock-py":
         if side == "original":
             from redlock import Redlock

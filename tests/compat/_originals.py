@@ -11,7 +11,9 @@ once against the shim, on the same fresh local server. What is adapted, and why:
 
 - the server: every ``localhost`` / ``localhost:6379`` the suites hard-code becomes the local test
   server's port (pottery's sdist ships no ``conftest.py``; ours gives the ``redis`` fixture of
-  pottery's repository, pointed at that server);
+  pottery's repository, pointed at that server); pottery's ``test_contention`` used five dbs of one
+  server as its five masters, which fastredlock refuses (one server must not vote five times), so
+  it gets five local servers instead;
 - the import lines, in the shim's run only: ``from redlock import ...`` /
   ``from pottery import ...`` name the shim's module instead;
 - glasslion's ``import mock`` (the PyPI backport) becomes ``from unittest import mock``, the same
@@ -189,7 +191,11 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
     "pottery": [
         Adaptation("tests/test_redlock.py", r"^from pottery(\.base)? import", "from {shim} import", _IMPORT,
                    shim_only=True, regex=True, count=9),
-        Adaptation("tests/test_redlock.py", "localhost:6379", "localhost:{port}", _SERVER, count=1),
+        Adaptation("tests/test_redlock.py", "urls = [f'redis://localhost:6379/{db}' for db in dbs]",
+                   "urls = {urls!r}",
+                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
+                   "fastredlock refuses (one server would vote five times); they become five local servers",
+                   count=1),
         Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
         Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(redis, 'set')", "refuse(redis, 'set')",
                    "fault injection reaching the shim: the server refuses SET", count=2),
@@ -295,8 +301,13 @@ fastredlock.compat.configure(restart_aware=False, core={core!r})
 '''
 
 
-def adapt(name: str, dest: Path, *, port: int, shim: bool, core: Optional[str] = None) -> List[str]:
-    """Write the adapted suite of ``name`` into ``dest``; return the adaptations applied (as text)."""
+def adapt(name: str, dest: Path, *, ports: List[int], shim: bool, core: Optional[str] = None) -> List[str]:
+    """Write the adapted suite of ``name`` into ``dest``; return the adaptations applied (as text).
+
+    ``ports``: the local servers (five); the suites' single server is the first.
+    """
+    port = ports[0]
+    urls = [f"redis://localhost:{p}/1" for p in ports]
     orig = ORIGINALS[name]
     src = sdist(name)
     dest.mkdir(parents=True, exist_ok=True)
@@ -305,7 +316,7 @@ def adapt(name: str, dest: Path, *, port: int, shim: bool, core: Optional[str] =
     for a in ADAPTATIONS[name]:
         if (a.shim_only and not shim) or not a.when():
             continue
-        new = a.new.format(port=port, shim=orig.shim)
+        new = a.new.format(port=port, shim=orig.shim, urls=urls)
         text = texts[a.file]
         if a.regex:
             text, n = re.subn(a.old, new, text, flags=re.MULTILINE)

@@ -190,3 +190,9 @@ def test_slots_and_context_timer():
     assert 20 <= timer.elapsed() < 200
     with pytest.raises(RuntimeError):
         timer.stop()
+
+
+def test_one_server_listed_twice_is_refused(shim_core, masters, name):
+    dbs = [redis.Redis(host="127.0.0.1", port=masters[0].port, db=db) for db in (1, 2, 3)]
+    with pytest.raises(ValueError, match="same server"):
+        Redlock(key=name, masters=dbs)

@@ -118,3 +118,9 @@ def test_restart_aware_voting_is_on_by_default(core, masters, dicts, name):
     finally:
         fastredlock.compat.configure()
         close_clients()
+
+
+def test_one_server_listed_twice_is_refused(shim_core, masters):
+    port = masters[0].port
+    with pytest.raises(Warning, match="same server"):
+        Redlock([{"host": "127.0.0.1", "port": port, "db": 1}, {"host": "localhost", "port": port, "db": 2}])

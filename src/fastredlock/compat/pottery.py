@@ -44,6 +44,8 @@ Differences (bugs not kept):
 - An ``acquire()`` that fails on a ``Redlock`` that holds the lock keeps that hold, so
   ``release()`` still frees it (pottery forgot it, leaving the key until ``auto_release_time``).
 - ``acquire(timeout=0)`` makes one attempt (pottery made none and returned ``False``).
+- One server listed twice (under two names, or as two dbs) is refused with ``ValueError``: its
+  votes would fake a quorum, and a restart would make it forget the lock in every db at once.
 - An ``auto_release_time`` too small to ever be valid (2 ms or less) is "not acquired" without a
   round (pottery set and deleted the key).
 """
@@ -230,6 +232,7 @@ class Redlock:
         self._masters_obj: Optional[Masters] = None
         self._held: Optional[_Handle] = None  # the handle of the current acquisition
         self._token: Optional[bytes] = None  # its token, kept until a release went through
+        self._masters()  # a malformed or duplicated master is reported here, not at the first acquire
 
     # --- key and masters ----------------------------------------------------------------------
     @property

@@ -36,6 +36,8 @@ Differences (bugs not kept):
 - ``lock_key`` is a token of 128 bits from the OS CSPRNG plus a counter (redlock: ``uuid4().hex``).
 - Restart-aware voting: a master up for less than the largest TTL used does not count toward the
   quorum. Turn it off with ``fastredlock.compat.configure(restart_aware=False)``.
+- One server listed twice (under two names, or as two dbs) is refused with ``ValueError``: its
+  votes would fake a quorum.
 - ``release()`` before any ``acquire()`` does nothing (redlock raised ``AttributeError``); an
   ``acquire()`` that fails on a ``RedLock`` that holds the lock keeps that hold, so ``release()``
   still frees it (redlock forgot it, leaving the key until its TTL ran out).

@@ -31,6 +31,8 @@ Differences (bugs not kept):
 - Restart-aware voting: a master up for less than the largest TTL used does not count toward the
   quorum (it may have forgotten locks it held before a restart). Turn it off with
   ``fastredlock.compat.configure(restart_aware=False)`` (services that hide ``INFO``, fresh test servers).
+- One server listed twice (under two names, or as two dbs) is refused (``Warning``, as for any bad
+  connection argument): its votes would fake a quorum.
 - No sleep after the last failed attempt; a ttl too small to ever be valid (2 ms or less) returns
   ``False`` at once instead of after ``retry_count`` attempts.
 - ``unlock()`` releases on all masters at once. As in redlock-py's code, it raises neither when the
