@@ -378,6 +378,7 @@ def parse_info_server(info):
 # --- the result of one operation ---------------------------------------------------------------
 @cython.final
 @cython.freelist(8)
+@cython.no_gc  # holds only tuples of ints/strs/None: it cannot be part of a reference cycle
 cdef class Round:
     """The result of one operation on one key: the decision, the timing and each master's answer.
 
