@@ -1,0 +1,239 @@
+"""Soak: many processes and threads contend for a few locks while masters are killed and restarted.
+
+    python tests/faults/soak.py                      # 60 s, 8 processes x 4 threads, delayed restarts
+    python tests/faults/soak.py --seconds 600 --mode voting --core cython
+    python tests/faults/soak.py --seconds 20 --mode unsafe --hold 0.5 --ttl 2   # the negative control
+
+Every worker process shares one ``Redlock`` client between its threads; each thread loops: acquire
+(with a timeout), bump an independent INCR/DECR counter on a master the lock client never uses, hold
+briefly, release. Meanwhile the masters are killed (SIGKILL), paused (SIGSTOP) and restarted, never
+more than ``--max-down`` of them at once, in one of three modes:
+
+- ``delayed``: no persistence; a killed master comes back only after ``ttl + margin`` (the delayed
+  restart operators are told to use); restart-aware voting off, so the delay alone must keep it safe;
+- ``voting``: no persistence, immediate restarts; the client's restart-aware voting (grace = TTL)
+  must keep it safe;
+- ``persistent``: ``appendfsync always``, immediate restarts; the AOF must keep it safe;
+- ``unsafe``: no persistence, immediate restarts, no voting: the negative control. Redlock is not
+  safe there, and the counter should catch double holders (it shows the detector is not blind).
+
+The report (one JSON object, and a summary on stderr): acquisitions, double holders (must be 0),
+holders that overran their validity, releases that found the lock lost, unexpected errors (must be
+0), keys left once the TTL has passed (must be 0), kills/pauses/restarts, and peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import resource
+import socket
+import sys
+import threading
+import time
+from typing import Any, Dict, List
+
+import hiredis
+
+NAMES = 2  # lock names contended for (all threads of all processes share them)
+MODES = ("delayed", "voting", "persistent", "unsafe")
+
+
+class _Counter:
+    """A blocking connection to the counter master, for one thread."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
+        self.reader = hiredis.Reader()
+
+    def call(self, *args: bytes) -> Any:
+        from fastredlock._core_py import encode_command
+
+        self.sock.sendall(encode_command(*args))
+        while (reply := self.reader.gets()) is False:
+            self.reader.feed(self.sock.recv(4096))
+        return reply
+
+
+def _thread_loop(dlm, counter_port: int, end: float, ttl: float, hold: float, stats: Dict[str, int],
+                 lock: threading.Lock) -> None:
+    from fastredlock import LockError, LockNotOwnedError
+
+    counter = _Counter(counter_port)
+    mine = dict.fromkeys(("acquired", "not_acquired", "double", "overran", "lost", "errors"), 0)
+    rng = random.Random()
+    while time.monotonic() < end:
+        name = f"soak:{rng.randrange(NAMES)}"
+        handle = dlm.lock(name, ttl=ttl)
+        try:
+            if not handle.acquire(timeout=ttl):
+                mine["not_acquired"] += 1
+                continue
+        except Exception:
+            mine["errors"] += 1
+            continue
+        try:
+            if handle.locked():
+                mine["acquired"] += 1
+                holders = counter.call(b"INCR", b"holders:" + name.encode())
+                if holders != 1:
+                    mine["double"] += 1
+                time.sleep(rng.uniform(0.25, 1.0) * hold)
+                counter.call(b"DECR", b"holders:" + name.encode())
+                if not handle.locked():
+                    mine["overran"] += 1  # validity ended inside the section: an overlap is then not a violation
+        finally:
+            try:
+                handle.release()
+            except LockNotOwnedError:
+                mine["lost"] += 1  # e.g. a quorum of its masters died: reported, never silent
+            except LockError:
+                mine["errors"] += 1
+            except Exception:
+                mine["errors"] += 1
+    with lock:
+        for k, v in mine.items():
+            stats[k] = stats.get(k, 0) + v
+
+
+def worker(urls: List[str], core: str, mode: str, counter_port: int, seconds: float, ttl: float, hold: float,
+           threads: int, results: Any) -> None:
+    """One soak process: ``threads`` threads sharing one client; puts its stats on ``results``."""
+    import fastredlock
+
+    voting = mode == "voting"
+    dlm = fastredlock.Redlock(urls, core=core, retry_delay=0.01, retry_jitter=0.02,
+                              restart_aware=voting, restart_grace=ttl if voting else None)
+    stats: Dict[str, Any] = {}
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+    pool = [threading.Thread(target=_thread_loop, args=(dlm, counter_port, end, ttl, hold, stats, lock))
+            for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    dlm.close()
+    stats["core"] = dlm.core
+    stats["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    results.put(stats)
+
+
+def _chaos(masters, end: float, ttl: float, mode: str, max_down: int, rng: random.Random, log: Dict[str, int]) -> None:
+    """Kill, pause and restart masters until ``end``; at most ``max_down`` are down at once."""
+    from fastredlock.testing import paused, restart
+
+    delay = ttl + 0.3 if mode == "delayed" else 0.0
+    down: Dict[int, threading.Thread] = {}
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(0.2, 0.6))
+        for i, thread in list(down.items()):
+            if not thread.is_alive():
+                del down[i]
+                log["restarts"] += 1
+        up = [i for i in range(len(masters)) if i not in down]
+        if len(down) < max_down and rng.random() < 0.6:
+            i = rng.choice(up)
+            down[i] = restart(masters[i], delay=delay, background=True)
+            log["kills"] += 1
+        else:
+            with paused(masters[rng.choice(up)]):
+                time.sleep(rng.uniform(0.02, 0.3))
+            log["pauses"] += 1
+    for thread in down.values():
+        thread.join(30)
+        log["restarts"] += 1
+
+
+def run_soak(seconds: float = 60.0, processes: int = 8, threads: int = 4, ttl: float = 1.0, hold: float = 0.003,
+             core: str = "mixed", mode: str = "delayed", max_down: int = 2, seed: int = 0) -> Dict[str, Any]:
+    """Run one soak and return its report (see the module docstring)."""
+    from fastredlock.servers import LocalMaster
+    from fastredlock.testing import start_masters
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    from fastredlock._cores import core_class
+
+    for name in (["cython", "python"] if core == "mixed" else [core]):
+        core_class(name)  # a missing Cython build fails here, not as 8 dead workers
+    rng = random.Random(seed or None)
+    log = {"kills": 0, "pauses": 0, "restarts": 0}
+    counter = LocalMaster().start()
+    local = start_masters(5, persistent=mode == "persistent")
+    try:
+        if mode == "voting":
+            time.sleep(ttl + 1.0)  # fresh masters are "restarted recently" until the grace has passed
+        ctx = multiprocessing.get_context("spawn")
+        results = ctx.Queue()
+        cores = ["cython", "python"] if core == "mixed" else [core]
+        procs = [
+            ctx.Process(target=worker, args=(local.urls, cores[n % len(cores)], mode, counter.port, seconds, ttl,
+                                             hold, threads, results))
+            for n in range(processes)
+        ]
+        started = time.monotonic()
+        for p in procs:
+            p.start()
+        _chaos(local.masters, started + seconds, ttl, mode, max_down, rng, log)
+        per_process = [results.get(timeout=seconds + 60) for _ in procs]
+        for p in procs:
+            p.join(30)
+        elapsed = time.monotonic() - started
+        names = [f"soak:{n}" for n in range(NAMES)]
+        left_now = sum(m.command("EXISTS", *names) for m in local if m.running())
+        time.sleep(ttl + 0.2)
+        leaked = sum(m.command("EXISTS", *names) for m in local if m.running())
+    finally:
+        local.stop()
+        counter.stop()
+    report: Dict[str, Any] = {
+        "mode": mode, "seconds": round(elapsed, 1), "processes": processes, "threads": threads, "ttl": ttl,
+        "hold": hold,
+        "cores": sorted({s["core"] for s in per_process}),
+    }
+    for key in ("acquired", "not_acquired", "double", "overran", "lost", "errors"):
+        report[key] = sum(s.get(key, 0) for s in per_process)
+    report["acquired_min_per_process"] = min(s.get("acquired", 0) for s in per_process)
+    report["exit_codes"] = [p.exitcode for p in procs]
+    report["keys_at_end"] = left_now
+    report["leaked_keys"] = leaked
+    report.update(log)
+    report["peak_rss_mb"] = round(max(s["peak_rss_mb"] for s in per_process), 1)
+    report["parent_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    return report
+
+
+def main(argv: List[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--ttl", type=float, default=1.0)
+    parser.add_argument("--hold", type=float, default=0.003, help="longest time a holder holds (seconds)")
+    parser.add_argument("--core", choices=["mixed", "cython", "python"], default="mixed",
+                        help="mixed: alternate processes between the two cores (default)")
+    parser.add_argument("--mode", choices=MODES, default="delayed")
+    parser.add_argument("--max-down", type=int, default=2, help="masters down at once (2 of 5 keeps a quorum)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    report = run_soak(args.seconds, args.processes, args.threads, args.ttl, args.hold, args.core, args.mode,
+                      args.max_down, args.seed)
+    print(json.dumps(report))
+    ok = (report["double"] == 0 or args.mode == "unsafe") and report["errors"] == 0 and report["leaked_keys"] == 0
+    print(
+        f"{'OK' if ok else 'FAILED'}: {report['acquired']} acquisitions in {report['seconds']} s "
+        f"({report['mode']}, cores {report['cores']}), double holders {report['double']}, "
+        f"overran {report['overran']}, lost at release {report['lost']}, errors {report['errors']}, "
+        f"leaked keys {report['leaked_keys']}; kills {report['kills']}, pauses {report['pauses']}, "
+        f"restarts {report['restarts']}; peak RSS {report['peak_rss_mb']} MB per worker",
+        file=sys.stderr,
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main())
