@@ -58,10 +58,10 @@ def test_bad_backoff_rejected(make_client, masters):
 # --- watchdog ----------------------------------------------------------------------------------
 def test_auto_extend_keeps_lock_alive_across_five_ttls(make_client, masters, name, keys_on):
     dlm = make_client(masters.urls, retry_count=0)
-    lock = dlm.lock(name, ttl=0.3, auto_extend=True)
+    lock = dlm.lock(name, ttl=0.6, auto_extend=True)  # renewed every 0.2 s
     assert lock.acquire()
     rival = make_client(masters.urls, retry_count=0).lock(name, ttl=1.0)
-    end = time.monotonic() + 1.5
+    end = time.monotonic() + 3.0
     while time.monotonic() < end:
         assert lock.locked() and not lock.lost
         assert not rival.acquire(blocking=False)
