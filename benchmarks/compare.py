@@ -128,7 +128,7 @@ class Progress:
         self.total = total
         self.done = 0
         self._rich = self._tqdm = None
-        if not enabled:
+        if not enabled or not sys.stderr.isatty():  # plain lines in logs and CI
             return
         try:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
@@ -731,8 +731,9 @@ class Report:
             f"{s.rounds} round(s), jobs shuffled within each round (seed {b.args.seed}), every job in a fresh process.  ",
             f"Machine: {platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}); "
             f"Python {platform.python_version()} ({platform.python_implementation()}).  ",
-            f"Masters: {b.server['version']} ({b.server['binary']}), 5 lock masters + 1 counter master on "
-            f"127.0.0.1, `--save '' --appendonly no`. Floor: {floor_version or 'redis-benchmark not found'}.  ",
+            f"Masters: {b.server['version']} ({b.server['binary']}) on 127.0.0.1, `--save '' --appendonly no`: "
+            "5 lock masters, 1 counter master, 1 that fault jobs break in place of the first lock master. "
+            f"Floor: {floor_version or 'redis-benchmark not found'}.  ",
             f"Settings: TTL {s.ttl:g} s; {s.duration:g} s per sequential/threads sample after {s.warmup} warm-up "
             f"cycles; contention {s.procs} processes x {s.contend_duration:g} s; faults {s.attempts} attempt(s) "
             f"per sample, an answer later than {s.hang_limit:g} s counts as hung.",
@@ -1007,18 +1008,18 @@ class Report:
         ax1.barh(list(y), med_r, xerr=err, color=colors, capsize=3)
         ax1.set_yticks(list(y))
         ax1.set_yticklabels(labels)
-        ax1.set_xlabel("lock+unlock cycles/s, log scale (median; whiskers: min..max of rounds)")
-        ax1.set_xscale("log")
-        for i, v in enumerate(med_r):
-            ax1.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+        ax1.set_xlabel("lock+unlock cycles/s (median; whiskers: min..max of rounds)")
+        for i, t in enumerate(rows):
+            ax1.text(max(t[1], t[3]), i, f"  {t[1]:,.0f}", va="center", fontsize=8)
+        ax1.set_xlim(0, max(t[3] for t in rows) * 1.15)
         users = [t[4] for t in rows]
         syss = [t[5] for t in rows]
         ax2.barh(list(y), users, color=colors, label="user")
         ax2.barh(list(y), syss, left=users, color=colors, alpha=0.45, label="sys", hatch="//")
-        ax2.set_xlabel("client CPU ms per 1000 cycles, log scale (solid: user, hatched: sys)")
-        ax2.set_xscale("log")
+        ax2.set_xlabel("client CPU ms per 1000 cycles, lower is better (solid: user, hatched: sys)")
         for i, (u, s_) in enumerate(zip(users, syss)):
-            ax2.text(u + s_, i, f" {u + s_:,.0f}", va="center", fontsize=8)
+            ax2.text(u + s_, i, f"  {u + s_:,.0f}", va="center", fontsize=8)
+        ax2.set_xlim(0, max(u + s_ for u, s_ in zip(users, syss)) * 1.15)
         fig.suptitle(f"Sequential lock+unlock on 5 local masters ({self.b.server['version']}), "
                      f"{self.b.s.rounds} round(s); red: fastredlock, grey: references")
         fig.tight_layout()
