@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -887,7 +887,7 @@ class Report:
         if not lines:
             return []
         s = self.b.s
-        return [f"### One of 5 masters bad: refusing connections (killed) / stalled (SIGSTOP)", "",
+        return ["### One of 5 masters bad: refusing connections (killed) / stalled (SIGSTOP)", "",
                 f"{s.attempts} acquire+release attempt(s) per round, each on a fresh name; hung = no answer "
                 f"within {s.hang_limit:g} s (then the harness interrupts it). Keys leaked are counted after the "
                 "bad master is back (a stalled master then runs the SETs queued while it was stopped: they "
