@@ -26,9 +26,12 @@ class _Counter:
             self.reader.feed(self.sock.recv(4096))
 
 
-def contend(urls, core, name, counter_port, seconds, result_queue) -> None:
+def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None) -> None:
     counter = _Counter(counter_port)
     dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False)
+    if go is not None:  # start together: process start-up on a loaded machine takes seconds
+        ready_queue.put(1)
+        go.wait(60)
     held = overlaps = errors = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:

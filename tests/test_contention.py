@@ -18,13 +18,16 @@ def test_eight_processes_never_overlap(core, masters, name, keys_on):
     counter = LocalMaster().start()
     try:
         ctx = multiprocessing.get_context("spawn")
-        results = ctx.Queue()
+        results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         procs = [
-            ctx.Process(target=contend, args=(masters.urls, core, name, counter.port, 3.0, results))
+            ctx.Process(target=contend, args=(masters.urls, core, name, counter.port, 3.0, results, ready, go))
             for _ in range(8)
         ]
         for p in procs:
             p.start()
+        for _ in procs:
+            ready.get(timeout=60)
+        go.set()
         outcomes = [results.get(timeout=60) for _ in procs]
         for p in procs:
             p.join(10)
@@ -33,6 +36,7 @@ def test_eight_processes_never_overlap(core, masters, name, keys_on):
         assert sum(o[1] for o in outcomes) == 0, f"two holders at once: {outcomes}"
         assert sum(o[2] for o in outcomes) == 0
         assert held > 50, outcomes  # the test really exercised the lock
+        # (the counter and the key check below run after every process has finished)
         assert sum(1 for o in outcomes if o[0] > 0) >= 4  # several processes made progress
         assert keys_on(masters, name) == 0
         assert counter.command("GET", "holders") == b"0"
