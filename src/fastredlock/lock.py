@@ -294,9 +294,13 @@ class Lock:
                 f"lock {self.name!r} had been lost before it was released", self.name, client._outcomes(rnd)
             )
         if not rnd.ok:
+            silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
+            tail = (
+                f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
+            )
             raise LockNotOwnedError(
-                f"lock {self.name!r} was no longer held on a quorum ({rnd.successes}/{client.quorum} needed) "
-                "when released",
+                f"lock {self.name!r} was not confirmed held on a quorum when released "
+                f"({rnd.successes}/{client.quorum} needed){tail}",
                 self.name,
                 client._outcomes(rnd),
             )
