@@ -172,8 +172,14 @@ def test_latency_above_io_timeout_on_one_master(proxied_client, proxies, masters
     timed(lock.release, bound(1))
     assert keys_on(masters, name) == 0  # requests are not delayed: the SET came before the release
     proxies[2].heal()
-    with dlm.lock(name, ttl=TTL) as again:  # the slow master's late reply was never taken for this one
-        assert outcomes(again) == ["ok"] * 5
+    time.sleep(4 * IO)  # the late replies have arrived by now
+    with dlm.lock(name, ttl=TTL) as again:
+        seen = outcomes(again)
+        assert seen[:2] + seen[3:] == ["ok"] * 4
+        # The slow master may sit out a cool-down after its timeouts; if it was asked, it holds
+        # this acquisition's token (nothing of the earlier, released one).
+        if seen[2] == "ok":
+            assert masters[2].command("GET", name) == again.token
 
 
 def test_latency_above_io_timeout_on_majority_fails_and_cleans_up(proxied_client, proxies, masters, name, keys_on):
