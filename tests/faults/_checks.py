@@ -54,6 +54,21 @@ def assert_expires_within(local: Iterable[LocalMaster], key, ttl: float) -> None
         assert pttl == -2 or 0 <= pttl <= ttl * 1000, f"{m}: key {key!r} has PTTL {pttl}"
 
 
+def gone_within(local: Iterable[LocalMaster], key, seconds: float) -> None:
+    """Assert that ``key`` disappears from every running master within ``seconds``.
+
+    A call may return once its outcome is decided, before the last masters confirmed its cleanup
+    (their replies are read later): the deletes are on the wire, and land within a round trip.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [m for m in local if m.running() and m.command("EXISTS", key)]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"key {key!r} still on {left} after {seconds}s"
+        time.sleep(0.005)
+
+
 def wait_gone(local: Iterable[LocalMaster], key, ttl: float) -> None:
     """Wait out ``ttl`` (and a little) and assert the key exists on no running master."""
     time.sleep(ttl + 0.05)
