@@ -1,24 +1,80 @@
-"""Build script: the C extension core lives here, the metadata lives in pyproject.toml.
+"""Build script: the Cython core is compiled here; the metadata lives in pyproject.toml.
 
-``FASTREDLOCK_NO_EXTENSIONS=1`` builds the pure-Python package; otherwise a failure to compile
-the Cython core fails the install (no silent fallback to the slow core).
+- ``fastredlock._core`` is compiled from ``src/fastredlock/_core.pyx`` (Cython is a build requirement;
+  the generated ``_core.c`` is neither committed nor shipped in the sdist).
+- If it cannot be compiled, the build fails, loudly: never a silent fallback to the slow core.
+- ``FASTREDLOCK_NO_EXTENSIONS=1`` builds the pure-Python package on purpose.
+- Windows and interpreters other than CPython get the pure-Python package, with a warning: the
+  core is written against POSIX ``poll(2)`` and sockets (``_cores.py`` picks the pure core off CPython).
+- ``FASTREDLOCK_DEBUG_BUILD=1`` compiles without optimisation, with debug symbols and C asserts.
 """
 import os
+import platform
+import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-NO_EXTENSIONS = os.environ.get("FASTREDLOCK_NO_EXTENSIONS", "") not in ("", "0")
-CORE_PYX = os.path.join("src", "fastredlock", "_core.pyx")
 
-ext_modules = []
-if not NO_EXTENSIONS and os.path.exists(CORE_PYX):
-    from Cython.Build import cythonize
-    from setuptools import Extension
+def _flag(name):
+    return os.environ.get(name, "") not in ("", "0")
 
-    debug = os.environ.get("FASTREDLOCK_DEBUG_BUILD", "") not in ("", "0")
-    ext_modules = cythonize(
-        [Extension("fastredlock._core", [CORE_PYX], extra_compile_args=["-O0", "-g"] if debug else ["-O2"])],
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+
+def _warn(message):
+    bar = "*" * 78
+    print(f"\n{bar}\n{message}\n{bar}\n", file=sys.stderr)
+
+
+NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
+DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
+
+if not NO_EXTENSIONS and sys.platform == "win32":
+    _warn(
+        "WARNING: fastredlock's C core needs POSIX poll(2) and sockets, which Windows lacks: building\n"
+        "the pure-Python package (fastredlock.CORE == 'python'). Windows is not a tested platform;\n"
+        "see README, 'Installing'."
     )
+    NO_EXTENSIONS = True
+elif not NO_EXTENSIONS and platform.python_implementation() != "CPython":
+    _warn(f"WARNING: the C core is for CPython; building the pure-Python package for "
+          f"{platform.python_implementation()}.")
+    NO_EXTENSIONS = True
 
-setup(ext_modules=ext_modules)
+
+class BuildCore(build_ext):
+    """Cythonize when the build runs (an sdist ships the .pyx only) and make a failed build loud."""
+
+    def run(self):
+        try:
+            from Cython.Build import cythonize
+        except ImportError as exc:
+            raise SystemExit(_failure(f"Cython is not installed ({exc})")) from exc
+        try:
+            directives = {"language_level": "3", "boundscheck": False, "wraparound": False}
+            for ext, generated in zip(self.extensions, cythonize(self.extensions, compiler_directives=directives)):
+                ext.sources = generated.sources  # keep setuptools' Extension objects, now built from C
+            super().run()
+        except Exception as exc:
+            _failure(f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _failure(reason):
+    message = (
+        "ERROR: fastredlock's C core (fastredlock._core) could not be built:\n"
+        f"  {reason}\n"
+        "It needs a C compiler, the Python headers and Cython>=3.0.11 (a build requirement).\n"
+        "To install the slower pure-Python core on purpose, set FASTREDLOCK_NO_EXTENSIONS=1."
+    )
+    _warn(message)
+    return message
+
+
+if NO_EXTENSIONS:
+    ext_modules, cmdclass = [], {}
+else:
+    cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG else ["-O2"]
+    ext_modules = [Extension("fastredlock._core", ["src/fastredlock/_core.pyx"], extra_compile_args=cflags)]
+    cmdclass = {"build_ext": BuildCore}
+
+setup(ext_modules=ext_modules, cmdclass=cmdclass)
