@@ -107,7 +107,8 @@ def test_killed_renewing_client_lets_another_take_it_after_ttl(core, make_client
         proc.wait()
         t0 = time.monotonic()
         assert rival.acquire(timeout=2.0)
-        assert time.monotonic() - t0 <= 0.5 + 0.3
+        # at most one TTL after the kill, plus slack for a loaded machine (process reaping, rounds)
+        assert time.monotonic() - t0 <= 0.5 + 0.6
         rival.release()
     finally:
         proc.kill()
