@@ -37,7 +37,8 @@ def test_three_masters_down_never_acquires_and_leaves_no_key(make_client, fault_
         m.kill()
     lock = dlm.lock(name, ttl=5.0)
     assert lock.acquire() is False
-    assert [o.outcome for o in lock.outcomes] == ["connection error"] * 3 + ["ok"] * 2
+    outcomes = [o.outcome for o in lock.outcomes]  # of the last attempt: the dead ones may cool down
+    assert all(o in ("connection error", "cooling down") for o in outcomes[:3]) and outcomes[3:] == ["ok"] * 2
     assert keys_on(fault_masters, name) == 0  # the two that said OK were released
     assert not lock.locked()
 
@@ -107,6 +108,8 @@ def test_reconnects_after_master_comes_back(make_client, fault_masters, name):
     with dlm.lock(name, ttl=1.0) as lock:
         assert lock.outcomes[4].outcome == "connection error"
     fault_masters[4].start()
+    while dlm.stats()[4].cooling_down > 0:  # it refused a connection: skipped for a short while
+        time.sleep(0.01)
     with dlm.lock(name, ttl=1.0) as lock:
         assert [o.outcome for o in lock.outcomes] == ["ok"] * 5
 

@@ -2,8 +2,9 @@
 """The Cython core: one multiplexed round to all N masters, in C, and the quorum arithmetic.
 
 Same interface and behaviour as the pure-Python reference :mod:`fastredlock._core_py` (its
-docstrings are the contract: K commands per round, NOSCRIPT fallback, restart-aware voting, fencing);
-this one does the work in C:
+docstrings are the contract: K commands per round, NOSCRIPT fallback, restart-aware voting, fencing,
+early decision at quorum, owed replies matched in order, master health and cool-downs); this one
+does the work in C:
 
 * the N connections are plain non-blocking file descriptors (TCP with ``TCP_NODELAY``, or Unix
   sockets) opened with libc ``getaddrinfo``/``socket``/``connect``; the AUTH/SELECT(/INFO) handshake
@@ -17,6 +18,10 @@ this one does the work in C:
   (``+OK``/``$-1`` for SET, ``:1``/``:0`` for scripts, ``:n``/``:-1`` for a fenced acquisition) and
   settles them in C; anything else (handshakes, error replies, NOSCRIPT, split or unexpected
   replies) and whatever follows it goes to ``hiredis.Reader`` (one ``feed`` per read);
+* early decision is two counters per key updated as outcomes are recorded; the replies a
+  connection still owes to rounds that returned are a C array of (kind, deadline, flags, Round)
+  read ahead of the next round's replies; :class:`Health` is C arrays shared by the client's
+  cores, read once per round (one comparison when no master cools down);
 * ``started``/``elapsed``/validity/quorum come from ``clock_gettime(CLOCK_MONOTONIC)`` (the clock of
   ``time.monotonic()`` on Linux; ``CLOCK_UPTIME_RAW``, i.e. ``mach_absolute_time``, on macOS).
 
@@ -30,14 +35,14 @@ package uses the pure core, which ``setup.py``/the wheel configuration decide.
 
 cimport cython
 from libc.errno cimport errno, EINTR, EPIPE, ECONNRESET, ECONNABORTED, ENOTCONN
-from libc.string cimport memcpy, memcmp, memchr
-from libc.stdlib cimport malloc, realloc, free
-from libc.math cimport ceil
+from libc.string cimport memcpy, memcmp, memchr, memmove
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.math cimport ceil, ldexp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.exc cimport PyErr_CheckSignals
 
 import os
@@ -50,7 +55,7 @@ from ._scripts import (
     RELEASE_SHA,
 )
 
-__all__ = ["Core", "Round", "encode_command"]
+__all__ = ["Core", "Health", "Round", "encode_command"]
 
 cdef extern from *:
     """
@@ -268,6 +273,8 @@ cdef enum:
     MAX_BULK = 1 << 20   # largest bulk reply accepted (INFO server is a few KB)
     MAX_LINE = 1 << 16   # longest status/error/integer/bulk-length line accepted
     MAX_ARGS = 8
+    NCOUNTERS = 9        # len(_outcomes.COUNTERS), checked below
+    MAX_OWED = 4096      # a connection that owes more replies than this is closed
 
 # The outcome codes, read from the shared module so both cores can never disagree on them.
 cdef int OC_OK = _oc.OK
@@ -277,6 +284,22 @@ cdef int OC_CONN_ERROR = _oc.CONN_ERROR
 cdef int OC_ERROR_REPLY = _oc.ERROR_REPLY
 cdef int OC_PROTOCOL_ERROR = _oc.PROTOCOL_ERROR
 cdef int OC_UNTRUSTED = _oc.UNTRUSTED
+cdef int OC_PENDING = _oc.PENDING
+cdef int OC_SKIPPED = _oc.SKIPPED
+cdef int C_REPLIES = _oc.C_REPLIES
+cdef int C_TIMED = _oc.C_TIMED
+cdef int C_TIMEOUTS = _oc.C_TIMEOUTS
+cdef int C_CONNECT_ERRORS = _oc.C_CONNECT_ERRORS
+cdef int C_CONNECTION_ERRORS = _oc.C_CONNECTION_ERRORS
+cdef int C_ERROR_REPLIES = _oc.C_ERROR_REPLIES
+cdef int C_PROTOCOL_ERRORS = _oc.C_PROTOCOL_ERRORS
+cdef int C_SKIPPED = _oc.C_SKIPPED
+cdef int C_LATE = _oc.C_LATE
+if len(_oc.COUNTERS) != NCOUNTERS:  # pragma: no cover - a guard for whoever adds a counter
+    raise ImportError("fastredlock._core was built for another _outcomes.COUNTERS")
+#: A connection whose oldest owed reply is this many seconds past its deadline is closed.
+STALE_AFTER = 1.0
+cdef double _STALE_AFTER = STALE_AFTER
 cdef tuple _CODE_OBJECTS = tuple(range(max(_oc.NAMES) + 1))
 
 cdef bytes _RELEASE = bytes(RELEASE)
@@ -418,7 +441,182 @@ cdef class Round:
         )
 
 
+cdef int _set_outcome(Round rnd, Py_ssize_t i, int code, object detail, object value) except -1:
+    """Fill in master ``i``'s PENDING outcome of a round that already returned."""
+    cdef tuple old = rnd.outcomes
+    cdef Py_ssize_t n = len(old), m
+    cdef tuple new
+    cdef list items
+    if <int>old[i] != OC_PENDING:
+        return 0
+    new = PyTuple_New(n)
+    for m in range(n):
+        obj = _CODE_OBJECTS[code] if m == i else old[m]
+        Py_INCREF(obj)
+        PyTuple_SET_ITEM(new, m, obj)
+    rnd.outcomes = new
+    if code == OC_OK:
+        rnd.successes += 1
+    if detail is not None:
+        items = list(rnd.details) if rnd.details is not None else [None] * n
+        items[i] = detail
+        rnd.details = tuple(items)
+    if value is not None and rnd.values is not None:
+        items = list(rnd.values)
+        items[i] = value
+        rnd.values = tuple(items)
+    return 0
+
+
+# --- master health, shared by the cores of one client ------------------------------------------
+@cython.final
+cdef class Health:
+    """Per-master health and counters, shared by every core of one client (its pool).
+
+    Same contract as :class:`fastredlock._core_py.Health`: counts replies, latency and failures per
+    master (the fields of :data:`fastredlock._outcomes.COUNTERS`); a master that timed out, or
+    refused a connection, cools down for ``cooldown`` seconds, doubled at each failure in a row up
+    to ``max_cooldown``; a reply in time ends it. ``cooldown=0`` keeps the counters but never skips.
+    The cores read and update it in C while holding the GIL, so it needs no lock of its own.
+    """
+
+    cdef readonly Py_ssize_t n
+    cdef readonly double cooldown
+    cdef readonly double max_cooldown
+    cdef readonly Py_ssize_t n_cooling  # masters with a cool-down set (maybe passed, until a reply)
+    cdef double *until                  # end of each master's cool-down, 0.0 when none is set
+    cdef int *strikes                   # failures in a row
+    cdef char *timed_out                # the cool-down follows a timeout (else a refused connect)
+    cdef long long *counts              # n x NCOUNTERS
+    cdef double *lat_sum
+    cdef double *lat_max
+    cdef list _why                      # the SKIPPED detail of each cooling master, or None
+    cdef list _last                     # the last failure of each master, or None
+
+    def __cinit__(self):
+        self.until = NULL
+        self.strikes = NULL
+        self.timed_out = NULL
+        self.counts = NULL
+        self.lat_sum = NULL
+        self.lat_max = NULL
+
+    def __init__(self, Py_ssize_t n, double cooldown=0.0, double max_cooldown=5.0):
+        if self.until != NULL:
+            raise RuntimeError("Health is initialized once")
+        self.n = n
+        self.cooldown = cooldown
+        self.max_cooldown = max_cooldown if max_cooldown > cooldown else cooldown
+        self.until = <double *>calloc(n + 1, sizeof(double))
+        self.strikes = <int *>calloc(n + 1, sizeof(int))
+        self.timed_out = <char *>calloc(n + 1, sizeof(char))
+        self.counts = <long long *>calloc(n * NCOUNTERS + 1, sizeof(long long))
+        self.lat_sum = <double *>calloc(n + 1, sizeof(double))
+        self.lat_max = <double *>calloc(n + 1, sizeof(double))
+        if (self.until == NULL or self.strikes == NULL or self.timed_out == NULL or self.counts == NULL
+                or self.lat_sum == NULL or self.lat_max == NULL):
+            raise MemoryError()
+        self._why = [None] * n
+        self._last = [None] * n
+
+    def __dealloc__(self):
+        free(self.until)
+        free(self.strikes)
+        free(self.timed_out)
+        free(self.counts)
+        free(self.lat_sum)
+        free(self.lat_max)
+
+    cdef inline int mode(self, Py_ssize_t i, double now) noexcept:
+        """0 healthy, 1 cooling down after a refused connection, 2 after a timeout."""
+        if self.until[i] > now:
+            return 2 if self.timed_out[i] else 1
+        return 0
+
+    def modes(self, double now):
+        """Per master at ``now``: 0 healthy, 1 cooling down after a refused or failed connection,
+        2 cooling down after a timeout (None when no master has a cool-down set)."""
+        cdef Py_ssize_t i
+        if not self.n_cooling:
+            return None
+        return [self.mode(i, now) for i in range(self.n)]
+
+    def why(self, Py_ssize_t i):
+        """Why master ``i`` is skipped: the detail of its ``SKIPPED`` outcome."""
+        return self._why[i] or "cooling down"
+
+    cdef inline int answered(self, Py_ssize_t i) except -1:
+        """Master ``i`` sent a reply in time: count it, and end its cool-down."""
+        self.counts[i * NCOUNTERS + C_REPLIES] += 1
+        if self.strikes[i]:
+            self.strikes[i] = 0
+            self._why[i] = None
+            if self.until[i] != 0.0:
+                self.until[i] = 0.0
+                self.n_cooling -= 1
+        return 0
+
+    cdef inline void timed(self, Py_ssize_t i, double latency) noexcept:
+        """Master ``i`` answered all of a round's commands ``latency`` seconds after it began."""
+        self.counts[i * NCOUNTERS + C_TIMED] += 1
+        self.lat_sum[i] += latency
+        if latency > self.lat_max[i]:
+            self.lat_max[i] = latency
+
+    cdef inline void count(self, Py_ssize_t i, int counter) noexcept:
+        self.counts[i * NCOUNTERS + counter] += 1
+
+    cdef int failed(self, Py_ssize_t i, int counter, object what, double now, bint strike) except -1:
+        """Master ``i`` failed (``counter``, described by ``what``); ``strike``: start a cool-down."""
+        cdef int strikes
+        cdef double pause
+        self.counts[i * NCOUNTERS + counter] += 1
+        self._last[i] = what
+        if not strike or self.until[i] > now:
+            return 0  # not a health failure, or already cooling down: one failure per cool-down
+        self.strikes[i] += 1
+        if self.cooldown <= 0.0:
+            return 0
+        strikes = self.strikes[i]
+        pause = self.cooldown * ldexp(1.0, strikes - 1 if strikes < 63 else 62)
+        if pause > self.max_cooldown:
+            pause = self.max_cooldown
+        if self.until[i] == 0.0:
+            self.n_cooling += 1
+        self.until[i] = now + pause
+        self.timed_out[i] = counter == C_TIMEOUTS
+        self._why[i] = f"cooling down after {strikes} failure{'s' if strikes > 1 else ''} in a row (last: {what})"
+        return 0
+
+    def snapshot(self, double now):
+        """Per master: the counters, mean and max latency, cool-down left, failures in a row, last failure."""
+        cdef Py_ssize_t i, c
+        cdef long long timed
+        out = []
+        for i in range(self.n):
+            timed = self.counts[i * NCOUNTERS + C_TIMED]
+            row = [self.counts[i * NCOUNTERS + c] for c in range(NCOUNTERS)]
+            row.append(self.lat_sum[i] / timed if timed else 0.0)
+            row.append(self.lat_max[i])
+            row.append(self.until[i] - now if self.until[i] > now else 0.0)
+            row.append(self.strikes[i])
+            row.append(self._last[i])
+            out.append(tuple(row))
+        return out
+
+    def after_fork(self):
+        """In a fork child (the pure twin replaces its lock here; this one has none)."""
+
+
 # --- one master's connection -------------------------------------------------------------------
+ctypedef struct Owed:
+    int kind              # KIND_* of the command whose reply is owed
+    bint retried          # sent again on a reopened connection (a "no" may be our own SET)
+    bint expired          # its deadline passed: outcome TIMEOUT, the reply is read and dropped
+    double deadline
+    PyObject *sink        # the Round whose PENDING outcome waits for it (a reference), or NULL
+
+
 @cython.final
 cdef class _Conn:
     """One master's connection: its fd, its reader, and its state within the current round."""
@@ -454,11 +652,21 @@ cdef class _Conn:
     cdef Py_ssize_t out_len
     cdef char *own           # hello + commands for a new connection; unsent bytes + a fallback
     cdef Py_ssize_t own_cap
+    cdef bint waited         # the round waits for this master's replies
+    cdef bint best_effort    # cooling down after a timeout: written if possible, never waited for
+    cdef bint use_eval       # an owed reply said NOSCRIPT: the next script round sends EVAL here
+    cdef const char *payload # this round's commands for this connection (EVALSHA, or EVAL unwaited)
+    cdef Py_ssize_t payload_len
+    # replies owed to rounds that already returned, in arrival order: owed[ohead:otail]
+    cdef Owed *owed
+    cdef Py_ssize_t ohead, otail, ocap
 
     def __cinit__(self):
         self.fd = -1
         self.own = NULL
         self.expect = NULL
+        self.owed = NULL
+        self.skip = -1
 
     def __init__(self, spec, bint restart_aware):
         cdef int i
@@ -483,6 +691,44 @@ cdef class _Conn:
             self.fd = -1
         free(self.own)
         free(self.expect)
+        self.forget_owed()
+        free(self.owed)
+
+    cdef void forget_owed(self) noexcept:
+        """Drop the owed replies and the Rounds they reference (outcomes are the caller's business)."""
+        cdef Py_ssize_t q
+        for q in range(self.ohead, self.otail):
+            Py_XDECREF(self.owed[q].sink)
+            self.owed[q].sink = NULL
+        self.ohead = 0
+        self.otail = 0
+
+    cdef int push_owed(self, int kind, double deadline, object sink, bint retried, bint expired) except -1:
+        """Append an owed reply (``sink``: a Round, or None when its outcome is already final)."""
+        cdef Owed *buf
+        cdef Py_ssize_t live = self.otail - self.ohead
+        if self.otail == self.ocap:
+            if self.ohead > 0:  # slide the live entries to the front
+                memmove(self.owed, self.owed + self.ohead, live * sizeof(Owed))
+                self.ohead = 0
+                self.otail = live
+            else:
+                buf = <Owed *>realloc(self.owed, (2 * self.ocap + 8) * sizeof(Owed))
+                if buf == NULL:
+                    raise MemoryError()
+                self.owed = buf
+                self.ocap = 2 * self.ocap + 8
+        self.owed[self.otail].kind = kind
+        self.owed[self.otail].retried = retried
+        self.owed[self.otail].expired = expired
+        self.owed[self.otail].deadline = deadline
+        if sink is None:
+            self.owed[self.otail].sink = NULL
+        else:
+            Py_INCREF(sink)
+            self.owed[self.otail].sink = <PyObject *>sink
+        self.otail += 1
+        return 0
 
     cdef object open(self):
         """Start a non-blocking connect; return ``None``, or a message saying why it failed."""
@@ -585,6 +831,8 @@ cdef class _Conn:
             c_close(self.fd)
             self.fd = -1
         self.connecting = False
+        self.skip = -1
+        self.out_len = 0
 
     cdef int reset_expect(self, Py_ssize_t k) except -1:
         """Expect the replies of commands 0..k-1 (room for k NOSCRIPT re-sends behind them)."""
@@ -617,6 +865,14 @@ cdef class _Conn:
         self.out = buf
         self.out_len = need
         return 0
+
+
+cdef void *_grow(void *ptr, size_t size) except NULL:
+    """``realloc``, raising MemoryError on failure (``ptr`` is then left as it was)."""
+    cdef void *buf = realloc(ptr, size)
+    if buf == NULL:
+        raise MemoryError()
+    return buf
 
 
 cdef inline bint _canonical_length(const char *p, Py_ssize_t n, long long *value) noexcept nogil:
@@ -703,9 +959,24 @@ cdef class Core:
     cdef double _connect_timeout
     cdef double _drift_factor
     cdef list _conns
-    cdef pollfd *_pfds         # one per master, fd -1 while the master is not waited on
-    cdef double *_deadline     # one per master
+    cdef pollfd *_pfds         # one per master, fd -1 while the master is not polled
+    cdef double *_deadline     # one per master: its deadline in the current round
     cdef Py_ssize_t _nactive
+    cdef Health _health        # shared with the other cores of the client
+    cdef readonly bint early   # acquisitions return as soon as every key is decided
+    cdef int *_mode            # per master, this round: 0 healthy, 1/2 cooling down (Health.mode)
+    cdef bint _any_mode        # some master cools down this round
+    cdef bint _wait            # the round waits for answers (False: a release nobody awaits)
+    cdef bint _acq             # the round is an acquisition
+    cdef bint _early           # ... decided as soon as every key is
+    cdef bint _decided         # ... and it is (nothing more to wait for but the writes)
+    cdef bint _in_round        # reading for a round (else for settle/tidy: no latency samples)
+    cdef double _decided_at
+    cdef double _end
+    cdef int *_oks             # per command: OKs so far (early decision)
+    cdef int *_bad             # per command: other outcomes so far
+    cdef Py_ssize_t _undecided # commands not decided yet
+    cdef Py_ssize_t _n_left    # connections that owe replies after the round
     cdef tuple _all_ok
     cdef tuple _all_no
     # the round: K commands, their outcomes (K x N), details, values and ttls
@@ -738,6 +1009,9 @@ cdef class Core:
     def __cinit__(self):
         self._pfds = NULL
         self._deadline = NULL
+        self._mode = NULL
+        self._oks = NULL
+        self._bad = NULL
         self._oc = NULL
         self._ttls = NULL
         self._cmd = NULL
@@ -747,7 +1021,7 @@ cdef class Core:
         self._grace_obj = 0
 
     def __init__(self, masters, double io_timeout, double connect_timeout, double drift_factor,
-                 bint restart_aware=False):
+                 bint restart_aware=False, Health health=None, bint early=True):
         cdef Py_ssize_t n
         conns = [_Conn(spec, restart_aware) for spec in masters]
         n = len(conns)
@@ -761,9 +1035,14 @@ cdef class Core:
         self._io_timeout = io_timeout
         self._connect_timeout = connect_timeout
         self._drift_factor = drift_factor
+        self._health = health if health is not None else Health(n)
+        if self._health.n != n:
+            raise ValueError(f"health is for {self._health.n} masters, not {n}")
+        self.early = early
         self._pfds = <pollfd *>realloc(self._pfds, (n + 1) * sizeof(pollfd))
         self._deadline = <double *>realloc(self._deadline, (n + 1) * sizeof(double))
-        if self._pfds == NULL or self._deadline == NULL:
+        self._mode = <int *>realloc(self._mode, (n + 1) * sizeof(int))
+        if self._pfds == NULL or self._deadline == NULL or self._mode == NULL:
             raise MemoryError()
         self._all_ok = (_CODE_OBJECTS[OC_OK],) * n
         self._all_no = (_CODE_OBJECTS[OC_NO],) * n
@@ -779,12 +1058,20 @@ cdef class Core:
         # The connections close their own fds when the list drops them.
         free(self._pfds)
         free(self._deadline)
+        free(self._mode)
+        free(self._oks)
+        free(self._bad)
         free(self._oc)
         free(self._ttls)
         free(self._cmd)
         free(self._cmd_off)
         free(self._fb)
         free(self._fb_off)
+
+    @property
+    def health(self):
+        """The health of the masters, shared with the other cores of the client."""
+        return self._health
 
     @property
     def restart_grace_ms(self):
@@ -814,11 +1101,14 @@ cdef class Core:
         self._cmd_off[1] = frl_encode(self._cmd, 6, 6, argv, lens)
         self._ttls[0] = ttl_ms
         self._script = None
-        self._round(KIND_SET, 1)
-        return self._result(0)
+        self._round(KIND_SET, 1, True)
+        return self._result1()
 
-    def release(self, key, token):
-        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
+    def release(self, key, token, bint wait=True):
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+
+        ``wait=False`` writes the release and returns without waiting for any answer.
+        """
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
         cdef const char *argv[5]
         cdef Py_ssize_t lens[5]
@@ -832,8 +1122,8 @@ cdef class Core:
         self._cmd_off[1] = frl_encode(self._cmd, 5, 5, argv, lens)
         self._ttls[0] = 0
         self._set_script(_RELEASE, 5, lens)
-        self._round(KIND_SCRIPT, 1)
-        return self._result(0)
+        self._round(KIND_SCRIPT, 1, wait)
+        return self._result1()
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
@@ -852,8 +1142,8 @@ cdef class Core:
         self._cmd_off[1] = frl_encode(self._cmd, 6, 6, argv, lens)
         self._ttls[0] = ttl_ms
         self._set_script(_EXTEND, 6, lens)
-        self._round(KIND_SCRIPT, 1)
-        return self._result(0)
+        self._round(KIND_SCRIPT, 1, True)
+        return self._result1()
 
     def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.
@@ -876,8 +1166,8 @@ cdef class Core:
         self._cmd_off[1] = frl_encode(self._cmd, 7, 7, argv, lens)
         self._ttls[0] = ttl_ms
         self._set_script(_FENCED_ACQUIRE, 7, lens)
-        self._round(KIND_FENCED, 1)
-        return self._result(0)
+        self._round(KIND_FENCED, 1, True)
+        return self._result1()
 
     def write_fence(self, key, fence_key, token, fence, retention_ms):
         """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
@@ -898,8 +1188,8 @@ cdef class Core:
         self._cmd_off[1] = frl_encode(self._cmd, 8, 8, argv, lens)
         self._ttls[0] = 0
         self._set_script(_FENCE_WRITE, 8, lens)
-        self._round(KIND_SCRIPT, 1)
-        return self._result(0)
+        self._round(KIND_SCRIPT, 1, True)
+        return self._result1()
 
     # --- operations on many keys, pipelined in one write per master --------------------------
     def acquire_many(self, keys, tokens, long long ttl_ms):
@@ -931,8 +1221,8 @@ cdef class Core:
             j += 1
         self._cmd_off[kk] = pos
         self._script = None
-        self._round(KIND_SET, kk)
-        return [self._result(j) for j in range(kk)]
+        self._round(KIND_SET, kk, True)
+        return self._results(kk)
 
     def acquire_all(self, keys, token, long long ttl_ms):
         """Set every key to ``token`` on each master, or none of them there (one script per master)."""
@@ -941,11 +1231,14 @@ cdef class Core:
         parts.append(_as_bytes(token))
         parts.append(b"%d" % ttl_ms)
         self._encode_one(parts, _ACQUIRE_ALL, ttl_ms)
-        self._round(KIND_SCRIPT_ACQUIRE, 1)
-        return self._result(0)
+        self._round(KIND_SCRIPT_ACQUIRE, 1, True)
+        return self._result1()
 
-    def release_many(self, keys, tokens):
-        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round."""
+    def release_many(self, keys, tokens, bint wait=True):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+
+        ``wait=False``: write and return at once; every outcome is PENDING.
+        """
         cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
         cdef Py_ssize_t kk = len(pairs), j, size = 0, pos = 0
         cdef const char *argv[5]
@@ -971,8 +1264,8 @@ cdef class Core:
             j += 1
         self._cmd_off[kk] = pos
         self._set_script(_RELEASE, 5, lens)
-        self._round(KIND_SCRIPT, kk)
-        return [self._result(j) for j in range(kk)]
+        self._round(KIND_SCRIPT, kk, wait)
+        return self._results(kk)
 
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
@@ -1007,20 +1300,97 @@ cdef class Core:
             j += 1
         self._cmd_off[kk] = pos
         self._set_script(_EXTEND, 6, lens)
-        self._round(KIND_SCRIPT, kk)
-        return [self._result(j) for j in range(kk)]
+        self._round(KIND_SCRIPT, kk, True)
+        return self._results(kk)
 
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
         cdef _Conn c
         return [(c.run_id, c.up_since if c.has_up_since else None, c.restarts) for c in self._conns]
 
+    @property
+    def owed(self):
+        """How many replies the connections still owe to rounds that already returned."""
+        cdef _Conn c
+        return sum([c.otail - c.ohead for c in self._conns])
+
+    @property
+    def pending(self):
+        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
+        cdef _Conn c
+        cdef Py_ssize_t q, count = 0
+        for c in self._conns:
+            for q in range(c.ohead, c.otail):
+                if c.owed[q].sink != NULL:
+                    count += 1
+        return count
+
+    def settle(self, timeout=None):
+        """Read the replies owed by earlier rounds until each arrived or its deadline passed.
+
+        Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
+        ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
+        """
+        cdef Py_ssize_t n = self.n, i, q
+        cdef _Conn c
+        cdef pollfd *pfds = self._pfds
+        cdef double end = -1.0, now, first, due, wait_ms
+        cdef bint have
+        cdef int rc, err, timeout_ms
+        if timeout is not None:
+            end = frl_now() + <double>timeout
+        self._in_round = False
+        self._nactive = 0
+        for i in range(n):
+            pfds[i].fd = -1
+        while True:
+            now = frl_now()
+            have = False
+            first = 0.0
+            for i in range(n):
+                c = <_Conn>self._conns[i]
+                if c.ohead == c.otail or c.fd < 0:
+                    continue
+                if pfds[i].fd < 0:
+                    self._register(i, c)
+                for q in range(c.ohead, c.otail):
+                    if c.owed[q].sink != NULL and (not have or c.owed[q].deadline < first):
+                        first = c.owed[q].deadline
+                        have = True
+            if not have:
+                return
+            due = first if end < 0.0 or first < end else end
+            if due <= now:
+                for i in range(n):
+                    c = <_Conn>self._conns[i]
+                    if c.ohead < c.otail:
+                        self._tidy(i, c, now)
+                if end >= 0.0 and end <= now:
+                    return
+                continue
+            wait_ms = ceil((due - now) * 1000.0)
+            timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
+            with nogil:
+                rc = poll(pfds, <nfds_t>n, timeout_ms)
+                err = errno
+            if rc < 0:
+                if err == EINTR:
+                    PyErr_CheckSignals()
+                    continue
+                raise OSError(err, _os_strerror(err))
+            for i in range(n):
+                if pfds[i].fd >= 0 and pfds[i].revents & POLL_IN:
+                    self._readable(i, <_Conn>self._conns[i])
+
     def close(self):
         """Close every connection; the core reconnects lazily if used again."""
         cdef _Conn c
+        cdef Py_ssize_t i
         if self._conns is None:
             return
-        for c in self._conns:
+        for i in range(self.n):
+            c = <_Conn>self._conns[i]
+            self._drop_owed(i, c, OC_CONN_ERROR, "the connection was closed before the reply")
             c.close_fd()
 
     # --- buffers and encoding -----------------------------------------------------------------
@@ -1037,22 +1407,12 @@ cdef class Core:
             self._cmd = <char *>buf
             self._cmd_cap = cap
         if k > self._kcap or self._oc == NULL:
-            buf = realloc(self._oc, (k * n + 1) * sizeof(int))
-            if buf == NULL:
-                raise MemoryError()
-            self._oc = <int *>buf
-            buf = realloc(self._ttls, (k + 1) * sizeof(long long))
-            if buf == NULL:
-                raise MemoryError()
-            self._ttls = <long long *>buf
-            buf = realloc(self._cmd_off, (k + 1) * sizeof(Py_ssize_t))
-            if buf == NULL:
-                raise MemoryError()
-            self._cmd_off = <Py_ssize_t *>buf
-            buf = realloc(self._fb_off, (k + 1) * sizeof(Py_ssize_t))
-            if buf == NULL:
-                raise MemoryError()
-            self._fb_off = <Py_ssize_t *>buf
+            self._oc = <int *>_grow(self._oc, (k * n + 1) * sizeof(int))
+            self._ttls = <long long *>_grow(self._ttls, (k + 1) * sizeof(long long))
+            self._cmd_off = <Py_ssize_t *>_grow(self._cmd_off, (k + 1) * sizeof(Py_ssize_t))
+            self._fb_off = <Py_ssize_t *>_grow(self._fb_off, (k + 1) * sizeof(Py_ssize_t))
+            self._oks = <int *>_grow(self._oks, (k + 1) * sizeof(int))
+            self._bad = <int *>_grow(self._bad, (k + 1) * sizeof(int))
             self._details = [None] * (k * n)
             self._any_detail = False
             self._kcap = k
@@ -1115,14 +1475,20 @@ cdef class Core:
         return 0
 
     # --- the round ----------------------------------------------------------------------------
-    cdef int _round(self, int kind, Py_ssize_t k) except -1:
-        """Run the k encoded commands on every master in one write each; fill outcomes and timing."""
+    cdef int _round(self, int kind, Py_ssize_t k, bint wait) except -1:
+        """Run the k encoded commands on every master; fill outcomes and timing.
+
+        Returns once the round is decided (early decision) or every waited master answered or
+        passed its deadline, and every command that must be written is. ``wait=False``: only write.
+        """
         cdef Py_ssize_t n = self.n, i
         cdef _Conn c
         cdef pollfd *pfds = self._pfds
-        cdef double now, wait, first, fresh_deadline, wait_ms
+        cdef Health health = self._health
+        cdef double now, wait_s, first, fresh_deadline, wait_ms
         cdef int rc, err, timeout_ms
         cdef short ev
+        cdef bint have
 
         self._kind = kind
         self._k = k
@@ -1135,34 +1501,61 @@ cdef class Core:
         if kind == KIND_FENCED:
             self._values = [None] * (k * n)
         for i in range(k * n):
-            self._oc[i] = OC_TIMEOUT
+            self._oc[i] = OC_PENDING
         for i in range(n):
             pfds[i].fd = -1
+        self._wait = wait
+        self._acq = kind != KIND_SCRIPT
+        self._early = wait and self.early and self._acq
+        self._decided = not wait
+        if self._early:
+            for i in range(k):
+                self._oks[i] = 0
+                self._bad[i] = 0
+            self._undecided = k
 
         self._started = frl_now()
+        self._decided_at = self._started
         self._io_deadline = self._started + self._io_timeout
         fresh_deadline = self._io_deadline + self._connect_timeout
+        self._any_mode = False
+        if health.n_cooling:
+            for i in range(n):
+                self._mode[i] = health.mode(i, self._started)
+                if self._mode[i]:
+                    self._any_mode = True
+        self._in_round = True
         for i in range(n):
             c = <_Conn>self._conns[i]
             c.retried = False
             c.fallback_sent = 0
             self._start(i, c, fresh_deadline)
 
-        while self._nactive > 0:
+        while True:
             now = frl_now()
+            have = False
             first = 0.0
-            rc = 0
             for i in range(n):
-                if pfds[i].fd >= 0 and (rc == 0 or self._deadline[i] < first):
-                    first = self._deadline[i]
-                    rc = 1
-            wait = first - now
-            if wait <= 0.0:
+                if pfds[i].fd < 0:
+                    continue
+                c = <_Conn>self._conns[i]
+                if (((c.out_len or c.skip >= 0 or c.connecting) and not c.best_effort)
+                        or (c.waited and not self._decided)):
+                    if not have or self._deadline[i] < first:
+                        first = self._deadline[i]
+                        have = True
+            if not have:
+                break
+            wait_s = first - now
+            if wait_s <= 0.0:
                 for i in range(n):
                     if pfds[i].fd >= 0 and self._deadline[i] <= now:
-                        self._fail(i, <_Conn>self._conns[i], OC_TIMEOUT, None)
+                        c = <_Conn>self._conns[i]
+                        if (((c.out_len or c.skip >= 0 or c.connecting) and not c.best_effort)
+                                or (c.waited and not self._decided)):
+                            self._timeout(i, c, now)
                 continue
-            wait_ms = ceil(wait * 1000.0)
+            wait_ms = ceil(wait_s * 1000.0)
             timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
             with nogil:
                 rc = poll(pfds, <nfds_t>n, timeout_ms)
@@ -1183,7 +1576,7 @@ cdef class Core:
                     if c.connecting:
                         err = frl_sock_error(c.fd)
                         if err:
-                            self._fail(i, c, OC_CONN_ERROR, _os_strerror(err))
+                            self._fail(i, c, OC_CONN_ERROR, _os_strerror(err), C_CONNECT_ERRORS, True)
                             continue
                         c.connecting = False
                     if not self._write(i, c):
@@ -1193,7 +1586,63 @@ cdef class Core:
                 if ev & POLL_IN:
                     self._readable(i, c)
 
-        self._elapsed = frl_now() - self._started
+        self._in_round = False
+        now = frl_now()
+        self._end = now
+        self._elapsed = (self._decided_at if self._decided else now) - self._started
+        self._n_left = 0
+        for i in range(n):
+            c = <_Conn>self._conns[i]
+            if pfds[i].fd >= 0 and c.best_effort and (c.out_len or c.skip >= 0 or c.connecting):
+                # a stalled master whose socket buffer is full: give up on it
+                self._fail(i, c, OC_TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True)
+            if c.head < c.tail or c.ohead < c.otail:
+                self._n_left += 1
+        return 0
+
+    cdef inline void _decide(self, Py_ssize_t j, int code) noexcept:
+        """Count an outcome of command j toward the early decision."""
+        if not self._early or self._decided:
+            return
+        if code == OC_OK:
+            self._oks[j] += 1
+            if self._oks[j] == self.quorum:
+                self._undecided -= 1
+        else:
+            self._bad[j] += 1
+            if self._bad[j] == self.n - self.quorum + 1:
+                self._undecided -= 1
+        if self._undecided == 0:
+            self._decided = True
+            self._decided_at = frl_now()
+
+    cdef Round _result1(self):
+        """The Round of the round's only command; its stragglers become owed replies."""
+        cdef Round rnd = self._result(0)
+        if self._n_left:
+            self._finish(rnd)
+        return rnd
+
+    cdef list _results(self, Py_ssize_t k):
+        cdef list rounds = [self._result(j) for j in range(k)]
+        if self._n_left:
+            self._finish(rounds)
+        return rounds
+
+    cdef int _finish(self, object rounds) except -1:
+        """The replies still missing become owed replies of their connections; tidy those."""
+        cdef Py_ssize_t i, q
+        cdef _Conn c
+        for i in range(self.n):
+            c = <_Conn>self._conns[i]
+            if c.head < c.tail:
+                for q in range(c.head, c.tail):
+                    c.push_owed(self._kind, self._deadline[i],
+                                rounds if self._k == 1 and type(rounds) is Round else rounds[c.expect[q]],
+                                c.retried, False)
+                c.head = c.tail
+            if c.ohead < c.otail:
+                self._tidy(i, c, self._end)
         return 0
 
     cdef Round _result(self, Py_ssize_t j):
@@ -1251,31 +1700,123 @@ cdef class Core:
             self._pfds[i].fd = -1
             self._nactive -= 1
 
-    cdef int _fail(self, Py_ssize_t i, _Conn c, int code, object detail) except -1:
-        """Close this master's connection; every command it has not answered gets ``code``."""
-        cdef Py_ssize_t q, idx
+    cdef int _drop_owed(self, Py_ssize_t i, _Conn c, int code, object detail) except -1:
+        """Forget the owed replies (the connection is closing): PENDING outcomes become ``code``."""
+        cdef Py_ssize_t q
+        for q in range(c.ohead, c.otail):
+            if c.owed[q].sink != NULL:
+                _set_outcome(<Round>c.owed[q].sink, i, code, detail, None)
+        c.forget_owed()
+        return 0
+
+    cdef int _fail(self, Py_ssize_t i, _Conn c, int code, object detail, int counter, bint strike) except -1:
+        """Close this master's connection; every reply it owes or has not sent gets ``code``."""
+        cdef Py_ssize_t q, idx, j
         self._unregister(i)
         c.close_fd()
         for q in range(c.head, c.tail):
-            idx = c.expect[q] * self.n + i
+            j = c.expect[q]
+            idx = j * self.n + i
             self._oc[idx] = code
             if detail is not None:
                 self._details[idx] = detail
+            self._decide(j, code)
         if detail is not None and c.tail > c.head:
             self._any_detail = True
         c.head = c.tail
+        self._drop_owed(i, c, code, detail)
+        self._health.failed(i, counter, _what(code, detail), frl_now(), strike)
+        return 0
+
+    cdef int _timeout(self, Py_ssize_t i, _Conn c, double now) except -1:
+        """The master's deadline passed. Keep a connection that carries all our commands open."""
+        cdef Py_ssize_t q, j
+        if c.out_len or c.skip >= 0 or c.connecting:
+            # Not all of this round's commands went out: nothing would keep their order; drop it.
+            self._fail(i, c, OC_TIMEOUT, None, C_TIMEOUTS, True)
+            return 0
+        self._unregister(i)
+        for q in range(c.ohead, c.otail):
+            if not c.owed[q].expired:
+                c.owed[q].expired = True
+                if c.owed[q].sink != NULL:
+                    _set_outcome(<Round>c.owed[q].sink, i, OC_TIMEOUT, None, None)
+                    Py_XDECREF(c.owed[q].sink)
+                    c.owed[q].sink = NULL
+        for q in range(c.head, c.tail):
+            j = c.expect[q]
+            self._oc[j * self.n + i] = OC_TIMEOUT
+            self._decide(j, OC_TIMEOUT)
+            c.push_owed(self._kind, self._deadline[i], None, c.retried, True)
+        c.head = c.tail
+        self._health.failed(i, C_TIMEOUTS, "timeout", now, True)
+        return 0
+
+    cdef int _tidy(self, Py_ssize_t i, _Conn c, double now) except -1:
+        """Expire owed replies past their deadline (after reading what arrived); close a stale connection."""
+        cdef Py_ssize_t q
+        cdef bint overdue = False, struck = False
+        for q in range(c.ohead, c.otail):
+            if not c.owed[q].expired and c.owed[q].deadline <= now:
+                overdue = True
+                break
+        if overdue and c.fd >= 0:
+            self._readable(i, c)  # non-blocking: whatever already arrived is not late
+        for q in range(c.ohead, c.otail):
+            if not c.owed[q].expired and c.owed[q].deadline <= now:
+                c.owed[q].expired = True
+                struck = True
+                if c.owed[q].sink != NULL:
+                    _set_outcome(<Round>c.owed[q].sink, i, OC_TIMEOUT, None, None)
+                    Py_XDECREF(c.owed[q].sink)
+                    c.owed[q].sink = NULL
+        if struck:
+            self._health.failed(i, C_TIMEOUTS, "timeout", now, True)
+        if c.ohead < c.otail and (c.otail - c.ohead > MAX_OWED
+                                  or c.owed[c.ohead].deadline + _STALE_AFTER < now):
+            self._unregister(i)
+            c.close_fd()
+            self._drop_owed(i, c, OC_TIMEOUT, None)
         return 0
 
     cdef int _start(self, Py_ssize_t i, _Conn c, double deadline) except -1:
         """Open the connection if needed, queue the commands, write what the socket takes."""
         cdef object detail
-        cdef Py_ssize_t payload_len = self._cmd_off[self._k]
+        cdef Py_ssize_t j, idx
+        cdef int mode = self._mode[i] if self._any_mode else 0
         c.reset_expect(self._k)
         c.got_data = False
+        if mode and (self._acq or (mode == 2 and c.fd < 0)):
+            # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
+            # that refused connections (it may be back: a refusal costs no waiting), and to one
+            # that timed out if its connection is open (behind the SETs there), without waiting.
+            detail = self._health.why(i)
+            for j in range(self._k):
+                idx = j * self.n + i
+                self._oc[idx] = OC_SKIPPED
+                self._details[idx] = detail
+                self._decide(j, OC_SKIPPED)
+            self._any_detail = True
+            c.head = c.tail
+            self._health.count(i, C_SKIPPED)
+            return 0
+        c.best_effort = mode == 2
+        c.waited = self._wait and not c.best_effort
+        if self._script is None or (c.waited and not c.use_eval):
+            c.payload = self._cmd
+            c.payload_len = self._cmd_off[self._k]
+        else:
+            # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
+            # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
+            if not self._fb_ready:
+                self._encode_fallbacks()
+            c.payload = self._fb
+            c.payload_len = self._fb_off[self._k]
+            c.use_eval = False
         if c.fd < 0:
             detail = c.open()
             if detail is not None:
-                self._fail(i, c, OC_CONN_ERROR, detail)
+                self._fail(i, c, OC_CONN_ERROR, detail, C_CONNECT_ERRORS, True)
                 return 0
             if c.n_hello:
                 # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
@@ -1284,14 +1825,14 @@ cdef class Core:
                 c.out_len = PyBytes_GET_SIZE(c.hello)
                 c.skip = 0
             else:
-                c.out = self._cmd
-                c.out_len = payload_len
+                c.out = c.payload
+                c.out_len = c.payload_len
                 c.skip = -1
             c.reused = False
             self._deadline[i] = deadline
         else:
-            c.out = self._cmd
-            c.out_len = payload_len
+            c.out = c.payload
+            c.out_len = c.payload_len
             c.skip = -1
             c.reused = True
             self._deadline[i] = self._io_deadline
@@ -1302,13 +1843,15 @@ cdef class Core:
 
     cdef int _broken(self, Py_ssize_t i, _Conn c, object detail) except -1:
         """A reused connection that breaks before any reply is stale: reopen and resend once."""
-        if c.reused and not c.retried and not c.got_data:
+        if c.head < c.tail and c.reused and not c.retried and not c.got_data:
             c.retried = True
             self._unregister(i)
             c.close_fd()
+            self._drop_owed(i, c, OC_CONN_ERROR, "connection broke before the reply")
+            self._health.count(i, C_CONNECTION_ERRORS)
             self._start(i, c, self._io_deadline + self._connect_timeout)
         else:
-            self._fail(i, c, OC_CONN_ERROR, detail)
+            self._fail(i, c, OC_CONN_ERROR, detail, C_CONNECTION_ERRORS, False)
         return 0
 
     cdef int _write(self, Py_ssize_t i, _Conn c) except -1:
@@ -1328,7 +1871,7 @@ cdef class Core:
             if _stale(err):
                 self._broken(i, c, _os_strerror(err))
             else:
-                self._fail(i, c, OC_CONN_ERROR, _os_strerror(err))
+                self._fail(i, c, OC_CONN_ERROR, _os_strerror(err), C_CONNECTION_ERRORS, False)
             return 0
         c.out += sent
         c.out_len -= sent
@@ -1346,68 +1889,95 @@ cdef class Core:
             if _stale(err):
                 self._broken(i, c, _os_strerror(err))
             else:
-                self._fail(i, c, OC_CONN_ERROR, _os_strerror(err))
+                self._fail(i, c, OC_CONN_ERROR, _os_strerror(err), C_CONNECTION_ERRORS, False)
             return 0
         if got == 0:
             self._broken(i, c, "connection closed by the master")
             return 0
-        c.got_data = True
         problem = c.guard(self._rbufp, got)
         if problem is not None:
-            self._fail(i, c, OC_PROTOCOL_ERROR, problem)
+            self._fail(i, c, OC_PROTOCOL_ERROR, problem, C_PROTOCOL_ERRORS, False)
             return 0
         return self._parse(i, c, got)
 
+    cdef inline int _done(self, Py_ssize_t i, _Conn c) except -1:
+        """Every reply this connection owed has arrived: a latency sample, stop polling it."""
+        if self._in_round and self._pfds[i].fd >= 0:
+            self._health.timed(i, frl_now() - self._started)
+        self._unregister(i)
+        return 0
+
     # --- the parser seam ----------------------------------------------------------------------
     cdef int _parse(self, Py_ssize_t i, _Conn c, Py_ssize_t nbytes) except -1:
-        """Turn the ``nbytes`` just read into outcomes for this master's pending commands.
+        """Turn the ``nbytes`` just read into outcomes for this master's owed and pending commands.
 
         Fast path (a clean reader, no handshake reply pending): whole expected replies at the front
         of the read are settled in C. The rest of the read, if any, goes to hiredis in one ``feed``.
+        Replies owed to earlier rounds come first, in order.
         """
         cdef Py_ssize_t pos = 0, used
-        cdef int code = 0
+        cdef int code = 0, kind
         cdef long long value = 0
+        cdef bint owed
         if _fast_path and not c.pending and c.skip < 0:
-            while c.head < c.tail and pos < nbytes:
-                used = _fast_reply(self._rbufp + pos, nbytes - pos, self._kind, &code, &value)
+            while pos < nbytes:
+                owed = c.ohead < c.otail
+                if owed:
+                    kind = c.owed[c.ohead].kind
+                elif c.head < c.tail:
+                    kind = self._kind
+                else:
+                    break
+                used = _fast_reply(self._rbufp + pos, nbytes - pos, kind, &code, &value)
                 if used == 0:
                     break
                 pos += used
-                self._answer(i, c, code, None, value if code == OC_OK and self._kind == KIND_FENCED else None)
+                if owed:
+                    if not self._owed_answer(i, c, code, None,
+                                             value if code == OC_OK and kind == KIND_FENCED else None):
+                        return 0
+                elif not self._answer(i, c, code, None, value if code == OC_OK and kind == KIND_FENCED else None):
+                    return 0
             if pos == nbytes:
-                if c.head == c.tail:
-                    self._unregister(i)
+                if c.head == c.tail and c.ohead == c.otail:
+                    self._done(i, c)
                 return 0
-            if c.head == c.tail:
-                self._fail(i, c, OC_PROTOCOL_ERROR, "unexpected bytes after the last reply")
+            if c.head == c.tail and c.ohead == c.otail:
+                self._fail(i, c, OC_PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False)
                 return 0
         c.feed(self._rbuf, pos, nbytes - pos)
         c.pending = True
-        while c.head < c.tail:
+        while c.ohead < c.otail or c.head < c.tail:
             try:
                 reply = c.gets()
             except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
-                self._fail(i, c, OC_PROTOCOL_ERROR, f"{type(exc).__name__}: {exc}")
+                self._fail(i, c, OC_PROTOCOL_ERROR, f"{type(exc).__name__}: {exc}", C_PROTOCOL_ERRORS, False)
                 return 0
             if reply is False:
+                if c.ohead == c.otail and c.has_data():
+                    c.got_data = True  # part of a reply to this round's commands
                 return 0
             if c.skip >= 0:
+                c.got_data = True
                 problem = self._hello_reply(c, c.hello_kinds[c.skip], reply)
                 if problem is not None:
-                    self._fail(i, c, OC_ERROR_REPLY, problem)
+                    self._fail(i, c, OC_ERROR_REPLY, problem, C_ERROR_REPLIES, False)
                     return 0
                 c.skip += 1
                 if c.skip == c.n_hello:
                     c.skip = -1
                     if not c.has_data():
                         c.pending = False  # the reader is clean again: the fast path may serve
-                    c.out = self._cmd
-                    c.out_len = self._cmd_off[self._k]
+                    c.out = c.payload
+                    c.out_len = c.payload_len
                     if not self._write(i, c):
                         return 0
                     if c.out_len:
                         self._pfds[i].events = POLL_IN | POLLOUT
+                continue
+            if c.ohead < c.otail:
+                if not self._owed_reply(i, c, reply):
+                    return 0
                 continue
             if isinstance(reply, _ReplyError):
                 if (self._script is not None and c.fallback_sent < self._k
@@ -1423,49 +1993,28 @@ cdef class Core:
             elif not self._classify(i, c, reply):
                 return 0
         if c.has_data():
-            self._fail(i, c, OC_PROTOCOL_ERROR, "unexpected bytes after the last reply")
+            self._fail(i, c, OC_PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False)
             return 0
         c.pending = False
-        self._unregister(i)
+        self._done(i, c)
         return 0
 
     cdef int _classify(self, Py_ssize_t i, _Conn c, object reply) except -1:
         """Settle the next command with one non-error reply (parsed by hiredis)."""
-        cdef int kind = self._kind
-        if kind == KIND_SET:
-            if reply == b"OK":
-                return self._answer(i, c, OC_OK, None, None)
-            if reply is None:
-                return self._answer(i, c, OC_NO, None, None)
-        elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
-            if reply == 1 and isinstance(reply, int):
-                return self._answer(i, c, OC_OK, None, None)
-            if reply == 0 and isinstance(reply, int):
-                return self._answer(i, c, OC_NO, None, None)
-        elif isinstance(reply, int):  # KIND_FENCED
-            if reply >= 0:
-                return self._answer(i, c, OC_OK, None, reply)
-            if reply == -1:
-                return self._answer(i, c, OC_NO, None, None)
-        return self._answer(i, c, OC_PROTOCOL_ERROR, f"unexpected reply {reply!r:.80}", None)
+        cdef int code
+        code, detail, value = _classify_reply(self._kind, reply)
+        return self._answer(i, c, code, detail, value)
 
     cdef int _answer(self, Py_ssize_t i, _Conn c, int code, object detail, object value) except -1:
         """Record the outcome of this master's next pending command; 0 if that closed the connection."""
-        cdef Py_ssize_t idx = c.expect[c.head] * self.n + i
-        cdef double up
+        cdef Py_ssize_t j = c.expect[c.head]
+        cdef Py_ssize_t idx = j * self.n + i
         c.head += 1
-        if self._kind != KIND_SCRIPT:  # an acquisition
-            if code == OC_OK and c.has_up_since:
-                up = frl_now() - c.up_since
-                if up * 1000.0 < self._grace_ms:
-                    code = OC_UNTRUSTED
-                    detail = f"up for {up:.0f}s, less than the restart grace of {self._grace_obj / 1000.0:g}s"
-            elif code == OC_NO and c.retried:
-                # The lost connection may have run our first SET: the key can be ours.
-                # Not a clear "no", so the caller releases (owner-checked) to be sure.
-                code = OC_CONN_ERROR
-                detail = "connection broke; the resent command found the key set"
+        c.got_data = True  # (owed replies do not count: they only say the master was alive)
+        if self._kind != KIND_SCRIPT and ((code == OC_OK and c.has_up_since) or (code == OC_NO and c.retried)):
+            code, detail = self._acquisition_outcome(c, code, c.retried, detail)
         self._oc[idx] = code
+        self._decide(j, code)
         if detail is not None:
             self._details[idx] = detail
             self._any_detail = True
@@ -1473,9 +2022,68 @@ cdef class Core:
             self._values[idx] = value
         if code == OC_PROTOCOL_ERROR:
             # A reply of the wrong shape: the connection is out of step with its requests.
-            self._fail(i, c, code, detail)
+            self._fail(i, c, code, detail, C_PROTOCOL_ERRORS, False)
             return 0
+        self._health.answered(i)
+        if code == OC_ERROR_REPLY:
+            self._health.count(i, C_ERROR_REPLIES)
         return 1
+
+    cdef tuple _acquisition_outcome(self, _Conn c, int code, bint retried, object detail):
+        """An acquisition's OK or "no" reconsidered: restart-aware voting, a resent command."""
+        cdef double up
+        if code == OC_OK:
+            up = frl_now() - c.up_since
+            if up * 1000.0 < self._grace_ms:
+                return OC_UNTRUSTED, f"up for {up:.0f}s, less than the restart grace of {self._grace_obj / 1000.0:g}s"
+        elif retried:
+            # The lost connection may have run our first SET: the key can be ours.
+            # Not a clear "no", so the caller releases (owner-checked) to be sure.
+            return OC_CONN_ERROR, "connection broke; the resent command found the key set"
+        return code, detail
+
+    cdef int _owed_reply(self, Py_ssize_t i, _Conn c, object reply) except -1:
+        """Settle the next owed reply with one reply parsed by hiredis; 0 if that closed the connection."""
+        cdef int code
+        if isinstance(reply, _ReplyError):
+            # No EVAL fallback here: the round that sent it has returned (its outcome says so; an
+            # acquisition must not land after its own cleanup). The next script round sends EVAL.
+            detail = str(reply)
+            if detail.startswith("NOSCRIPT"):
+                c.use_eval = True
+            return self._owed_answer(i, c, OC_ERROR_REPLY, detail, None)
+        code, detail, value = _classify_reply(c.owed[c.ohead].kind, reply)
+        return self._owed_answer(i, c, code, detail, value)
+
+    cdef int _owed_answer(self, Py_ssize_t i, _Conn c, int code, object detail, object value) except -1:
+        """Record the next owed reply: fill in its round's outcome; 0 if that closed the connection."""
+        cdef Owed *e = &c.owed[c.ohead]
+        cdef PyObject *sink = e.sink
+        cdef bint expired = e.expired
+        e.sink = NULL
+        c.ohead += 1
+        if c.ohead == c.otail:
+            c.ohead = 0
+            c.otail = 0
+        if e.kind != KIND_SCRIPT and ((code == OC_OK and c.has_up_since) or (code == OC_NO and e.retried)):
+            code, detail = self._acquisition_outcome(c, code, e.retried, detail)
+        try:
+            if code == OC_PROTOCOL_ERROR:
+                if sink != NULL:
+                    _set_outcome(<Round>sink, i, code, detail, None)
+                self._fail(i, c, code, detail, C_PROTOCOL_ERRORS, False)
+                return 0
+            if expired:
+                self._health.count(i, C_LATE)
+                return 1
+            self._health.answered(i)
+            if code == OC_ERROR_REPLY:
+                self._health.count(i, C_ERROR_REPLIES)
+            if sink != NULL:
+                _set_outcome(<Round>sink, i, code, detail, value)
+            return 1
+        finally:
+            Py_XDECREF(sink)
 
     cdef int _resend_as_eval(self, Py_ssize_t i, _Conn c) except -1:
         """Move the next pending command to the back and queue its EVAL form behind unsent bytes."""
@@ -1516,3 +2124,28 @@ cdef class Core:
             c.up_since = frl_now() - uptime
             c.has_up_since = True
         return None
+
+
+cdef object _what(int code, object detail):
+    name = _oc.NAMES.get(code, str(code))
+    return f"{name} ({detail})" if detail else name
+
+
+cdef tuple _classify_reply(int kind, object reply):
+    """Turn one non-error reply (parsed by hiredis) into ``(outcome, detail, value)``."""
+    if kind == KIND_SET:
+        if reply == b"OK":
+            return OC_OK, None, None
+        if reply is None:
+            return OC_NO, None, None
+    elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
+        if reply == 1 and isinstance(reply, int):
+            return OC_OK, None, None
+        if reply == 0 and isinstance(reply, int):
+            return OC_NO, None, None
+    elif isinstance(reply, int):  # KIND_FENCED
+        if reply >= 0:
+            return OC_OK, None, reply
+        if reply == -1:
+            return OC_NO, None, None
+    return OC_PROTOCOL_ERROR, f"unexpected reply {reply!r:.80}", None

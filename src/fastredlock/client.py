@@ -4,12 +4,18 @@ One client is meant to be shared by every thread of a process. It keeps a small 
 core is one set of N connections): a thread takes a core for one round and gives it back, so threads
 never wait behind each other's round trips. After ``fork()`` the child drops the pool it inherited
 and opens its own connections.
+
+The cores of one client share a :class:`Health` object (the masters' cool-downs and counters, see
+:meth:`Redlock.stats`), so a master that one thread found down is skipped by all of them.
 """
 from __future__ import annotations
 
 import math
+import sys
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+import time
+from time import monotonic
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _fork
 from . import _outcomes as oc
@@ -17,10 +23,10 @@ from ._cores import core_class
 from ._masters import MasterSpec, parse_masters
 from .errors import MasterOutcome
 from ._tokens import new_token
-from .lock import Lock
+from .lock import Lock, _may_hold
 from .watchdog import Watchdog
 
-__all__ = ["Redlock"]
+__all__ = ["MasterStats", "Redlock"]
 
 #: Longest TTL accepted, in seconds (2**31 - 1 ms, about 24.8 days).
 MAX_TTL = (2**31 - 1) / 1000.0
@@ -32,6 +38,49 @@ FENCE_RETENTION = 30 * 86400.0
 
 #: Longest io_timeout, connect_timeout and retry sleep accepted, in seconds.
 MAX_WAIT = 3600.0
+#: Default first cool-down of a master that timed out or refused a connection, seconds.
+COOLDOWN = 0.1
+#: Default longest cool-down (it doubles at each failure in a row), seconds.
+MAX_COOLDOWN = 5.0
+
+
+class MasterStats(NamedTuple):
+    """One master's counters and health, as :meth:`Redlock.stats` reports them.
+
+    Counters are cumulative since the client was created (monotonic: export them as counters).
+    """
+
+    #: The master as configured, e.g. ``"127.0.0.1:7001"``.
+    master: str
+    #: Replies received in time (each reply of a batch counts; a straggler's reply read after its
+    #: round returned early counts too).
+    replies: int
+    #: Rounds whose round trip to this master was measured (the count behind ``latency_avg``).
+    rounds_timed: int
+    #: Times the master missed a deadline (at most one per round).
+    timeouts: int
+    #: Connections refused or failed (including a connection reset before any reply).
+    connect_errors: int
+    #: Established connections that broke.
+    connection_errors: int
+    #: Error replies (``-ERR``, ``NOPERM``, ``WRONGTYPE``, a failed ``AUTH``, ...).
+    error_replies: int
+    #: Replies that were not valid RESP, or not of the expected shape.
+    protocol_errors: int
+    #: Rounds that did not ask this master because it was cooling down.
+    skipped: int
+    #: Replies that came after their deadline (read and dropped).
+    late_replies: int
+    #: Mean and largest time, in seconds, from a round's first write to this master's last reply
+    #: of that round (over the rounds that waited for it).
+    latency_avg: float
+    latency_max: float
+    #: Seconds of cool-down left (0.0: the master is asked normally).
+    cooling_down: float
+    #: Failures in a row (timeouts and refused connections) since its last reply in time.
+    failures_in_a_row: int
+    #: The last failure, e.g. ``"timeout"`` or ``"connection error (Connection refused)"``, or None.
+    last_failure: Optional[str]
 
 
 def _check_number(
@@ -67,6 +116,15 @@ class Redlock:
     :param io_timeout: per-master deadline of one round, seconds; a master slower than this counts
         as "no" for that round. Keep it much smaller than your TTLs.
     :param connect_timeout: extra time allowed when a round has to (re)connect to a master.
+    :param wait_for_all: ``False`` (default): an acquisition returns as soon as every key is
+        decided, when a quorum answered OK (validity is measured at that instant) or a quorum has
+        become impossible, without waiting for the slowest masters; their replies are still read,
+        in order, before their connection carries anything else, and a release always follows the
+        SET on the same connection. ``True``: wait for every master (up to ``io_timeout``).
+    :param cooldown: a master that times out or refuses a connection is skipped by acquisitions for
+        this many seconds (counted as "no" without waiting; outcome ``cooling down``), doubled at
+        each failure in a row up to ``max_cooldown``, then probed again. ``0`` disables skipping.
+    :param max_cooldown: the longest cool-down, seconds.
     :param prefix: prepended to every lock name to form the key.
     :param restart_aware: restart-aware voting (on by default): a master that has been up for less
         than ``restart_grace`` may have forgotten locks it held before a restart, so its OK does not
@@ -91,6 +149,9 @@ class Redlock:
         drift_factor: float = 0.01,
         io_timeout: float = 0.05,
         connect_timeout: float = 0.1,
+        wait_for_all: bool = False,
+        cooldown: float = COOLDOWN,
+        max_cooldown: float = MAX_COOLDOWN,
         prefix: Union[str, bytes] = "",
         restart_aware: bool = True,
         restart_grace: Optional[float] = None,
@@ -110,6 +171,13 @@ class Redlock:
             raise ValueError(f"drift_factor must be < 1, got {drift_factor}")
         self.io_timeout = _check_number(io_timeout, "io_timeout", strict=True, maximum=MAX_WAIT)
         self.connect_timeout = _check_number(connect_timeout, "connect_timeout", maximum=MAX_WAIT)
+        if not isinstance(wait_for_all, bool):
+            raise TypeError(f"wait_for_all must be a bool, not {type(wait_for_all).__name__}")
+        self.wait_for_all = wait_for_all
+        self.cooldown = _check_number(cooldown, "cooldown", maximum=MAX_WAIT)
+        self.max_cooldown = _check_number(max_cooldown, "max_cooldown", maximum=MAX_WAIT)
+        if self.max_cooldown < self.cooldown:
+            raise ValueError(f"max_cooldown must be >= cooldown, got {max_cooldown:g} < {cooldown:g}")
         if isinstance(prefix, str):
             prefix = prefix.encode()
         elif not isinstance(prefix, bytes):
@@ -127,6 +195,8 @@ class Redlock:
         self.core: str = "python" if self._core_cls.__module__.endswith("_core_py") else "cython"
         self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
         self.quorum = len(self._specs) // 2 + 1
+        health_cls = sys.modules[self._core_cls.__module__].Health
+        self._health = health_cls(len(self._specs), self.cooldown, self.max_cooldown)
         self._pool: List[Any] = []
         self._pool_lock = threading.Lock()
         self._generation = _fork.generation
@@ -137,6 +207,15 @@ class Redlock:
     def masters(self) -> Tuple[str, ...]:
         """The masters' labels (``host:port[/db]`` or ``unix:///path``), in the order given."""
         return tuple(spec.label for spec in self._specs)
+
+    def stats(self) -> List[MasterStats]:
+        """Per master, in the order given: counters, latency and health (see :class:`MasterStats`).
+
+        Cheap (no I/O); shared by every thread and core of this client. For metrics, e.g.
+        ``{s.master: s.timeouts for s in dlm.stats()}``.
+        """
+        now = monotonic()
+        return [MasterStats(spec.label, *row) for spec, row in zip(self._specs, self._health.snapshot(now))]
 
     def lock(
         self,
@@ -173,9 +252,10 @@ class Redlock:
         clean = False
         try:
             rounds = core.acquire_many([lk.key for lk in locks], tokens, locks[0]._ttl_ms)
-            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and any(c != oc.NO for c in rnd.outcomes)]
+            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and _may_hold(rnd)]
             if failed:
-                core.release_many([locks[j].key for j in failed], [tokens[j] for j in failed])
+                # Written behind the SETs on each connection; no need to wait for the answers.
+                core.release_many([locks[j].key for j in failed], [tokens[j] for j in failed], False)
             clean = True
         except BaseException:
             core.close()
@@ -236,8 +316,8 @@ class Redlock:
         clean = False
         try:
             rnd = core.acquire_all(keys, token, locks[0]._ttl_ms)
-            if not rnd.ok and any(c != oc.NO for c in rnd.outcomes):
-                core.release_many(keys, [token] * len(keys))
+            if not rnd.ok and _may_hold(rnd):
+                core.release_many(keys, [token] * len(keys), False)
             clean = True
         except BaseException:
             core.close()
@@ -340,7 +420,8 @@ class Redlock:
             return self._pool.pop()
         except IndexError:
             return self._core_cls(
-                self._specs, self.io_timeout, self.connect_timeout, self.drift_factor, self.restart_aware
+                self._specs, self.io_timeout, self.connect_timeout, self.drift_factor, self.restart_aware,
+                self._health, not self.wait_for_all,
             )
 
     def _checkin(self, core: Any, clean: bool = True) -> None:
@@ -357,13 +438,52 @@ class Redlock:
         self._pool_lock = threading.Lock()
         pool, self._pool = self._pool, []
         self._watchdog = None  # its thread does not exist here; the parent's locks are not ours
+        self._health.after_fork()
         self._generation = _fork.generation
         for core in pool:
             core.close()
 
+    def _settle(self, rnd: Any) -> None:
+        """Wait until the stragglers of ``rnd`` have been read (bounded by their deadlines).
+
+        The core that ran the round holds their connections: take it from the pool if it is there
+        and read the owed replies; if another thread is using it, that thread's round reads them.
+        """
+        limit = rnd.started + self.io_timeout + self.connect_timeout + 1.0
+        while oc.PENDING in rnd.outcomes:
+            for core in list(self._pool):
+                if not core.pending:
+                    continue
+                try:
+                    self._pool.remove(core)
+                except ValueError:
+                    continue  # another thread took it
+                clean = False
+                try:
+                    core.settle()
+                    clean = True
+                finally:
+                    self._checkin(core, clean)
+            if oc.PENDING not in rnd.outcomes or monotonic() >= limit:
+                return
+            time.sleep(0.001)
+
     def _outcomes(self, rnd: Any) -> List[MasterOutcome]:
+        """The per-master outcomes of ``rnd``, its stragglers' answers filled in first."""
+        if oc.PENDING in rnd.outcomes:
+            self._settle(rnd)
         details = rnd.details or (None,) * len(self._specs)
         return [
             MasterOutcome(spec.label, oc.NAMES.get(code, str(code)), detail)
             for spec, code, detail in zip(self._specs, rnd.outcomes, details)
         ]
+
+    def _down_note(self, outcomes: Sequence[MasterOutcome]) -> str:
+        """``"; a quorum was impossible: k of N masters down (a, b)"`` when it was, else ``""``."""
+        down = [o.master for o in outcomes if o.outcome in _DOWN_NAMES]
+        if not down or len(outcomes) - len(down) >= self.quorum:
+            return ""
+        return f"; a quorum was impossible: {len(down)} of {len(outcomes)} masters down ({', '.join(down)})"
+
+
+_DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)

@@ -1,7 +1,9 @@
 """Exceptions raised by fastredlock.
 
 Errors that come from a round carry the per-master outcomes, so an operator can see *why* a quorum
-was missed: which master timed out, which refused, which answered an error.
+was missed: which master timed out, which refused, which answered an error, which was skipped while
+cooling down. When a quorum was impossible because too many masters were down, the message says so
+and names them.
 """
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ class MasterOutcome(NamedTuple):
     #: The master as configured, e.g. ``"127.0.0.1:7001"`` or ``"unix:///tmp/r.sock"``.
     master: str
     #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"error reply"``,
-    #: ``"protocol error"``, ``"restarted recently"``.
+    #: ``"protocol error"``, ``"restarted recently"``, ``"cooling down"`` (not asked: the master
+    #: timed out or refused a connection recently, see ``Redlock(cooldown=...)``; counts as "no"),
+    #: ``"pending"`` (had not answered when the round returned and its answer could not be read
+    #: in time; rare: the outcomes are completed before they are shown).
     outcome: str
     #: The server's error message or the OS error, when there was one.
     detail: Optional[str] = None

@@ -33,6 +33,14 @@ log = logging.getLogger("fastredlock")
 FENCE_SUFFIX = b":fastredlock-fence"
 
 
+def _may_hold(rnd) -> bool:
+    """Whether a failed acquisition may have left its key somewhere (anything but a clear no or a skip)."""
+    for code in rnd.outcomes:
+        if code != oc.NO and code != oc.SKIPPED:
+            return True
+    return False
+
+
 def fence_key(key: bytes) -> bytes:
     """Return the key of the fence counter that belongs to lock ``key`` (same hash slot)."""
     left = key.find(b"{")
@@ -139,7 +147,11 @@ class Lock:
 
     @property
     def outcomes(self) -> List[MasterOutcome]:
-        """What each master answered in this handle's last round (empty before the first)."""
+        """What each master answered in this handle's last round (empty before the first).
+
+        A round may return before its slowest masters answered (early decision at quorum); their
+        answers are read first, waiting at most until their deadline ("timeout" if they miss it).
+        """
         return self._client._outcomes(self._last) if self._last is not None else []
 
     # --- acquire ----------------------------------------------------------------------------
@@ -212,10 +224,12 @@ class Lock:
                 ok = rnd.ok
                 if ok:
                     self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                elif any(code != oc.NO for code in rnd.outcomes):
+                elif _may_hold(rnd):
                     # A master that answered anything but a clear "no" may hold our key (an OK
-                    # outside a quorum, an untrusted OK, a SET that landed after its timeout).
-                    core.release(self.key, token)
+                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
+                    # timeout). The release is written behind that SET on the same connection,
+                    # so it cannot be overtaken; nobody needs its answer, so it is not awaited.
+                    core.release(self.key, token, False)
             clean = True
         except BaseException:
             # Interrupted mid-round (KeyboardInterrupt, a bug): our SET may have landed anywhere.
@@ -257,8 +271,8 @@ class Lock:
                 self._valid_until = valid_until
                 return True
             self._last = second
-        if any(code != oc.NO for code in first.outcomes):
-            core.release(self.key, token)
+        if _may_hold(first):
+            core.release(self.key, token, False)
         return False
 
     # --- release and extend -------------------------------------------------------------------
@@ -294,15 +308,16 @@ class Lock:
                 f"lock {self.name!r} had been lost before it was released", self.name, client._outcomes(rnd)
             )
         if not rnd.ok:
+            outcomes = client._outcomes(rnd)  # the stragglers' answers first
             silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
             tail = (
                 f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
             )
             raise LockNotOwnedError(
                 f"lock {self.name!r} was not confirmed held on a quorum when released "
-                f"({rnd.successes}/{client.quorum} needed){tail}",
+                f"({rnd.successes}/{client.quorum} needed){tail}{client._down_note(outcomes)}",
                 self.name,
-                client._outcomes(rnd),
+                outcomes,
             )
 
     def _release_round(self, token: bytes):
@@ -367,11 +382,12 @@ class Lock:
         finally:
             client._checkin(core, clean)
         self._lose(rnd)
+        outcomes = client._outcomes(rnd)
         raise LockLostError(
             f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{client.quorum} needed); "
-            "it is lost and was released",
+            f"it is lost and was released{client._down_note(outcomes)}",
             self.name,
-            client._outcomes(rnd),
+            outcomes,
         )
 
     def _lose(self, rnd=None) -> None:
@@ -412,7 +428,10 @@ class Lock:
     # --- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Lock":
         if not self.acquire():
-            raise LockNotAcquiredError(f"could not acquire lock {self.name!r}", self.name, self.outcomes)
+            outcomes = self.outcomes
+            raise LockNotAcquiredError(
+                f"could not acquire lock {self.name!r}{self._client._down_note(outcomes)}", self.name, outcomes
+            )
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:

@@ -30,7 +30,7 @@ RENEW_FRACTION = 1.0 / 3.0
 #: How long the thread waits with nothing to watch before it exits.
 IDLE_EXIT = 5.0
 #: Outcomes after which a failed renewal is worth retrying (the master may still hold the key).
-_TRANSIENT = frozenset({oc.TIMEOUT, oc.CONN_ERROR, oc.ERROR_REPLY, oc.PROTOCOL_ERROR})
+_TRANSIENT = frozenset({oc.TIMEOUT, oc.CONN_ERROR, oc.ERROR_REPLY, oc.PROTOCOL_ERROR, oc.PENDING, oc.SKIPPED})
 
 
 class Watchdog:

@@ -41,8 +41,9 @@ _clients_lock = threading.Lock()
 _PLAIN_KEYS = frozenset({"host", "port", "db", "username", "password", "path", "unix_socket_path"})
 
 #: Outcomes that mean "the master failed" (the originals saw these as redis-py exceptions), as
-#: opposed to "ok", "no" and "restarted recently", which are answers.
-_ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error"})
+#: opposed to "ok", "no" and "restarted recently", which are answers. "cooling down" is a master that
+#: failed recently and was not asked again yet (the originals would have hit its error again).
+_ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error", "cooling down"})
 
 
 def configure(**changes: Any) -> Dict[str, Any]:
@@ -209,6 +210,7 @@ def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
     kinds = {
         "timeout": rex.TimeoutError,
         "connection error": rex.ConnectionError,
+        "cooling down": rex.ConnectionError,
         "error reply": rex.ResponseError,
     }
     return [kinds.get(o.outcome, rex.RedisError)(str(o)) for o in failed]

@@ -1,0 +1,323 @@
+"""Hot paths: early return at quorum, owed replies and stragglers, master health, threads x processes.
+
+Every test runs on both cores, against real servers. Timing bounds are measured with
+``time.monotonic`` but kept generous (a 2-core machine shared with other suites): each one still
+separates "waited for the slow master" from "did not", because the slow master's deadline is set
+far above the bound.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+
+import pytest
+
+from fastredlock import LockNotAcquiredError
+from fastredlock import _outcomes as oc
+from fastredlock.client import MasterStats
+from fastredlock.servers import LocalMaster
+from fastredlock.testing import FaultProxy, paused
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _hot_contender import contend_threads  # noqa: E402
+
+#: A per-master deadline far above what an early return may take on a busy machine.
+SLOW_IO = 0.4
+#: What "returned without waiting for the slow master" may take at most.
+EARLY = SLOW_IO / 3
+
+
+def warm(dlm, name: str) -> None:
+    """One lock cycle, so that every connection is open."""
+    lock = dlm.lock(name + ":warm", ttl=1.0)
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
+def timed(fn, *args, **kwargs):
+    started = time.monotonic()
+    result = fn(*args, **kwargs)
+    return result, time.monotonic() - started
+
+
+def names(lock):
+    return [o.outcome for o in lock.outcomes]
+
+
+def wait_not_cooling(dlm, i: int, limit: float = 10.0) -> None:
+    end = time.monotonic() + limit
+    while dlm.stats()[i].cooling_down > 0:
+        assert time.monotonic() < end, dlm.stats()[i]
+        time.sleep(0.005)
+
+
+# --- early return at quorum -------------------------------------------------------------------------
+def test_acquire_returns_at_quorum_while_a_master_is_stalled(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=SLOW_IO)
+    warm(dlm, name)
+    lock = dlm.lock(name, ttl=5.0)
+    with paused(fault_masters[2]):
+        acquired, took = timed(lock.acquire)
+        assert acquired
+        assert took < EARLY, f"acquire waited for the stalled master: {took:.3f}s"
+        assert lock._last.outcomes[2] == oc.PENDING  # decided without it
+        # validity was measured at the decision, not at the stalled master's deadline
+        assert lock.validity > 5.0 - EARLY - (5.0 * 0.01 + 0.002)
+        # the outcomes shown wait for the straggler, at most until its deadline
+        shown, took = timed(names, lock)
+        assert shown == ["ok", "ok", "timeout", "ok", "ok"]
+        assert took < SLOW_IO + 0.2
+        lock.release()  # queued on the stalled master's connection, behind the SET
+    time.sleep(0.1)  # the resumed master runs the SET, then the release: in the order written
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_late_reply_is_read_before_the_next_command(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=SLOW_IO)
+    warm(dlm, name)
+    first = dlm.lock(name + ":a", ttl=5.0)
+    fault_masters[2].pause()
+    try:
+        assert first.acquire()
+        assert first._last.outcomes[2] == oc.PENDING
+    finally:
+        fault_masters[2].resume()
+    # A new connection is served after the data already waiting on an old one: once this answers,
+    # master 2 has run the SET and its late reply waits in our socket.
+    assert fault_masters[2].command("EXISTS", first.key) == 1
+    assert first._last.outcomes[2] == oc.PENDING  # nothing read it yet
+    second = dlm.lock(name + ":b", ttl=5.0)
+    assert second.acquire()
+    # The round of `second` read the late reply first and gave it to `first`'s round: no settle
+    # was needed, and `second` got its own answer from master 2, not the late one.
+    assert first._last.outcomes == (oc.OK,) * 5
+    assert names(second) == ["ok"] * 5
+    assert fault_masters[2].command("GET", first.key) == first.token
+    assert fault_masters[2].command("GET", second.key) == second.token
+    first.release()
+    second.release()
+    assert keys_on(fault_masters, first.key) == 0 and keys_on(fault_masters, second.key) == 0
+
+
+def test_failed_acquire_leaves_no_stale_key_on_a_stalled_master(make_client, fault_masters, name, keys_on):
+    """The cleanup of a failed attempt is queued behind its SET on the stalled master's connection."""
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=SLOW_IO)
+    warm(dlm, name)
+    for m in (fault_masters[0], fault_masters[1], fault_masters[3]):
+        m.command("SET", name, "someone-else", "PX", 60000)
+    lock = dlm.lock(name, ttl=30.0)
+    with paused(fault_masters[2]):
+        acquired, took = timed(lock.acquire)
+        assert acquired is False
+        assert took < EARLY, f"a quorum was impossible after three answers, yet it waited {took:.3f}s"
+    time.sleep(0.1)
+    # Master 2 ran our SET (it was free there), then our owner-checked release: nothing of ours
+    # stays for the 30 s TTL.
+    assert fault_masters[2].command("GET", name) is None
+    assert fault_masters[4].command("GET", name) is None
+
+
+def test_wait_for_all_waits_for_the_stalled_master(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=0.15, wait_for_all=True, cooldown=0)
+    warm(dlm, name)
+    lock = dlm.lock(name, ttl=5.0)
+    with paused(fault_masters[2]):
+        acquired, took = timed(lock.acquire)
+        assert acquired and took >= 0.15
+        assert names(lock) == ["ok", "ok", "timeout", "ok", "ok"]
+        lock.release()
+    time.sleep(0.1)
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_stragglers_are_matched_to_their_own_requests(make_client, masters, name, keys_on):
+    """Two masters answer 30 ms late, below the deadline: every round returns without them, and
+    their replies, read by later rounds, always fill in the round they belong to."""
+    proxies = [FaultProxy(m).start() for m in masters]
+    try:
+        urls = [p.url for p in proxies]
+        dlm = make_client(urls, retry_count=0, io_timeout=SLOW_IO)
+        warm(dlm, name)
+        for p in proxies[3:]:
+            p.latency(0.03, "down")
+        locks = []
+        for k in range(6):
+            lock = dlm.lock(f"{name}:{k}", ttl=5.0)
+            acquired, took = timed(lock.acquire)
+            assert acquired and took < 0.03 + EARLY
+            locks.append(lock)
+        batch, took = timed(dlm.acquire_many, [f"{name}:b{k}" for k in range(8)], 5.0)
+        assert all(batch)
+        assert set(batch[0]._last.outcomes[3:]) <= {oc.PENDING, oc.OK}
+        for lock in locks + batch:
+            assert names(lock) == ["ok"] * 5, lock  # the late OKs were filled in where they belong
+        for k, lock in enumerate(locks):
+            assert masters[4].command("GET", lock.key) == lock.token
+        # A late answer can be "no" too: the straggler's master had the key taken by someone else.
+        taken = dlm.lock(f"{name}:taken", ttl=5.0)
+        masters[4].command("SET", taken.key, "someone-else", "PX", 5000)
+        assert taken.acquire()
+        assert names(taken) == ["ok"] * 4 + ["no"]
+        for lock in locks + [taken]:
+            lock.release()
+        assert dlm.release_many(batch) == [True] * len(batch)
+        for p in proxies:
+            p.heal()
+        time.sleep(0.05)
+        everything = [lk.key for lk in locks + batch]
+        assert sum(keys_on(masters, key) for key in everything) == 0
+        assert keys_on(masters, taken.key) == 1  # only the other holder's key on master 4
+        masters[4].command("DEL", taken.key)
+    finally:
+        for p in proxies:
+            p.stop()
+
+
+# --- master health ------------------------------------------------------------------------------------
+def test_stalled_master_costs_one_timeout_then_cools_down(make_client, fault_masters, name):
+    io = 0.2
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=io, wait_for_all=True, cooldown=0.6,
+                      max_cooldown=5.0)
+    warm(dlm, name)
+    with paused(fault_masters[2]):
+        first = dlm.lock(name + ":0", ttl=5.0)
+        acquired, took = timed(first.acquire)
+        assert acquired and io <= took < io + 0.15, took  # waited for it once (wait_for_all)
+        first.release()  # master 2 cools down: written behind the SET, not waited for
+        costs = []
+        for k in range(8):
+            lock = dlm.lock(f"{name}:{k + 1}", ttl=5.0)
+            acquired, took = timed(lock.acquire)
+            assert acquired
+            costs.append(took)
+            assert lock.outcomes[2].outcome == "cooling down"
+            assert "1 failure" in lock.outcomes[2].detail and "timeout" in lock.outcomes[2].detail
+            lock.release()
+        assert max(costs) < io / 2, costs
+        assert statistics.median(costs) < io / 8, costs  # near zero: nobody waits for master 2
+        stats = dlm.stats()[2]
+        assert stats.skipped >= 8 and stats.timeouts >= 1 and stats.failures_in_a_row == 1
+        assert 0 < stats.cooling_down <= 0.6
+        wait_not_cooling(dlm, 2)
+        probe = dlm.lock(name + ":probe", ttl=5.0)
+        acquired, took = timed(probe.acquire)  # probed again: still stalled, a longer cool-down
+        assert acquired and took >= io
+        assert dlm.stats()[2].failures_in_a_row == 2 and dlm.stats()[2].cooling_down > 0.6
+        probe.release()
+    wait_not_cooling(dlm, 2)
+    back = dlm.lock(name + ":back", ttl=5.0)
+    assert back.acquire()
+    assert names(back) == ["ok"] * 5  # probed again after the cool-down: back in the quorum
+    assert dlm.stats()[2].failures_in_a_row == 0 and dlm.stats()[2].last_failure == "timeout"
+    back.release()
+
+
+def test_refused_master_cools_down_and_is_named_when_quorum_is_impossible(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    for m in fault_masters[:3]:
+        m.kill()
+    with pytest.raises(LockNotAcquiredError) as info:
+        with dlm.lock(name, ttl=5.0):
+            pass
+    message = str(info.value)
+    assert "a quorum was impossible: 3 of 5 masters down" in message
+    for m in fault_masters[:3]:
+        assert f"127.0.0.1:{m.port}" in message.split("; masters:")[0]
+    # the next attempt does not even try the dead masters
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire() is False
+    assert names(lock)[:3] == ["cooling down"] * 3 and names(lock)[3:] == ["ok"] * 2
+    assert "connection error" in lock.outcomes[0].detail
+    stats = dlm.stats()
+    assert all(s.connect_errors >= 1 and s.skipped >= 1 and s.cooling_down > 0 for s in stats[:3])
+    assert all(s.connect_errors == 0 and s.skipped == 0 and s.failures_in_a_row == 0 for s in stats[3:])
+    time.sleep(0.05)
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_health_is_shared_by_the_cores_of_a_client(make_client, fault_masters, name):
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=0.1, wait_for_all=True)
+    warm(dlm, name)
+    one, two = dlm._checkout(), dlm._checkout()  # what two threads would hold at the same time
+    try:
+        assert one.health is two.health is dlm._health
+        with paused(fault_masters[1]):
+            rnd = one.acquire(b"%s:1" % name.encode(), b"token-1", 5000)
+            assert rnd.outcomes[1] == oc.TIMEOUT
+            rnd = two.acquire(b"%s:2" % name.encode(), b"token-2", 5000)  # this core never met it
+            assert rnd.outcomes[1] == oc.SKIPPED and rnd.elapsed < 0.05
+            one.release(b"%s:1" % name.encode(), b"token-1")
+            two.release(b"%s:2" % name.encode(), b"token-2")
+    finally:
+        dlm._checkin(one)
+        dlm._checkin(two)
+
+
+def test_stats_shape_and_counts(make_client, masters, name):
+    dlm = make_client(masters.urls, retry_count=0)
+    stats = dlm.stats()
+    assert [s.master for s in stats] == list(dlm.masters)
+    assert all(isinstance(s, MasterStats) for s in stats)
+    assert MasterStats._fields[1:10] == oc.COUNTERS
+    assert all(s.replies == 0 and s.latency_avg == 0.0 and s.last_failure is None for s in stats)
+    cycles = 20
+    for k in range(cycles):
+        lock = dlm.lock(f"{name}:{k}", ttl=5.0)
+        assert lock.acquire()
+        lock.release()
+    batch = dlm.acquire_many([f"{name}:b{k}" for k in range(16)], ttl=5.0)
+    assert dlm.release_many(batch) == [True] * 16
+    for s in dlm.stats():
+        # every acquire and release got a reply from every master (a straggler's is read later)
+        assert s.replies == 2 * cycles + 2 * 16, s
+        assert cycles <= s.rounds_timed <= 2 * cycles + 2
+        assert 0 < s.latency_avg <= s.latency_max < 1.0
+        assert s.timeouts == s.connect_errors == s.connection_errors == 0
+        assert s.error_replies == s.protocol_errors == s.skipped == s.late_replies == 0
+        assert s.cooling_down == 0.0 and s.failures_in_a_row == 0
+        assert isinstance(s.latency_avg, float) and isinstance(s.replies, int)
+
+
+def test_cooldown_arguments_are_checked(make_client, masters):
+    with pytest.raises(ValueError, match="max_cooldown"):
+        make_client(masters.urls, cooldown=2.0, max_cooldown=1.0)
+    with pytest.raises(ValueError, match="cooldown"):
+        make_client(masters.urls, cooldown=-1)
+    with pytest.raises(TypeError, match="wait_for_all"):
+        make_client(masters.urls, wait_for_all="yes")
+
+
+# --- threads x processes ------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_threads_times_processes_never_overlap(core, masters, name, keys_on):
+    counter = LocalMaster().start()
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+        procs = [
+            ctx.Process(target=contend_threads,
+                        args=(masters.urls, core, name, counter.port, 3.0, 4, results, ready, go))
+            for _ in range(3)
+        ]
+        for p in procs:
+            p.start()
+        for _ in procs:
+            ready.get(timeout=60)
+        go.set()
+        reports = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(10)
+            assert p.exitcode == 0
+        per_thread = [t for threads, _pool in reports for t in threads]
+        assert sum(t[1] for t in per_thread) == 0, f"two holders at once: {per_thread}"
+        assert sum(t[2] for t in per_thread) == 0, per_thread
+        assert sum(t[0] for t in per_thread) > 50, per_thread
+        assert sum(1 for t in per_thread if t[0] > 0) >= 6  # threads of several processes got it
+        assert all(pool >= 2 for _threads, pool in reports)  # the threads did not share one core
+        assert keys_on(masters, name) == 0
+        assert counter.command("GET", "holders") == b"0"
+    finally:
+        counter.stop()
