@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import threading
 import time
 
 import pytest
@@ -91,10 +92,10 @@ def test_late_reply_is_read_before_the_next_command(make_client, fault_masters, 
     assert first._last.outcomes[2] == oc.PENDING  # nothing read it yet
     second = dlm.lock(name + ":b", ttl=5.0)
     assert second.acquire()
-    # The round of `second` read the late reply first and gave it to `first`'s round: no settle
-    # was needed, and `second` got its own answer from master 2, not the late one.
-    assert first._last.outcomes == (oc.OK,) * 5
-    assert names(second) == ["ok"] * 5
+    # The round of `second` read the late reply first (it was there before anything else) and
+    # gave it to `first`'s round, and `second` got its own answer from master 2, not the late one.
+    assert first._last.outcomes[2] == oc.OK
+    assert names(first) == ["ok"] * 5 and names(second) == ["ok"] * 5
     assert fault_masters[2].command("GET", first.key) == first.token
     assert fault_masters[2].command("GET", second.key) == second.token
     first.release()
@@ -118,6 +119,50 @@ def test_failed_acquire_leaves_no_stale_key_on_a_stalled_master(make_client, fau
     # stays for the 30 s TTL.
     assert fault_masters[2].command("GET", name) is None
     assert fault_masters[4].command("GET", name) is None
+
+
+def test_release_goes_through_the_core_that_carries_its_set(make_client, fault_masters, name, keys_on):
+    """While its SET is unanswered somewhere, a lock is released through the core that sent it: on
+    another core's connection the release could overtake the SET."""
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=SLOW_IO)
+    warm(dlm, name)
+    lock = dlm.lock(name, ttl=5.0)
+    with paused(fault_masters[2]):
+        assert lock.acquire()
+        core = lock._pending[0]
+        assert dlm._checkout_core(core) is core  # as if another thread were using it right now
+        done = threading.Event()
+        releaser = threading.Thread(target=lambda: (lock.release(), done.set()))
+        releaser.start()
+        assert not done.wait(0.2)  # it waits for that core rather than take another
+        dlm._checkin(core)
+        assert done.wait(10)
+        releaser.join()
+    time.sleep(0.1)  # the resumed master runs the SET, then the release behind it
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_a_thread_gets_back_the_core_it_used(make_client, masters):
+    dlm = make_client(masters.urls)
+    got = {}
+    step = threading.Barrier(2)
+
+    def body(k: int) -> None:
+        first = dlm._checkout()
+        step.wait()  # both hold one: two cores
+        dlm._checkin(first)
+        step.wait()  # both back in the pool
+        again = dlm._checkout()
+        dlm._checkin(again)
+        got[k] = (first, again)
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0][0] is not got[1][0]
+    assert all(first is again for first, again in got.values())
 
 
 def test_wait_for_all_waits_for_the_stalled_master(make_client, fault_masters, name, keys_on):
@@ -271,8 +316,9 @@ def test_stats_shape_and_counts(make_client, masters, name):
     batch = dlm.acquire_many([f"{name}:b{k}" for k in range(16)], ttl=5.0)
     assert dlm.release_many(batch) == [True] * 16
     for s in dlm.stats():
-        # every acquire and release got a reply from every master (a straggler's is read later)
-        assert s.replies == 2 * cycles + 2 * 16, s
+        # every acquire and release got a reply from every master (a straggler's is read later);
+        # the batch: 16 SETs, and one script call that released all 16
+        assert s.replies == 2 * cycles + 16 + 1, s
         assert cycles <= s.rounds_timed <= 2 * cycles + 2
         assert 0 < s.latency_avg <= s.latency_max < 1.0
         assert s.timeouts == s.connect_errors == s.connection_errors == 0

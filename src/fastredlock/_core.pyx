@@ -52,7 +52,7 @@ import hiredis
 from . import _outcomes as _oc
 from ._scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, RELEASE,
-    RELEASE_SHA,
+    RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
 )
 
 __all__ = ["Core", "Health", "Round", "encode_command"]
@@ -265,6 +265,7 @@ cdef enum:
     KIND_SCRIPT = 1   # reply :1 means done, :0 means not the owner
     KIND_FENCED = 2   # reply :n >= 0 means acquired with counter n, :-1 means taken
     KIND_SCRIPT_ACQUIRE = 3  # like KIND_SCRIPT, but an acquisition: restart-aware voting applies
+    KIND_BITS = 4     # one script for K keys, a bulk reply of K characters: '1' done, '0' not the owner
     HELLO_AUTH = 0
     HELLO_SELECT = 1
     HELLO_INFO = 2
@@ -312,6 +313,8 @@ cdef bytes _RELEASE_SHA = bytes(RELEASE_SHA)
 cdef bytes _EXTEND_SHA = bytes(EXTEND_SHA)
 cdef bytes _FENCED_ACQUIRE_SHA = bytes(FENCED_ACQUIRE_SHA)
 cdef bytes _FENCE_WRITE_SHA = bytes(FENCE_WRITE_SHA)
+cdef bytes _RELEASE_MANY = bytes(RELEASE_MANY)
+cdef bytes _RELEASE_MANY_SHA = bytes(RELEASE_MANY_SHA)
 
 _Reader = hiredis.Reader
 _ReplyError = hiredis.ReplyError
@@ -466,6 +469,29 @@ cdef int _set_outcome(Round rnd, Py_ssize_t i, int code, object detail, object v
         items[i] = value
         rnd.values = tuple(items)
     return 0
+
+
+cdef int _settle_sink(object sink, Py_ssize_t i, int code, object detail, object value) except -1:
+    """Fill in master ``i``'s PENDING outcome of an owed reply's round(s) (a KIND_BITS reply
+    answers for a list of rounds)."""
+    if type(sink) is Round:
+        return _set_outcome(<Round>sink, i, code, detail, value)
+    for rnd in sink:
+        _set_outcome(<Round>rnd, i, code, detail, value)
+    return 0
+
+
+cdef inline bint _bits_ok(object reply, Py_ssize_t rows) noexcept:
+    """Whether ``reply`` is a RELEASE_MANY answer for ``rows`` keys: ``rows`` bytes of '0'/'1'."""
+    cdef const char *p
+    cdef Py_ssize_t r
+    if type(reply) is not bytes or PyBytes_GET_SIZE(reply) != rows:
+        return False
+    p = PyBytes_AS_STRING(reply)
+    for r in range(rows):
+        if p[r] != c'0' and p[r] != c'1':
+            return False
+    return True
 
 
 # --- master health, shared by the cores of one client ------------------------------------------
@@ -906,6 +932,8 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     cdef Py_ssize_t pos
     cdef long long v = 0
     cdef bint neg = False
+    if kind == KIND_BITS:
+        return 0  # one bulk string per master: hiredis reads it
     if kind == KIND_SET:
         if n >= 5:
             if memcmp(p, b"+OK\r\n", 5) == 0:
@@ -981,7 +1009,8 @@ cdef class Core:
     cdef tuple _all_no
     # the round: K commands, their outcomes (K x N), details, values and ttls
     cdef int _kind
-    cdef Py_ssize_t _k, _kcap
+    cdef Py_ssize_t _k, _kcap     # outcome rows (keys) of the round, and the room for them
+    cdef Py_ssize_t _ncmd          # commands sent to each master: _k, or 1 for KIND_BITS
     cdef int *_oc
     cdef long long *_ttls
     cdef list _details
@@ -1238,14 +1267,24 @@ cdef class Core:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
 
         ``wait=False``: write and return at once; every outcome is PENDING.
+        Two keys or more go to each master in one script call (``RELEASE_MANY``), far cheaper for
+        the master than one call per key.
         """
         cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
         cdef Py_ssize_t kk = len(pairs), j, size = 0, pos = 0
         cdef const char *argv[5]
         cdef Py_ssize_t lens[5]
         cdef bytes kb, tb
+        cdef list parts
         if kk == 0:
             return []
+        if kk >= 2:
+            parts = [b"EVALSHA", _RELEASE_MANY_SHA, b"%d" % kk]
+            parts.extend([kb for kb, tb in pairs])
+            parts.extend([tb for kb, tb in pairs])
+            self._encode_one(parts, _RELEASE_MANY, 0, kk)
+            self._round(KIND_BITS, kk, wait)
+            return self._results(kk)
         argv[0] = b"EVALSHA"; lens[0] = 7
         argv[1] = PyBytes_AS_STRING(_RELEASE_SHA); lens[1] = PyBytes_GET_SIZE(_RELEASE_SHA)
         argv[2] = b"1"; lens[2] = 1
@@ -1418,8 +1457,9 @@ cdef class Core:
             self._kcap = k
         return 0
 
-    cdef int _encode_one(self, list parts, bytes script, long long ttl_ms) except -1:
-        """The round's only command, from a list of bytes (for variable-length commands)."""
+    cdef int _encode_one(self, list parts, bytes script, long long ttl_ms, Py_ssize_t rows=1) except -1:
+        """The round's only command, from a list of bytes (for variable-length commands); it
+        answers for ``rows`` outcome rows (KIND_BITS), each with ``ttl_ms``."""
         cdef Py_ssize_t argc = len(parts), i
         cdef const char **argv = <const char **>malloc((argc + 1) * sizeof(char *))
         cdef Py_ssize_t *lens = <Py_ssize_t *>malloc((argc + 1) * sizeof(Py_ssize_t))
@@ -1429,10 +1469,11 @@ cdef class Core:
             for i in range(argc):
                 argv[i] = PyBytes_AS_STRING(parts[i])
                 lens[i] = PyBytes_GET_SIZE(parts[i])
-            self._reserve(1, frl_encoded_size(<int>argc, lens))
+            self._reserve(rows, frl_encoded_size(<int>argc, lens))
             self._cmd_off[0] = 0
             self._cmd_off[1] = frl_encode(self._cmd, <int>argc, <int>argc, argv, lens)
-            self._ttls[0] = ttl_ms
+            for i in range(rows):
+                self._ttls[i] = ttl_ms
             if script is None:
                 self._script = None
             else:
@@ -1457,20 +1498,20 @@ cdef class Core:
         argv[0] = b"EVAL"; lens[0] = 4
         argv[1] = PyBytes_AS_STRING(self._script); lens[1] = PyBytes_GET_SIZE(self._script)
         head = frl_encoded_size(2, lens)
-        size = self._k * head + self._cmd_off[self._k]
+        size = self._ncmd * head + self._cmd_off[self._ncmd]
         if size > self._fb_cap:
             buf = realloc(self._fb, size)
             if buf == NULL:
                 raise MemoryError()
             self._fb = <char *>buf
             self._fb_cap = size
-        for j in range(self._k):
+        for j in range(self._ncmd):
             self._fb_off[j] = pos
             pos += frl_encode(self._fb + pos, self._argc, 2, argv, lens)
             tail = self._cmd_off[j + 1] - self._cmd_off[j] - self._sha_head
             memcpy(self._fb + pos, self._cmd + self._cmd_off[j] + self._sha_head, tail)
             pos += tail
-        self._fb_off[self._k] = pos
+        self._fb_off[self._ncmd] = pos
         self._fb_ready = True
         return 0
 
@@ -1492,6 +1533,7 @@ cdef class Core:
 
         self._kind = kind
         self._k = k
+        self._ncmd = 1 if kind == KIND_BITS else k
         self._fb_ready = False
         self._nactive = 0
         if self._any_detail:
@@ -1505,7 +1547,7 @@ cdef class Core:
         for i in range(n):
             pfds[i].fd = -1
         self._wait = wait
-        self._acq = kind != KIND_SCRIPT
+        self._acq = kind != KIND_SCRIPT and kind != KIND_BITS
         self._early = wait and self.early and self._acq
         self._decided = not wait
         if self._early:
@@ -1637,9 +1679,11 @@ cdef class Core:
             c = <_Conn>self._conns[i]
             if c.head < c.tail:
                 for q in range(c.head, c.tail):
-                    c.push_owed(self._kind, self._deadline[i],
-                                rounds if self._k == 1 and type(rounds) is Round else rounds[c.expect[q]],
-                                c.retried, False)
+                    if type(rounds) is Round or self._kind == KIND_BITS:
+                        sink = rounds  # the one Round, or every Round a KIND_BITS reply answers for
+                    else:
+                        sink = rounds[c.expect[q]]
+                    c.push_owed(self._kind, self._deadline[i], sink, c.retried, False)
                 c.head = c.tail
             if c.ohead < c.otail:
                 self._tidy(i, c, self._end)
@@ -1705,7 +1749,7 @@ cdef class Core:
         cdef Py_ssize_t q
         for q in range(c.ohead, c.otail):
             if c.owed[q].sink != NULL:
-                _set_outcome(<Round>c.owed[q].sink, i, code, detail, None)
+                _settle_sink(<object>c.owed[q].sink, i, code, detail, None)
         c.forget_owed()
         return 0
 
@@ -1715,17 +1759,25 @@ cdef class Core:
         self._unregister(i)
         c.close_fd()
         for q in range(c.head, c.tail):
-            j = c.expect[q]
-            idx = j * self.n + i
-            self._oc[idx] = code
-            if detail is not None:
-                self._details[idx] = detail
-            self._decide(j, code)
-        if detail is not None and c.tail > c.head:
-            self._any_detail = True
+            self._record_cmd(c.expect[q], i, code, detail)
         c.head = c.tail
         self._drop_owed(i, c, code, detail)
         self._health.failed(i, counter, _what(code, detail), frl_now(), strike)
+        return 0
+
+    cdef int _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail) except -1:
+        """Set master ``i``'s outcome of every row command ``j`` answers for (all, for KIND_BITS)."""
+        cdef Py_ssize_t row, first = j, last = j + 1, idx
+        if self._kind == KIND_BITS:
+            first = 0
+            last = self._k
+        for row in range(first, last):
+            idx = row * self.n + i
+            self._oc[idx] = code
+            if detail is not None:
+                self._details[idx] = detail
+                self._any_detail = True
+            self._decide(row, code)
         return 0
 
     cdef int _timeout(self, Py_ssize_t i, _Conn c, double now) except -1:
@@ -1740,13 +1792,11 @@ cdef class Core:
             if not c.owed[q].expired:
                 c.owed[q].expired = True
                 if c.owed[q].sink != NULL:
-                    _set_outcome(<Round>c.owed[q].sink, i, OC_TIMEOUT, None, None)
+                    _settle_sink(<object>c.owed[q].sink, i, OC_TIMEOUT, None, None)
                     Py_XDECREF(c.owed[q].sink)
                     c.owed[q].sink = NULL
         for q in range(c.head, c.tail):
-            j = c.expect[q]
-            self._oc[j * self.n + i] = OC_TIMEOUT
-            self._decide(j, OC_TIMEOUT)
+            self._record_cmd(c.expect[q], i, OC_TIMEOUT, None)
             c.push_owed(self._kind, self._deadline[i], None, c.retried, True)
         c.head = c.tail
         self._health.failed(i, C_TIMEOUTS, "timeout", now, True)
@@ -1767,7 +1817,7 @@ cdef class Core:
                 c.owed[q].expired = True
                 struck = True
                 if c.owed[q].sink != NULL:
-                    _set_outcome(<Round>c.owed[q].sink, i, OC_TIMEOUT, None, None)
+                    _settle_sink(<object>c.owed[q].sink, i, OC_TIMEOUT, None, None)
                     Py_XDECREF(c.owed[q].sink)
                     c.owed[q].sink = NULL
         if struck:
@@ -1784,7 +1834,7 @@ cdef class Core:
         cdef object detail
         cdef Py_ssize_t j, idx
         cdef int mode = self._mode[i] if self._any_mode else 0
-        c.reset_expect(self._k)
+        c.reset_expect(self._ncmd)
         c.got_data = False
         if mode and (self._acq or (mode == 2 and c.fd < 0)):
             # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
@@ -1804,14 +1854,14 @@ cdef class Core:
         c.waited = self._wait and not c.best_effort
         if self._script is None or (c.waited and not c.use_eval):
             c.payload = self._cmd
-            c.payload_len = self._cmd_off[self._k]
+            c.payload_len = self._cmd_off[self._ncmd]
         else:
             # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
             # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
             if not self._fb_ready:
                 self._encode_fallbacks()
             c.payload = self._fb
-            c.payload_len = self._fb_off[self._k]
+            c.payload_len = self._fb_off[self._ncmd]
             c.use_eval = False
         if c.fd < 0:
             detail = c.open()
@@ -1980,7 +2030,7 @@ cdef class Core:
                     return 0
                 continue
             if isinstance(reply, _ReplyError):
-                if (self._script is not None and c.fallback_sent < self._k
+                if (self._script is not None and c.fallback_sent < self._ncmd
                         and str(reply).startswith("NOSCRIPT")):
                     # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
                     c.fallback_sent += 1
@@ -1989,6 +2039,9 @@ cdef class Core:
                         return 0
                     continue
                 if not self._answer(i, c, OC_ERROR_REPLY, str(reply), None):
+                    return 0
+            elif self._kind == KIND_BITS:
+                if not self._answer_bits(i, c, reply):
                     return 0
             elif not self._classify(i, c, reply):
                 return 0
@@ -2011,15 +2064,18 @@ cdef class Core:
         cdef Py_ssize_t idx = j * self.n + i
         c.head += 1
         c.got_data = True  # (owed replies do not count: they only say the master was alive)
-        if self._kind != KIND_SCRIPT and ((code == OC_OK and c.has_up_since) or (code == OC_NO and c.retried)):
+        if self._acq and ((code == OC_OK and c.has_up_since) or (code == OC_NO and c.retried)):
             code, detail = self._acquisition_outcome(c, code, c.retried, detail)
-        self._oc[idx] = code
-        self._decide(j, code)
-        if detail is not None:
-            self._details[idx] = detail
-            self._any_detail = True
-        if self._kind == KIND_FENCED:
-            self._values[idx] = value
+        if self._kind == KIND_BITS:
+            self._record_cmd(j, i, code, detail)  # an error reply: the same for every key
+        else:
+            self._oc[idx] = code
+            self._decide(j, code)
+            if detail is not None:
+                self._details[idx] = detail
+                self._any_detail = True
+            if self._kind == KIND_FENCED:
+                self._values[idx] = value
         if code == OC_PROTOCOL_ERROR:
             # A reply of the wrong shape: the connection is out of step with its requests.
             self._fail(i, c, code, detail, C_PROTOCOL_ERRORS, False)
@@ -2027,6 +2083,20 @@ cdef class Core:
         self._health.answered(i)
         if code == OC_ERROR_REPLY:
             self._health.count(i, C_ERROR_REPLIES)
+        return 1
+
+    cdef int _answer_bits(self, Py_ssize_t i, _Conn c, object reply) except -1:
+        """Record a RELEASE_MANY reply: one outcome per key; 0 if that closed the connection."""
+        cdef Py_ssize_t row, n = self.n
+        cdef const char *p
+        if not _bits_ok(reply, self._k):
+            return self._answer(i, c, OC_PROTOCOL_ERROR, f"unexpected reply {reply!r:.80}", None)
+        c.head += 1
+        c.got_data = True
+        p = PyBytes_AS_STRING(reply)
+        for row in range(self._k):
+            self._oc[row * n + i] = OC_OK if p[row] == c'1' else OC_NO
+        self._health.answered(i)
         return 1
 
     cdef tuple _acquisition_outcome(self, _Conn c, int code, bint retried, object detail):
@@ -2052,8 +2122,27 @@ cdef class Core:
             if detail.startswith("NOSCRIPT"):
                 c.use_eval = True
             return self._owed_answer(i, c, OC_ERROR_REPLY, detail, None)
+        if c.owed[c.ohead].kind == KIND_BITS:
+            return self._owed_bits(i, c, reply)
         code, detail, value = _classify_reply(c.owed[c.ohead].kind, reply)
         return self._owed_answer(i, c, code, detail, value)
+
+    cdef int _owed_bits(self, Py_ssize_t i, _Conn c, object reply) except -1:
+        """Settle an owed RELEASE_MANY reply: one outcome per key of the rounds it answers for."""
+        cdef Owed *e = &c.owed[c.ohead]
+        cdef Py_ssize_t row, rows
+        cdef const char *p
+        sink = <object>e.sink if e.sink != NULL else None
+        rows = len(sink) if sink is not None else (PyBytes_GET_SIZE(reply) if type(reply) is bytes else 0)
+        if not _bits_ok(reply, rows):
+            return self._owed_answer(i, c, OC_PROTOCOL_ERROR, f"unexpected reply {reply!r:.80}", None)
+        if sink is not None:
+            p = PyBytes_AS_STRING(reply)
+            for row in range(rows):
+                _set_outcome(<Round>sink[row], i, OC_OK if p[row] == c'1' else OC_NO, None, None)
+            Py_XDECREF(e.sink)
+            e.sink = NULL
+        return self._owed_answer(i, c, OC_OK, None, None)  # counts the reply (or a late one)
 
     cdef int _owed_answer(self, Py_ssize_t i, _Conn c, int code, object detail, object value) except -1:
         """Record the next owed reply: fill in its round's outcome; 0 if that closed the connection."""
@@ -2070,7 +2159,7 @@ cdef class Core:
         try:
             if code == OC_PROTOCOL_ERROR:
                 if sink != NULL:
-                    _set_outcome(<Round>sink, i, code, detail, None)
+                    _settle_sink(<object>sink, i, code, detail, None)
                 self._fail(i, c, code, detail, C_PROTOCOL_ERRORS, False)
                 return 0
             if expired:
@@ -2080,7 +2169,7 @@ cdef class Core:
             if code == OC_ERROR_REPLY:
                 self._health.count(i, C_ERROR_REPLIES)
             if sink != NULL:
-                _set_outcome(<Round>sink, i, code, detail, value)
+                _settle_sink(<object>sink, i, code, detail, value)
             return 1
         finally:
             Py_XDECREF(sink)

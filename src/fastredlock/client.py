@@ -2,8 +2,12 @@
 
 One client is meant to be shared by every thread of a process. It keeps a small pool of cores (each
 core is one set of N connections): a thread takes a core for one round and gives it back, so threads
-never wait behind each other's round trips. After ``fork()`` the child drops the pool it inherited
-and opens its own connections.
+never wait behind each other's round trips; a thread gets back the core it used last when it is
+free. After ``fork()`` the child drops the pool it inherited and opens its own connections.
+
+A lock whose acquisition returned before every master answered (early decision) is released and
+extended through the core that acquired it while those answers are outstanding: a release must be
+written on the connection that carries the SET it undoes, never overtake it on another one.
 
 The cores of one client share a :class:`Health` object (the masters' cool-downs and counters, see
 :meth:`Redlock.stats`), so a master that one thread found down is skipped by all of them.
@@ -199,6 +203,13 @@ class Redlock:
         self._health = health_cls(len(self._specs), self.cooldown, self.max_cooldown)
         self._pool: List[Any] = []
         self._pool_lock = threading.Lock()
+        #: Every core this client made (since the last fork): a core not in the pool is in use.
+        self._live: set = set()
+        #: Threads waiting for one particular core (see _checkout_core), and their condition.
+        self._waiters = 0
+        self._returned = threading.Condition(threading.Lock())
+        #: The core each thread used last (it gets it back if free: its SETs' connections).
+        self._local = threading.local()
         self._generation = _fork.generation
         self._closed = False
 
@@ -267,9 +278,10 @@ class Redlock:
         finally:
             self._checkin(core, clean)
         result: List[Optional[Lock]] = []
+        now = monotonic()
         for lock, token, rnd in zip(locks, tokens, rounds):
             lock._last = rnd
-            result.append(lock._set_acquired(token, rnd) if rnd.ok else None)
+            result.append(lock._set_acquired(token, rnd, core, now) if rnd.ok else None)
         return result
 
     def release_many(self, locks: Sequence[Lock]) -> List[bool]:
@@ -287,7 +299,7 @@ class Redlock:
             return []
         for lock, _ in held:
             self._unwatch(lock)
-        core = self._checkout()
+        core = self._checkout_for([lock for lock, _ in held])
         clean = False
         try:
             rounds = core.release_many([lk.key for lk, _ in held], [tok for _, tok in held])
@@ -332,14 +344,17 @@ class Redlock:
             lock._last = rnd
         if not rnd.ok:
             return None
-        return [lock._set_acquired(token, rnd) for lock in locks]
+        now = monotonic()
+        return [lock._set_acquired(token, rnd, core, now) for lock in locks]
 
     def _batch_handles(self, names: Sequence[Union[str, bytes]], ttl: float) -> List[Lock]:
         if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
             raise TypeError("names must be a list of lock names")
-        locks = [Lock(self, name, ttl) for name in names]
-        if not locks:
+        names = list(names)
+        if not names:
             raise ValueError("names must not be empty")
+        ttl_ms = self._ttl_ms(ttl)  # checked once for all
+        locks = [Lock(self, name, ttl, _ttl_ms=ttl_ms) for name in names]
         if len({lk.key for lk in locks}) != len(locks):
             raise ValueError("names must not repeat a name")
         return locks
@@ -351,6 +366,9 @@ class Redlock:
         with self._pool_lock:
             pool, self._pool = self._pool, []
             self._closed = True
+            self._live.clear()
+        with self._returned:
+            self._returned.notify_all()
         for core in pool:
             core.close()
 
@@ -412,23 +430,77 @@ class Redlock:
             self._watchdog.unwatch(lock)
 
     def _checkout(self) -> Any:
+        """A free core: the one this thread used last if it is free, else any, else a new one."""
         if self._generation != _fork.generation:
             self._after_fork()
         if self._closed:
             raise RuntimeError("this Redlock client is closed")
+        pool = self._pool
+        mine = getattr(self._local, "core", None)
+        if mine is not None:
+            try:
+                pool.remove(mine)  # atomic under the GIL, like pop()
+                return mine
+            except ValueError:
+                pass
         try:
-            return self._pool.pop()
+            return pool.pop()
         except IndexError:
-            return self._core_cls(
+            core = self._core_cls(
                 self._specs, self.io_timeout, self.connect_timeout, self.drift_factor, self.restart_aware,
                 self._health, not self.wait_for_all,
             )
+            self._live.add(core)
+            return core
+
+    def _checkout_core(self, core: Any) -> Any:
+        """Check out this very core, waiting while another thread uses it (one round or two).
+
+        Used where a lock's SETs may still be unanswered on the core's connections. Falls back to
+        any core if this one no longer belongs to the client (closed, or inherited over a fork).
+        """
+        if self._generation != _fork.generation:
+            self._after_fork()
+        pool = self._pool
+        try:
+            pool.remove(core)
+            return core
+        except ValueError:
+            pass
+        with self._returned:
+            self._waiters += 1
+            try:
+                while core in self._live and not self._closed:
+                    try:
+                        pool.remove(core)
+                        return core
+                    except ValueError:
+                        self._returned.wait(0.05)
+            finally:
+                self._waiters -= 1
+        return self._checkout()
+
+    def _checkout_for(self, locks: Sequence[Lock]) -> Any:
+        """A core for releasing or extending ``locks``: the one that acquired them while it may
+        still carry unanswered SETs of theirs (see the module docstring), else any."""
+        cores = {id(lock._pending[0]): lock._pending[0] for lock in locks if lock._unsettled()}
+        if not cores:
+            return self._checkout()
+        if len(cores) > 1:  # acquired through several cores: let each read its stragglers first
+            for core in cores.values():
+                self._settle_core(self._checkout_core(core))
+            return self._checkout()
+        return self._checkout_core(next(iter(cores.values())))
 
     def _checkin(self, core: Any, clean: bool = True) -> None:
         if not clean:
             core.close()  # a round was interrupted: replies may still be in flight
         if self._generation == _fork.generation and not self._closed:
             self._pool.append(core)
+            self._local.core = core
+            if self._waiters:
+                with self._returned:
+                    self._returned.notify_all()
         else:
             core.close()
 
@@ -436,6 +508,10 @@ class Redlock:
         """In a fork child: forget the parent's connections (closing our copies of the fds only)."""
         # The parent's pool lock may have been held by a thread that does not exist here: replace it.
         self._pool_lock = threading.Lock()
+        self._returned = threading.Condition(threading.Lock())
+        self._waiters = 0
+        self._local = threading.local()
+        self._live = set()
         pool, self._pool = self._pool, []
         self._watchdog = None  # its thread does not exist here; the parent's locks are not ours
         self._health.after_fork()
@@ -458,15 +534,19 @@ class Redlock:
                     self._pool.remove(core)
                 except ValueError:
                     continue  # another thread took it
-                clean = False
-                try:
-                    core.settle()
-                    clean = True
-                finally:
-                    self._checkin(core, clean)
+                self._settle_core(core)
             if oc.PENDING not in rnd.outcomes or monotonic() >= limit:
                 return
             time.sleep(0.001)
+
+    def _settle_core(self, core: Any) -> None:
+        """Read what a checked-out core's connections still owe (bounded), then give it back."""
+        clean = False
+        try:
+            core.settle()
+            clean = True
+        finally:
+            self._checkin(core, clean)
 
     def _outcomes(self, rnd: Any) -> List[MasterOutcome]:
         """The per-master outcomes of ``rnd``, its stragglers' answers filled in first."""

@@ -41,6 +41,14 @@ def _may_hold(rnd) -> bool:
     return False
 
 
+def _pending_of(core, rnd):
+    """``(core, rnd)`` if some master's answer to ``rnd`` is still outstanding there, else None."""
+    outcomes = rnd.outcomes
+    if oc.PENDING in outcomes or oc.TIMEOUT in outcomes:
+        return (core, rnd)
+    return None
+
+
 def fence_key(key: bytes) -> bytes:
     """Return the key of the fence counter that belongs to lock ``key`` (same hash slot)."""
     left = key.find(b"{")
@@ -62,7 +70,7 @@ class Lock:
     __slots__ = (
         "_client", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
         "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_next_due",
-        "_generation", "__weakref__",
+        "_generation", "_pending", "__weakref__",
     )
 
     def __init__(
@@ -75,13 +83,15 @@ class Lock:
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[["Lock"], object]] = None,
         fencing: bool = False,
+        _ttl_ms: Optional[int] = None,
     ) -> None:
         self._client = client
         #: The name as given.
         self.name = name
         #: The key written on the masters (the client's prefix + the name, as bytes).
         self.key: bytes = client._key(name)
-        self._ttl_ms = client._ttl_ms(ttl)
+        # (_ttl_ms: the client already checked ``ttl`` for a batch of handles)
+        self._ttl_ms = client._ttl_ms(ttl) if _ttl_ms is None else _ttl_ms
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)
         if on_lost is not None and not callable(on_lost):
@@ -111,6 +121,9 @@ class Lock:
         self._acquired_at = 0.0
         self._next_due = 0.0
         self._generation = _fork.generation
+        #: (core, round) of an acquisition that returned before every master answered, or None:
+        #: while those answers are outstanding, release and extend go through that core.
+        self._pending = None
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -205,6 +218,7 @@ class Lock:
     def _reset(self) -> None:
         self.token = None
         self.fence = None
+        self._pending = None
         self._lost = False
         self._valid_until = 0.0
         self._generation = _fork.generation
@@ -224,6 +238,7 @@ class Lock:
                 ok = rnd.ok
                 if ok:
                     self._valid_until = rnd.started + rnd.elapsed + rnd.validity
+                    self._pending = _pending_of(core, rnd)
                 elif _may_hold(rnd):
                     # A master that answered anything but a clear "no" may hold our key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
@@ -248,12 +263,15 @@ class Lock:
                 client._watch(self)
         return ok
 
-    def _set_acquired(self, token: bytes, rnd) -> "Lock":
-        """Enter the held state after a round (of a batch) granted this lock."""
-        self._reset()
+    def _set_acquired(self, token: bytes, rnd, core, now: float) -> "Lock":
+        """Enter the held state after a round (of a batch) granted this lock (acquired ``now``)."""
         self.token = token
+        self.fence = None
+        self._lost = False
+        self._generation = _fork.generation
+        self._pending = _pending_of(core, rnd)
         self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-        self._acquired_at = monotonic()
+        self._acquired_at = now
         return self
 
     def _acquire_fenced(self, core, token: bytes) -> bool:
@@ -269,6 +287,7 @@ class Lock:
             if second.ok and monotonic() < valid_until:
                 self.fence = fence
                 self._valid_until = valid_until
+                self._pending = _pending_of(core, first)
                 return True
             self._last = second
         if _may_hold(first):
@@ -296,10 +315,11 @@ class Lock:
         client._unwatch(self)
         was_lost = self.lost
         try:
-            rnd = self._release_round(token)
+            rnd = self._release_round(token, True)
         finally:
             self.token = None
             self.fence = None
+            self._pending = None
             self._valid_until = 0.0
         self._last = rnd
         if was_lost:
@@ -320,10 +340,11 @@ class Lock:
                 outcomes,
             )
 
-    def _release_round(self, token: bytes):
-        """One owner-checked release round for ``token`` on every master."""
+    def _release_round(self, token: bytes, own: bool):
+        """One owner-checked release round for ``token`` on every master (``own``: this handle's
+        acquisition, released through the core that acquired it while its SETs may be in flight)."""
         client = self._client
-        core = client._checkout()
+        core = client._checkout_for((self,)) if own else client._checkout()
         clean = False
         try:
             rnd = core.release(self.key, token)
@@ -342,10 +363,14 @@ class Lock:
         if not token:
             raise ValueError("token must not be empty")
         client = self._client
-        if token == self.token:
+        own = token == self.token
+        if own:
             client._unwatch(self)
-            self._reset()
-        rnd = self._release_round(token)
+        try:
+            rnd = self._release_round(token, own)
+        finally:
+            if own:
+                self._reset()
         self._last = rnd
         if not rnd.ok:
             raise LockNotOwnedError(
@@ -367,7 +392,7 @@ class Lock:
             raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
         client = self._client
         ttl_ms = self._ttl_ms if ttl is None else client._ttl_ms(ttl)
-        core = client._checkout()
+        core = client._checkout_for((self,))
         clean = False
         try:
             rnd = core.extend(self.key, token, ttl_ms)
@@ -401,7 +426,7 @@ class Lock:
         token = self.token
         if token is not None:
             try:
-                core = client._checkout()
+                core = client._checkout_for((self,))
                 try:
                     core.release(self.key, token)
                 finally:
@@ -413,6 +438,16 @@ class Lock:
                 self.on_lost(self)
             except Exception:
                 log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
+
+    def _unsettled(self) -> bool:
+        """Whether the acquisition's SETs may still be unanswered on the core that sent them."""
+        pending = self._pending
+        if pending is None:
+            return False
+        if _pending_of(*pending) is None:
+            self._pending = None
+            return False
+        return True
 
     def _require_token(self) -> bytes:
         if self.token is None:
