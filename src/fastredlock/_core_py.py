@@ -77,8 +77,41 @@ _HELLO_AUTH = 0
 _HELLO_SELECT = 1
 _HELLO_INFO = 2
 
-_POLLIN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
-_POLLOUT = select.POLLOUT
+if hasattr(select, "poll"):
+    _POLLIN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
+    _POLLOUT = select.POLLOUT
+    _new_poller = select.poll
+else:  # Windows: no poll(2); select() over the same register/modify/poll interface
+    _POLLIN, _POLLOUT = 1, 4
+
+    class _SelectPoller:
+        """The part of ``select.poll``'s interface the round uses, on top of ``select.select``."""
+
+        def __init__(self) -> None:
+            self._events: "dict[int, int]" = {}
+
+        def register(self, fd: int, events: int) -> None:
+            self._events[fd] = events
+
+        modify = register
+
+        def unregister(self, fd: int) -> None:
+            del self._events[fd]
+
+        def poll(self, timeout_ms: float) -> "list[tuple[int, int]]":
+            readers = [fd for fd, ev in self._events.items() if ev & _POLLIN]
+            writers = [fd for fd, ev in self._events.items() if ev & _POLLOUT]
+            if not readers and not writers:
+                return []
+            r, w, x = select.select(readers, writers, writers, max(0.0, timeout_ms) / 1000.0)
+            ready: "dict[int, int]" = {}
+            for fd in r:
+                ready[fd] = ready.get(fd, 0) | _POLLIN
+            for fd in w + x:  # a failed connect shows up in the except set on Windows
+                ready[fd] = ready.get(fd, 0) | _POLLOUT
+            return list(ready.items())
+
+    _new_poller = _SelectPoller
 _RECV_SIZE = 65536
 #: Largest bulk reply accepted (``INFO server`` is a few KB; lock replies are a few bytes). A master
 #: announcing more is hostile or confused: it is cut off at the header, before anything is buffered.
@@ -454,7 +487,7 @@ class _Ctx:
         self.outcomes: List[List[int]] = []
         self.details: List[List[Optional[str]]] = []
         self.values: Optional[List[List[Optional[int]]]] = None
-        self.poller = select.poll()
+        self.poller = _new_poller()
         self.by_fd: dict = {}
         self.started = 0.0
         self.io_deadline = 0.0
