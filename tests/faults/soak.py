@@ -5,8 +5,10 @@
     python tests/faults/soak.py --seconds 20 --mode unsafe --hold 0.5 --ttl 2   # the negative control
 
 Every worker process shares one ``Redlock`` client between its threads; each thread loops: acquire
-(with a timeout), bump an independent INCR/DECR counter on a master the lock client never uses, hold
-briefly, release. Meanwhile the masters are killed (SIGKILL), paused (SIGSTOP) and restarted, never
+(with a timeout), enter a holder register on a master the lock client never uses (with its
+validity deadline on the machine-wide monotonic clock), hold briefly, leave, release. Entering while
+another holder's validity has not ended is a double holder; entering after it ended while that
+holder still runs (descheduled past its TTL on a loaded machine) only counts as "overran". Meanwhile the masters are killed (SIGKILL), paused (SIGSTOP) and restarted, never
 more than ``--max-down`` of them at once, in one of three modes:
 
 - ``delayed``: no persistence; a killed master comes back only after ``ttl + margin`` (the delayed
@@ -57,6 +59,29 @@ class _Counter:
         return reply
 
 
+# The holder register on the counter master. A holder enters with its validity deadline on the
+# machine-wide monotonic clock (all soak processes share one machine, so CLOCK_MONOTONIC is common).
+# Entering while the previous holder's validity has not yet ended is a double holder: the property
+# Redlock promises. Entering after it ended, while that holder still runs (it overran, e.g. it was
+# descheduled for longer than its TTL on a loaded machine), is not a violation; it counts as "overran".
+# KEYS[1] register key; ARGV[1] now (µs); ARGV[2] my deadline (µs); ARGV[3] my id. Returns 1 on overlap.
+_ENTER = b"""\
+local cur = redis.call('get', KEYS[1])
+local double = 0
+if cur then
+    local sep = string.find(cur, ':', 1, true)
+    if tonumber(string.sub(cur, 1, sep - 1)) > tonumber(ARGV[1]) then double = 1 end
+end
+redis.call('set', KEYS[1], ARGV[2] .. ':' .. ARGV[3])
+return double
+"""
+# KEYS[1] register key; ARGV[1] the value this holder wrote. Leaves a newer holder's entry alone.
+_EXIT = b"""\
+if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
 def _thread_loop(dlm, counter_port: int, end: float, ttl: float, hold: float, stats: Dict[str, int],
                  lock: threading.Lock) -> None:
     from fastredlock import LockError, LockNotOwnedError
@@ -75,13 +100,16 @@ def _thread_loop(dlm, counter_port: int, end: float, ttl: float, hold: float, st
             mine["errors"] += 1
             continue
         try:
-            if handle.locked():
+            now = time.monotonic()
+            validity = handle.validity
+            if validity > 0:
                 mine["acquired"] += 1
-                holders = counter.call(b"INCR", b"holders:" + name.encode())
-                if holders != 1:
+                register = b"holders:" + name.encode()
+                entry = b"%d:%s" % (int((now + validity) * 1e6), handle.token)
+                if counter.call(b"EVAL", _ENTER, b"1", register, b"%d" % int(now * 1e6), *entry.split(b":", 1)) != 0:
                     mine["double"] += 1
                 time.sleep(rng.uniform(0.25, 1.0) * hold)
-                counter.call(b"DECR", b"holders:" + name.encode())
+                counter.call(b"EVAL", _EXIT, b"1", register, entry)
                 if not handle.locked():
                     mine["overran"] += 1  # validity ended inside the section: an overlap is then not a violation
         finally:
