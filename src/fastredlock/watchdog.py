@@ -123,7 +123,7 @@ class Watchdog:
         client = self._client_ref()
         if client is None:
             return []
-        core = client._checkout()
+        core = client._checkout_for([lock for lock, _ in items])
         clean = False
         try:
             rounds = core.extend_many(
