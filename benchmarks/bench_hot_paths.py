@@ -9,7 +9,8 @@ As a script that measures the issue's targets in one run, interleaved, and print
     python benchmarks/bench_hot_paths.py                 # 5 rounds of 3 s per measurement
     python benchmarks/bench_hot_paths.py --rounds 3 --seconds 2
 
-- threads: lock+unlock cycles/s of 4 threads sharing one client vs 1 thread (distinct names);
+- threads: lock+unlock cycles/s of 4 threads sharing one client vs 1 thread (distinct names), with
+  automatic pipelining (the default) and with ``auto_pipeline=False`` (a pool: a core per thread);
 - batch: acquire_many + release_many of 64 names, locks/s, vs ``RawMux`` (benchmarks/_worker.py:
   64 ``SET NX PX`` per write, then 64 ``EVALSHA``; pure Python + hiredis) in the same rounds;
 - stall: one of 5 masters SIGSTOPped; what the first acquire costs (default early return, and
@@ -132,10 +133,11 @@ def test_batch_64_raw_reference(benchmark, urls):  # type: ignore[no-untyped-def
 
 
 @pytest.mark.parametrize("threads", [1, 4])
-def test_threads_sharing_one_client(benchmark, urls, core, threads):  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("auto_pipeline", [True, False], ids=["pipelined", "pool"])
+def test_threads_sharing_one_client(benchmark, urls, core, threads, auto_pipeline):  # type: ignore[no-untyped-def]
     """200 lock+unlock cycles per thread, T threads sharing one client."""
     benchmark.group = "threads sharing one client (200 cycles each)"
-    with _client(urls, core) as dlm:
+    with _client(urls, core, auto_pipeline=auto_pipeline) as dlm:
         def run() -> None:
             workers = [threading.Thread(target=_cycles, args=(dlm, f"bench:t{k}", 200)) for k in range(threads)]
             for t in workers:
@@ -203,9 +205,11 @@ def main(argv: List[str] = None) -> int:
         urls = local.urls
         raw = RawMux(urls, 10.0)
         clients = {core: _client(urls, core) for core in cores}
+        pools = {core: _client(urls, core, auto_pipeline=False) for core in cores}
         for core, dlm in clients.items():  # warm up
             rate(batch_cycle(dlm, f"warm:{core}"), 0.3)
             threads_cycles(dlm, 4, 0.3, f"warm:{core}")
+            threads_cycles(pools[core], 4, 0.3, f"warm:{core}")
         rate(raw_batch_cycle(raw, "warm:raw"), 0.3)
         for rnd in range(args.rounds):
             jobs = [("batch raw", lambda: rate(raw_batch_cycle(raw, f"raw{rnd}"), args.seconds))]
@@ -214,19 +218,22 @@ def main(argv: List[str] = None) -> int:
                 for t in (1, 4):
                     jobs.append((f"threads={t} {core}",
                                  lambda dlm=dlm, t=t, core=core: threads_cycles(dlm, t, args.seconds, f"{core}{rnd}t{t}")))
+                    jobs.append((f"threads={t} {core} pool",
+                                 lambda t=t, core=core: threads_cycles(pools[core], t, args.seconds, f"{core}{rnd}p{t}")))
             for key, job in jobs:
                 note(key, job())
             print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in results.items()), flush=True)
-        for dlm in clients.values():
+        for dlm in [*clients.values(), *pools.values()]:
             dlm.close()
 
     med = {k: statistics.median(v) for k, v in results.items()}
     print("\nmedians (locks/s for batches, lock+unlock cycles/s for threads):")
     for key in sorted(med):
-        print(f"  {key:22s} {med[key]:>10,.0f}   (rounds: {', '.join(f'{x:,.0f}' for x in results[key])})")
+        print(f"  {key:27s} {med[key]:>10,.0f}   (rounds: {', '.join(f'{x:,.0f}' for x in results[key])})")
     for core in cores:
         print(f"  {core}: batch / raw reference = {med[f'batch {core}'] / med['batch raw']:.2f}x; "
-              f"4 threads / 1 thread = {med[f'threads=4 {core}'] / med[f'threads=1 {core}']:.2f}x")
+              f"4 threads / 1 thread = {med[f'threads=4 {core}'] / med[f'threads=1 {core}']:.2f}x "
+              f"(pool: {med[f'threads=4 {core} pool'] / med[f'threads=1 {core} pool']:.2f}x)")
 
     print("\nstalled master (SIGSTOP 1 of 5), io_timeout 50 ms, cooldown 2 s, 21 acquires:")
     for core in cores:

@@ -14,8 +14,10 @@ from fastredlock import Redlock
 from _contender import _Counter
 
 
-def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go) -> None:
-    dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False)
+def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go,
+                    auto_pipeline=True) -> None:
+    dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False,
+                  auto_pipeline=auto_pipeline)
     totals = [[0, 0, 0] for _ in range(threads)]  # held, overlaps, errors per thread
     start = threading.Barrier(threads + 1)
 
@@ -50,5 +52,6 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     for t in workers:
         t.join()
     pool = len(dlm._pool)
+    carried = dlm._combiner.carried
     dlm.close()
-    result_queue.put(([tuple(t) for t in totals], pool))
+    result_queue.put(([tuple(t) for t in totals], pool, carried))

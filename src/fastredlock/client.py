@@ -27,6 +27,7 @@ from ._cores import core_class
 from ._masters import MasterSpec, parse_masters
 from .errors import MasterOutcome
 from ._tokens import new_token
+from ._combine import Combiner, Request
 from .lock import Lock, _may_hold
 from .watchdog import Watchdog
 
@@ -139,6 +140,10 @@ class Redlock:
     :param backoff: a callable ``backoff(attempt) -> seconds`` that replaces ``retry_delay`` and
         ``retry_jitter`` (``attempt`` counts from 1).
     :param fence_retention: seconds a fence counter outlives its last use (fencing locks only).
+    :param auto_pipeline: ``True`` (default): single-lock acquires and releases that threads ask
+        for while a round of the same kind is in flight ride together in the next round (one write
+        per master carries them all; see :mod:`fastredlock._combine`). ``False``: each thread runs
+        its own rounds on its own connections (a pool), never waiting for another thread's round.
     :param core: ``"cython"`` or ``"python"`` to force a core (tests, benchmarks); default: the
         active one (:data:`fastredlock.CORE`).
     """
@@ -161,6 +166,7 @@ class Redlock:
         restart_grace: Optional[float] = None,
         backoff: Optional[Callable[[int], float]] = None,
         fence_retention: float = FENCE_RETENTION,
+        auto_pipeline: bool = True,
         core: Optional[str] = None,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
@@ -190,6 +196,9 @@ class Redlock:
         if backoff is not None and not callable(backoff):
             raise TypeError(f"backoff must be callable, not {type(backoff).__name__}")
         self.backoff = backoff
+        if not isinstance(auto_pipeline, bool):
+            raise TypeError(f"auto_pipeline must be a bool, not {type(auto_pipeline).__name__}")
+        self.auto_pipeline = auto_pipeline
         self.restart_aware = bool(restart_aware)
         self.restart_grace = None if restart_grace is None else _check_number(restart_grace, "restart_grace")
         self._max_ttl_ms = 0
@@ -212,6 +221,7 @@ class Redlock:
         self._local = threading.local()
         self._generation = _fork.generation
         self._closed = False
+        self._new_combiners()
 
     # --- public API -------------------------------------------------------------------------
     @property
@@ -347,6 +357,112 @@ class Redlock:
         now = monotonic()
         return [lock._set_acquired(token, rnd, core, now) for lock in locks]
 
+    # --- automatic pipelining (see _combine) -------------------------------------------------
+    def _new_combiners(self) -> None:
+        self._combiner = Combiner(self._run_batch, self._abandon)
+
+    def _acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
+        """``(core, round)`` of one ``SET NX PX`` on every master; a failed acquisition that may
+        have landed somewhere has been released (written behind its SET on the same connection)."""
+        req = Request(key, token, ttl_ms)
+        if self.auto_pipeline:
+            self._combiner.submit(req)
+        else:
+            self._run_batch([req])
+        return req.core, req.rnd
+
+    def _release_one(self, key: bytes, token: bytes, carrier: Any = None) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release on every master, through ``carrier`` (the
+        core that may still carry the lock's unanswered SETs) if given, else through any core."""
+        req = Request(key, token, 0, carrier)
+        if self.auto_pipeline:
+            self._combiner.submit(req)
+        else:
+            self._run_batch([req])
+        return req.rnd, req.ok
+
+    def _run_batch(self, batch: List[Request]) -> None:
+        """One round trip for ``batch``: its releases are written first, then its acquisitions
+        (``SET NX PX``) behind them on the same connections; the acquisition round reads both."""
+        acqs = [r for r in batch if r.ttl_ms]
+        rels = [r for r in batch if not r.ttl_ms] if len(acqs) < len(batch) else []
+        carrier = None
+        for r in rels:
+            if r.carrier is not None:
+                carrier = r.carrier
+                break
+        if carrier is not None:
+            core = self._checkout_core(carrier)
+            if acqs:
+                self._grace(core, acqs[0].ttl_ms)
+        elif acqs:
+            core = self._checkout_for_acquire(acqs[0].ttl_ms)
+        else:
+            core = self._checkout()
+        clean = False
+        try:
+            rel_rounds: List[Any] = []
+            if rels:
+                wait = not acqs  # with acquisitions behind them, their round reads these replies
+                if len(rels) == 1:
+                    rel_rounds = [core.release(rels[0].key, rels[0].token, wait)]
+                else:
+                    rel_rounds = core.release_many([r.key for r in rels], [r.token for r in rels], wait)
+            acq_rounds: List[Any] = []
+            if acqs:
+                if len(acqs) == 1:
+                    req = acqs[0]
+                    acq_rounds = [core.acquire(req.key, req.token, req.ttl_ms)]
+                else:
+                    acq_rounds = core.acquire_many([r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
+                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and _may_hold(rnd)]
+                if len(failed) == 1:
+                    # A master that answered anything but a clear "no" may hold the key (an OK
+                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
+                    # timeout). The release is written behind that SET on the same connection, so
+                    # it cannot be overtaken; nobody needs its answer, so it is not awaited.
+                    core.release(failed[0].key, failed[0].token, False)
+                elif failed:
+                    core.release_many([r.key for r in failed], [r.token for r in failed], False)
+                if rels and not all(self._release_decided(rnd) for rnd in rel_rounds):
+                    core.settle()  # the acquisitions were decided before some releases' answers
+            clean = True
+        except BaseException:
+            # Interrupted mid-round (KeyboardInterrupt, a bug): the SETs may have landed anywhere.
+            core.close()
+            if acqs:
+                try:
+                    core.release_many([r.key for r in acqs], [r.token for r in acqs])
+                except Exception:  # pragma: no cover - best effort while another error propagates
+                    pass
+            raise
+        finally:
+            self._checkin(core, clean)
+        quorum = self.quorum
+        for req, rnd in zip(rels, rel_rounds):
+            req.core = core
+            req.rnd = rnd
+            req.ok = rnd.successes >= quorum
+        for req, rnd in zip(acqs, acq_rounds):
+            req.core = core
+            req.rnd = rnd
+            req.ok = rnd.ok
+
+    def _release_decided(self, rnd: Any) -> bool:
+        """Whether a release written without waiting has its answer: a quorum, or every master."""
+        return rnd.successes >= self.quorum or oc.PENDING not in rnd.outcomes
+
+    def _abandon(self, req: Request) -> None:
+        """Undo an acquisition whose thread was interrupted while its round ran for it."""
+        if req.ttl_ms and req.ok:
+            core = self._checkout_core(req.core)
+            clean = False
+            try:
+                core.release(req.key, req.token, False)
+                clean = True
+            finally:
+                self._checkin(core, clean)
+
     def _batch_handles(self, names: Sequence[Union[str, bytes]], ttl: float) -> List[Lock]:
         if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
             raise TypeError("names must be a list of lock names")
@@ -411,10 +527,13 @@ class Redlock:
     def _checkout_for_acquire(self, ttl_ms: int) -> Any:
         """A core whose restart grace covers the largest TTL used so far (restart-aware voting)."""
         core = self._checkout()
+        self._grace(core, ttl_ms)
+        return core
+
+    def _grace(self, core: Any, ttl_ms: int) -> None:
         if self.restart_aware:
             grace = self._max_ttl_ms if self.restart_grace is None else int(self.restart_grace * 1000)
             core.restart_grace_ms = grace
-        return core
 
     def _watch(self, lock: Lock) -> None:
         watchdog = self._watchdog
@@ -514,6 +633,7 @@ class Redlock:
         self._live = set()
         pool, self._pool = self._pool, []
         self._watchdog = None  # its thread does not exist here; the parent's locks are not ours
+        self._new_combiners()  # their mutexes may have been held by threads that do not exist here
         self._health.after_fork()
         self._generation = _fork.generation
         for core in pool:
@@ -567,3 +687,4 @@ class Redlock:
 
 
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+

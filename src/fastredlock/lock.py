@@ -227,35 +227,17 @@ class Lock:
         """One acquisition (one round, two with fencing); on failure release wherever it may have landed."""
         client = self._client
         token = new_token()
-        core = client._checkout_for_acquire(self._ttl_ms)
-        clean = False
-        try:
-            if self.fencing:
-                ok = self._acquire_fenced(core, token)
-            else:
-                rnd = core.acquire(self.key, token, self._ttl_ms)
-                self._last = rnd
-                ok = rnd.ok
-                if ok:
-                    self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                    self._pending = _pending_of(core, rnd)
-                elif _may_hold(rnd):
-                    # A master that answered anything but a clear "no" may hold our key (an OK
-                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
-                    # timeout). The release is written behind that SET on the same connection,
-                    # so it cannot be overtaken; nobody needs its answer, so it is not awaited.
-                    core.release(self.key, token, False)
-            clean = True
-        except BaseException:
-            # Interrupted mid-round (KeyboardInterrupt, a bug): our SET may have landed anywhere.
-            core.close()
-            try:
-                core.release(self.key, token)
-            except Exception:  # pragma: no cover - best effort while another error propagates
-                pass
-            raise
-        finally:
-            client._checkin(core, clean)
+        if self.fencing:
+            ok = self._attempt_fenced(token)
+        else:
+            # Through the client's combiner: rides with other threads' acquires (see _combine);
+            # a failure that may have landed somewhere is already released behind its SETs.
+            core, rnd = client._acquire_one(self.key, token, self._ttl_ms)
+            self._last = rnd
+            ok = rnd.ok
+            if ok:
+                self._valid_until = rnd.started + rnd.elapsed + rnd.validity
+                self._pending = _pending_of(core, rnd)
         if ok:
             self.token = token
             self._acquired_at = monotonic()
@@ -273,6 +255,25 @@ class Lock:
         self._valid_until = rnd.started + rnd.elapsed + rnd.validity
         self._acquired_at = now
         return self
+
+    def _attempt_fenced(self, token: bytes) -> bool:
+        client = self._client
+        core = client._checkout_for_acquire(self._ttl_ms)
+        clean = False
+        try:
+            ok = self._acquire_fenced(core, token)
+            clean = True
+        except BaseException:
+            # Interrupted mid-round (KeyboardInterrupt, a bug): our SET may have landed anywhere.
+            core.close()
+            try:
+                core.release(self.key, token)
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+            raise
+        finally:
+            client._checkin(core, clean)
+        return ok
 
     def _acquire_fenced(self, core, token: bytes) -> bool:
         """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
@@ -315,7 +316,7 @@ class Lock:
         client._unwatch(self)
         was_lost = self.lost
         try:
-            rnd = self._release_round(token, True)
+            rnd, ok = self._release_round(token, True)
         finally:
             self.token = None
             self.fence = None
@@ -327,7 +328,7 @@ class Lock:
             raise LockLostError(
                 f"lock {self.name!r} had been lost before it was released", self.name, client._outcomes(rnd)
             )
-        if not rnd.ok:
+        if not ok:
             outcomes = client._outcomes(rnd)  # the stragglers' answers first
             silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
             tail = (
@@ -341,17 +342,12 @@ class Lock:
             )
 
     def _release_round(self, token: bytes, own: bool):
-        """One owner-checked release round for ``token`` on every master (``own``: this handle's
-        acquisition, released through the core that acquired it while its SETs may be in flight)."""
-        client = self._client
-        core = client._checkout_for((self,)) if own else client._checkout()
-        clean = False
-        try:
-            rnd = core.release(self.key, token)
-            clean = True
-        finally:
-            client._checkin(core, clean)
-        return rnd
+        """``(round, ok)`` of one owner-checked release of ``token`` on every master (``own``: this
+        handle's acquisition, released through the core that acquired it while its SETs may be in
+        flight); ``ok``: a quorum still held the token."""
+        carrier = self._pending[0] if own and self._unsettled() else None
+        # Through the client's combiner: may ride with other threads' releases (see _combine).
+        return self._client._release_one(self.key, token, carrier)
 
     def _release_token(self, token: Union[str, bytes]) -> None:
         if isinstance(token, str):
@@ -367,12 +363,12 @@ class Lock:
         if own:
             client._unwatch(self)
         try:
-            rnd = self._release_round(token, own)
+            rnd, ok = self._release_round(token, own)
         finally:
             if own:
                 self._reset()
         self._last = rnd
-        if not rnd.ok:
+        if not ok:
             raise LockNotOwnedError(
                 f"lock {self.name!r} was not held with that token on a quorum "
                 f"({rnd.successes}/{client.quorum} needed) when released",

@@ -1,0 +1,275 @@
+"""Automatic pipelining: requests of threads sharing one client ride together in one round trip.
+
+The first part drives :class:`fastredlock._combine.Combiner` with a runner that holds its round
+open until the test lets it go (no network: this is the leader/follower logic alone). The second
+part runs against real masters on both cores: a proxy in front of every master adds latency so a
+round is reliably in flight while other threads ask, and the test checks who rode with whom, that
+releases are written before acquisitions in a shared round, and that nothing is left behind.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from fastredlock import LockError
+from fastredlock import _outcomes as oc
+from fastredlock._combine import Combiner, Request
+from fastredlock.testing import FaultProxy
+
+
+class HeldRunner:
+    """A ``run`` callable whose rounds wait until :meth:`go`; records each batch it was given."""
+
+    def __init__(self, fail: BaseException = None) -> None:
+        self.batches = []
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+        self.fail = fail
+
+    def __call__(self, batch):
+        self.batches.append([r.key for r in batch])
+        self.entered.release()
+        assert self.release.wait(10)
+        if self.fail is not None:
+            raise self.fail
+        for r in batch:
+            r.rnd = ("done", r.key)
+            r.ok = True
+
+    def go(self):
+        self.release.set()
+
+
+def submit_in_thread(combiner, req, errors):
+    def body():
+        try:
+            combiner.submit(req)
+        except BaseException as exc:  # noqa: B902 - recorded for the test to look at
+            errors[req.key] = exc
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+def wait_queued(combiner, n, limit=5.0):
+    end = time.monotonic() + limit
+    while len(combiner._queue) < n:
+        assert time.monotonic() < end, f"{len(combiner._queue)} queued, wanted {n}"
+        time.sleep(0.001)
+
+
+def test_a_thread_alone_runs_its_request_at_once():
+    seen = []
+
+    def run(batch):
+        seen.append([r.key for r in batch])
+        batch[0].ok = True
+
+    combiner = Combiner(run, lambda req: None)
+    for k in range(3):
+        req = Request(b"k%d" % k, b"t", 1000)
+        combiner.submit(req)
+        assert req.ok
+    assert seen == [[b"k0"], [b"k1"], [b"k2"]]
+    assert not combiner._busy and combiner.carried == 0
+
+
+def test_requests_arriving_during_a_round_ride_together_in_the_next():
+    run = HeldRunner()
+    combiner = Combiner(run, lambda req: None)
+    errors = {}
+    first = Request(b"a", b"t", 1000)
+    threads = [submit_in_thread(combiner, first, errors)]
+    assert run.entered.acquire(timeout=5)  # round 1 ([a]) is in flight
+    later = [Request(b"b", b"t", 1000), Request(b"c", b"t", 0), Request(b"d", b"t", 1000)]
+    for req in later:
+        threads.append(submit_in_thread(combiner, req, errors))
+    wait_queued(combiner, 3)
+    run.go()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    assert errors == {}
+    # b led round 2 (first to arrive) and took c (a release rides with anything) and d (same TTL)
+    assert run.batches == [[b"a"], [b"b", b"c", b"d"]]
+    assert all(r.ok and r.rnd == ("done", r.key) for r in [first] + later)
+    assert combiner.carried == 2 and not combiner._busy and combiner._queue == []
+
+
+def test_acquisitions_with_another_ttl_and_releases_on_another_core_wait_for_a_later_round():
+    run = HeldRunner()
+    combiner = Combiner(run, lambda req: None)
+    errors = {}
+    threads = [submit_in_thread(combiner, Request(b"a", b"t", 1000), errors)]
+    assert run.entered.acquire(timeout=5)
+    core_x, core_y = object(), object()
+    later = [
+        Request(b"b", b"t", 1000),
+        Request(b"c", b"t", 2000),           # another TTL: not with b
+        Request(b"d", b"t", 0, core_x),      # a release bound to core x
+        Request(b"e", b"t", 0, core_y),      # bound to another core: not with d
+        Request(b"f", b"t", 0),              # a free release rides with the first round
+    ]
+    for req in later:
+        threads.append(submit_in_thread(combiner, req, errors))
+        wait_queued(combiner, len(threads) - 1)
+    run.go()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    assert errors == {}
+    assert run.batches == [[b"a"], [b"b", b"d", b"f"], [b"c", b"e"]]
+
+
+def test_a_failed_round_fails_every_request_it_carried_and_the_next_round_still_runs():
+    run = HeldRunner(fail=OSError("boom"))
+    combiner = Combiner(run, lambda req: None)
+    errors = {}
+    threads = [submit_in_thread(combiner, Request(b"a", b"t", 1000), errors)]
+    assert run.entered.acquire(timeout=5)
+    for key in (b"b", b"c"):
+        threads.append(submit_in_thread(combiner, Request(key, b"t", 1000), errors))
+    wait_queued(combiner, 2)
+    run.go()
+    for t in threads:
+        t.join(5)
+    assert set(errors) == {b"a", b"b", b"c"}
+    assert all(isinstance(e, OSError) for e in errors.values())
+    assert not combiner._busy
+
+
+def test_an_interrupted_leader_fails_its_followers_with_a_lock_error():
+    run = HeldRunner(fail=KeyboardInterrupt())
+    combiner = Combiner(run, lambda req: None)
+    errors = {}
+    threads = [submit_in_thread(combiner, Request(b"a", b"t", 1000), errors)]
+    assert run.entered.acquire(timeout=5)
+    threads.append(submit_in_thread(combiner, Request(b"b", b"t", 1000), errors))
+    threads.append(submit_in_thread(combiner, Request(b"c", b"t", 1000), errors))
+    wait_queued(combiner, 2)
+    run.go()
+    for t in threads:
+        t.join(5)
+    assert isinstance(errors[b"a"], KeyboardInterrupt)
+    # b led the next round itself (it also fails: the runner fails every round), c rode with it
+    assert isinstance(errors[b"b"], KeyboardInterrupt)
+    assert isinstance(errors[b"c"], LockError) and "interrupted" in str(errors[b"c"])
+
+
+# --- against real masters ---------------------------------------------------------------------------
+@pytest.fixture
+def slow_masters(masters):
+    """Every master behind a proxy that delays replies by 40 ms: a round stays in flight that long."""
+    proxies = [FaultProxy(m).start() for m in masters]
+    for p in proxies:
+        p.latency(0.04, "down")
+    yield proxies
+    for p in proxies:
+        p.stop()
+
+
+def run_threads(fns):
+    out, errors = [None] * len(fns), []
+
+    def body(k):
+        try:
+            out[k] = fns[k]()
+        except BaseException as exc:  # noqa: B902
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(len(fns))]
+    for t in threads:
+        t.start()
+        time.sleep(0.005)  # the first one leads; the others arrive while its round is in flight
+    for t in threads:
+        t.join(10)
+    assert errors == []
+    return out
+
+
+def test_threads_acquiring_during_a_round_share_the_next_one(make_client, slow_masters, name, keys_on, masters):
+    dlm = make_client([p.url for p in slow_masters], io_timeout=1.0, retry_count=0)
+    locks = [dlm.lock(f"{name}:{k}", ttl=10.0) for k in range(6)]
+    got = run_threads([lambda lk=lk: lk.acquire(blocking=False) for lk in locks])
+    assert got == [True] * 6
+    assert dlm._combiner.carried >= 4  # 6 requests in 2 rounds (3 on a slow machine)
+    for lk in locks:
+        assert lk.validity > 9.0
+        assert [o.outcome for o in lk.outcomes] == ["ok"] * 5
+        assert all(masters[i].command("GET", lk.key) == lk.token for i in range(5))
+    run_threads([lk.release for lk in locks])
+    assert all(keys_on(masters, lk.key) == 0 for lk in locks)
+
+
+def test_a_release_and_an_acquisition_of_one_name_in_one_round(make_client, masters, name, keys_on):
+    """The runner writes releases first: the waiting acquisition gets the name in the same round."""
+    dlm = make_client(masters.urls, retry_count=0)
+    holder = dlm.lock(name, ttl=10.0)
+    assert holder.acquire()
+    rel = Request(holder.key, holder.token, 0)
+    acq = Request(holder.key, b"second-token", 10_000)
+    dlm._run_batch([acq, rel])
+    assert rel.ok and acq.ok
+    # (the round may return at quorum: the stragglers' answers are read when asked for)
+    assert [o.outcome for o in dlm._outcomes(rel.rnd)] == ["ok"] * 5
+    assert [o.outcome for o in dlm._outcomes(acq.rnd)] == ["ok"] * 5
+    assert all(masters[i].command("GET", holder.key) == b"second-token" for i in range(5))
+    again = Request(holder.key, b"second-token", 0)
+    dlm._run_batch([again])
+    assert again.ok and keys_on(masters, name) == 0
+
+
+def test_a_release_in_a_shared_round_reports_a_lock_no_longer_held(make_client, masters, name, keys_on):
+    dlm = make_client(masters.urls, retry_count=0)
+    stale = Request(dlm._key(name), b"not-the-holder", 0)
+    other = Request(dlm._key(name + ":x"), b"tok-x", 10_000)
+    dlm._run_batch([other, stale])
+    assert other.ok
+    # not held anywhere: the round waited until a quorum had become impossible, or every answer
+    assert not stale.ok and stale.rnd.successes == 0
+    assert [o.outcome for o in dlm._outcomes(stale.rnd)] == ["no"] * 5
+    dlm._run_batch([Request(other.key, b"tok-x", 0)])
+    assert keys_on(masters, name + ":x") == 0
+
+
+def test_pipelined_threads_with_a_master_stalled(make_client, fault_masters, name, keys_on):
+    """A stalled master costs the shared rounds nothing past the early decision; nothing leaks."""
+    dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=0.2)
+    warm = dlm.lock(name + ":warm", ttl=5.0)
+    assert warm.acquire()
+    warm.release()
+    fault_masters[2].pause()
+    try:
+        def cycles(k):
+            done = 0
+            for i in range(30):
+                lk = dlm.lock(f"{name}:{k}:{i}", ttl=5.0)
+                if lk.acquire(blocking=False):
+                    lk.release()
+                    done += 1
+            return done
+
+        started = time.monotonic()
+        done = run_threads([lambda k=k: cycles(k) for k in range(4)])
+        took = time.monotonic() - started
+    finally:
+        fault_masters[2].resume()
+    assert done == [30] * 4
+    assert took < 10.0  # 240 rounds; each waiting for the stalled master would take 48 s
+    time.sleep(0.3)  # the resumed master runs what was queued: SETs, then their releases
+    for k in range(4):
+        for i in range(30):
+            assert keys_on(fault_masters, f"{name}:{k}:{i}") == 0
+
+
+def test_auto_pipeline_must_be_a_bool(make_client, masters):
+    with pytest.raises(TypeError, match="auto_pipeline"):
+        make_client(masters.urls, auto_pipeline="yes")
+    dlm = make_client(masters.urls, auto_pipeline=False)
+    lock = dlm.lock("fastredlock-test:no-pipeline", ttl=5.0)
+    assert lock.acquire()
+    lock.release()
+    assert dlm._combiner.carried == 0
