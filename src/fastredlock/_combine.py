@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from _thread import allocate_lock
-from time import sleep as _sleep
 from typing import Any, Callable, List, Optional
 
 __all__ = ["Combiner", "Request", "MAX_BATCH"]
@@ -72,8 +71,6 @@ class Combiner:
         self._queue: List[Request] = []
         #: Whether a round is in flight (its leader has not passed the lead on or given it up).
         self._busy = False
-        #: Whether the last round carried more than one request (then the next leader yields once).
-        self._crowd = False
         #: Requests that rode in a round another thread led (a count, for tests and curiosity).
         self.carried = 0
 
@@ -97,10 +94,9 @@ class Combiner:
         self._lead(req)
 
     def _lead(self, req: Request) -> None:
-        if self._crowd:
-            # Other threads were riding along lately: let the ones just woken by the last round
-            # reach the queue before this round is sealed (one GIL yield, no timed wait).
-            _sleep(0)
+        # No waiting for more riders: threads woken by the last round run their own Python code
+        # while this round is on the wire, and ride in the next one (a GIL yield here to let them
+        # board first made rounds fuller but cost more time between rounds than it saved).
         batch = [req]
         with self._mutex:
             queue = self._queue
@@ -121,7 +117,6 @@ class Combiner:
                     else:
                         keep.append(other)
                 self._queue = keep
-        self._crowd = len(batch) > 1
         self.carried += len(batch) - 1
         try:
             self._run(batch)

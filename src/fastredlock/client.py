@@ -1,9 +1,12 @@
 """``Redlock``: the client that knows the masters, the policy, and hands out :class:`Lock` handles.
 
-One client is meant to be shared by every thread of a process. It keeps a small pool of cores (each
-core is one set of N connections): a thread takes a core for one round and gives it back, so threads
-never wait behind each other's round trips; a thread gets back the core it used last when it is
-free. After ``fork()`` the child drops the pool it inherited and opens its own connections.
+One client is meant to be shared by every thread of a process. Single-lock acquires and releases
+go through a combiner (:mod:`fastredlock._combine`): requests that threads make while a round is in
+flight ride together in the next one. Every round runs on a core (one set of N connections) taken
+from a small pool and given back: batches, extensions, fenced locks and the watchdog take their own,
+and with ``auto_pipeline=False`` so does every single-lock round, so threads never wait behind each
+other's round trips; a thread gets back the core it used last when it is free. After ``fork()`` the
+child drops the pool it inherited and opens its own connections.
 
 A lock whose acquisition returned before every master answered (early decision) is released and
 extended through the core that acquired it while those answers are outstanding: a release must be
