@@ -4,6 +4,7 @@
     python benchmarks/memory_soak.py --cycles 200000 --cores cython
     python benchmarks/memory_soak.py --minutes 10          # stop each core's run after 10 minutes
     python benchmarks/memory_soak.py --straggle 2          # 2 of 5 masters answer 2 ms late
+    python benchmarks/memory_soak.py --threads 4           # 4 threads share the client (pipelined)
 
 Each core runs in a fresh process: a warm-up of ``--warmup`` cycles (connections, caches, the
 allocator's arenas), then the measured cycles; RSS (``VmRSS``) is sampled every 10% and the growth
@@ -12,7 +13,9 @@ from the first sample after warm-up is reported, with the peak (``VmHWM``). Ever
 client's public API (handles, tokens, rounds, owed replies, stats: everything a cycle touches).
 With ``--straggle MS`` two of the five masters sit behind a :class:`~fastredlock.testing.FaultProxy`
 that delays their replies: every acquisition returns before they answer, so every cycle leaves
-owed replies for the next round to read (the early-return machinery under load).
+owed replies for the next round to read (the early-return machinery under load). With ``--threads
+T`` the cycles are shared by T threads on one client, whose requests ride together in shared rounds
+(the automatic pipelining path: requests, gates, lead hand-offs).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, List
 
@@ -34,18 +38,43 @@ def _status(field: str) -> float:
     return 0.0
 
 
-def run(core: str, urls: List[str], cycles: int, warmup: int, minutes: float) -> Dict[str, object]:
+def run(core: str, urls: List[str], cycles: int, warmup: int, minutes: float, threads: int = 1) -> Dict[str, object]:
     import fastredlock
 
     dlm = fastredlock.Redlock(urls, core=core, restart_aware=False)
-    names = [f"soak:{core}:{k}" for k in range(64)]
+    names = [f"soak:{core}:{k}" for k in range(64 * threads)]
 
-    def cycle(i: int) -> None:
-        lock = dlm.lock(names[i & 63], ttl=10.0)
+    def one(i: int, t: int) -> None:
+        lock = dlm.lock(names[(i & 63) + 64 * t], ttl=10.0)  # each thread its own 64 names
         if not lock.acquire(blocking=False):
             raise AssertionError(f"uncontended acquire failed: {lock.outcomes}")
         lock.release()
 
+    def cycle(i: int) -> None:
+        """One cycle per thread (``threads`` cycles in all), the threads running at once."""
+        if threads == 1:
+            one(i, 0)
+            return
+        errors: List[BaseException] = []
+
+        def body(t: int) -> None:
+            try:
+                for j in range(i, i + 50):
+                    one(j, t)
+            except BaseException as exc:  # noqa: B902 - reported below
+                errors.append(exc)
+
+        workers = [threading.Thread(target=body, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if errors:
+            raise errors[0]
+
+    if threads > 1:  # a "cycle" above is 50 per thread: count in those units
+        cycles = max(1, cycles // (50 * threads))
+        warmup = max(1, warmup // (50 * threads))
     for i in range(warmup):
         cycle(i)
     before = dlm.stats()
@@ -63,6 +92,9 @@ def run(core: str, urls: List[str], cycles: int, warmup: int, minutes: float) ->
                 break
     took = time.monotonic() - began
     after = dlm.stats()
+    if threads > 1:
+        done *= 50 * threads
+        samples = [(c * 50 * threads, mb) for c, mb in samples]
     # rounds where a master was not waited for (it answered after the round returned)
     early = [
         (a.replies - b.replies) - (a.rounds_timed - b.rounds_timed) for a, b in zip(after, before)
@@ -84,11 +116,12 @@ def main(argv: List[str] = None) -> int:
     parser.add_argument("--cores", default="cython,python")
     parser.add_argument("--minutes", type=float, default=60.0, help="stop a core's run after this long")
     parser.add_argument("--straggle", type=float, default=0.0, help="ms of reply latency on 2 of 5 masters")
+    parser.add_argument("--threads", type=int, default=1, help="threads sharing the client")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:  # one core, in its own process
         job = json.loads(args.child)
-        print(json.dumps(run(job["core"], job["urls"], args.cycles, args.warmup, args.minutes)))
+        print(json.dumps(run(job["core"], job["urls"], args.cycles, args.warmup, args.minutes, args.threads)))
         return 0
 
     from fastredlock.servers import start_masters
@@ -107,7 +140,7 @@ def main(argv: List[str] = None) -> int:
             job = json.dumps({"core": core, "urls": urls})
             out = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", job, "--cycles", str(args.cycles),
-                 "--warmup", str(args.warmup), "--minutes", str(args.minutes)],
+                 "--warmup", str(args.warmup), "--minutes", str(args.minutes), "--threads", str(args.threads)],
                 capture_output=True, text=True,
             )
             if out.returncode:

@@ -1,6 +1,13 @@
-"""Worker of the contention test: lock, check an independent counter, unlock, for a few seconds."""
+"""Workers of the contention tests: lock, check an independent counter, unlock, for a few seconds.
+
+``contend`` is one process with one thread; ``contend_threads`` is one process whose T threads share
+one client (each thread takes its own handle on the same name). The counter lives on a master the
+lock client never talks to, over a plain blocking connection per thread: INCR must answer 1, or
+somebody else held the lock at the same time.
+"""
 from __future__ import annotations
 
+import threading
 import time
 
 import hiredis
@@ -26,12 +33,16 @@ class _Counter:
             self.reader.feed(self.sock.recv(4096))
 
 
-def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None) -> None:
-    counter = _Counter(counter_port)
-    dlm = Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False)
-    if go is not None:  # start together: process start-up on a loaded machine takes seconds
-        ready_queue.put(1)
-        go.wait(60)
+def _client(urls, core, **kwargs) -> Redlock:
+    return Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False, **kwargs)
+
+
+def hold_loop(dlm, name, counter: _Counter, seconds: float, pause: float):
+    """Lock ``name``, INCR/sleep/DECR the counter, unlock, until ``seconds`` passed.
+
+    Returns ``(held, overlaps, errors)``: acquisitions, INCRs that did not answer 1, and attempts
+    that raised.
+    """
     held = overlaps = errors = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -45,10 +56,47 @@ def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=N
         try:
             if counter.call(b"INCR", b"holders") != 1:
                 overlaps += 1
-            time.sleep(0.0005)
+            time.sleep(pause)
             counter.call(b"DECR", b"holders")
             held += 1
         finally:
             lock.release()
+    return held, overlaps, errors
+
+
+def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None) -> None:
+    counter = _Counter(counter_port)
+    dlm = _client(urls, core)
+    if go is not None:  # start together: process start-up on a loaded machine takes seconds
+        ready_queue.put(1)
+        go.wait(60)
+    result = hold_loop(dlm, name, counter, seconds, 0.0005)
     dlm.close()
-    result_queue.put((held, overlaps, errors))
+    result_queue.put(result)
+
+
+def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go,
+                    auto_pipeline=True) -> None:
+    """``threads`` threads of this process contend through one shared client; reports per-thread
+    ``(held, overlaps, errors)``, the client's pool size and how many requests rode in shared rounds."""
+    dlm = _client(urls, core, auto_pipeline=auto_pipeline)
+    totals = [(0, 0, 0)] * threads
+    start = threading.Barrier(threads + 1)
+
+    def body(k: int) -> None:
+        counter = _Counter(counter_port)
+        start.wait()
+        totals[k] = hold_loop(dlm, name, counter, seconds, 0.0002)
+
+    workers = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(threads)]
+    for t in workers:
+        t.start()
+    ready_queue.put(1)
+    go.wait(60)  # start together: process start-up on a loaded machine takes seconds
+    start.wait()
+    for t in workers:
+        t.join()
+    pool = len(dlm._pool)
+    carried = dlm._combiner.carried
+    dlm.close()
+    result_queue.put((totals, pool, carried))

@@ -18,12 +18,12 @@ import pytest
 
 from fastredlock import LockNotAcquiredError
 from fastredlock import _outcomes as oc
-from fastredlock.client import MasterStats
+from fastredlock import MasterStats
 from fastredlock.servers import LocalMaster
 from fastredlock.testing import FaultProxy, paused
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _hot_contender import contend_threads  # noqa: E402
+from _contender import contend_threads  # noqa: E402
 
 #: A per-master deadline far above what an early return may take on a busy machine.
 SLOW_IO = 0.4

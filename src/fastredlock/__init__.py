@@ -4,7 +4,7 @@ One multiplexed round trip per lock operation to all N masters at once, a C core
 pure-Python twin, conservative validity on the monotonic clock. See README.md for the guarantees.
 """
 from ._cores import CORE
-from .client import Redlock
+from .client import MasterStats, Redlock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .lock import Lock
 
@@ -18,6 +18,7 @@ __all__ = [
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",
+    "MasterStats",
     "Redlock",
     "__version__",
 ]
