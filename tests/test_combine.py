@@ -280,3 +280,28 @@ def test_auto_pipeline_must_be_a_bool(make_client, masters):
     assert lock.acquire()
     lock.release()
     assert dlm._combiner.carried == 0
+
+
+def test_a_shared_round_repairs_a_release_whose_connection_broke(make_client, fault_masters, name, keys_on):
+    """A master restarted under a reused connection: the acquisition behind the release reconnects
+    for itself; the release, not waited for, is written again on a fresh connection."""
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    holder = dlm.lock(name, ttl=10.0)
+    assert holder.acquire()
+    for m in fault_masters[:2]:
+        m.restart()  # empty: no keys, no script cache
+        m.command("SET", holder.key, holder.token, "PX", 10000)  # as if the key survived (persistence)
+    rel = Request(holder.key, holder.token, 0)
+    acq = Request(dlm._key(name + ":other"), b"other-token", 10_000)
+    repaired = []
+    repair = dlm._repair_releases
+    dlm._repair_releases = lambda reqs: (repaired.extend(r.key for r in reqs), repair(reqs))
+    dlm._run_batch([acq, rel])
+    # Where the restarted masters' reset reached us before the release was written, the release's
+    # own write reconnected and resent it; else the acquisitions found the connection broken and
+    # the release was written again afterwards. Either way it is gone everywhere.
+    assert repaired in ([], [holder.key])
+    assert acq.ok and rel.ok
+    assert keys_on(fault_masters, name) == 0
+    dlm._run_batch([Request(acq.key, b"other-token", 0)])
+    assert keys_on(fault_masters, name + ":other") == 0

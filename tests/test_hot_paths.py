@@ -373,3 +373,58 @@ def test_threads_times_processes_never_overlap(core, masters, name, keys_on, aut
         assert counter.command("GET", "holders") == b"0"
     finally:
         counter.stop()
+
+
+# --- a client thread that could not run until past its deadline ----------------------------------
+def _proxies_elsewhere(urls, latency, out, stop) -> None:
+    """Run delaying proxies in another process: they must not need this process's GIL."""
+    proxies = [FaultProxy(u).start() for u in urls]
+    for p in proxies:
+        p.latency(latency, "down")
+    out.put([p.url for p in proxies])
+    stop.wait(120)
+    for p in proxies:
+        p.stop()
+
+
+def test_replies_that_arrived_before_a_late_wakeup_are_not_called_late(make_client, masters, name, keys_on):
+    """The client thread cannot run (another thread holds the GIL) from its first poll wake-up
+    until after its deadline; the replies that arrived meanwhile are read, not called timeouts."""
+    ctx = multiprocessing.get_context("spawn")
+    out, stop_proxies = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_proxies_elsewhere, args=(masters.urls[1:], 0.003, out, stop_proxies))
+    proc.start()
+    old = sys.getswitchinterval()
+    stop = threading.Event()
+
+    def hog():  # holds the GIL 120 ms at a time, letting go for a moment in between
+        while not stop.is_set():
+            time.sleep(0.0002)
+            end = time.perf_counter() + 0.12
+            while time.perf_counter() < end:
+                pass
+
+    try:
+        # master 0 answers first (3 ms before the others): the first poll wakes for it alone
+        urls = [masters.urls[0]] + out.get(timeout=60)
+        dlm = make_client(urls, io_timeout=0.05, retry_count=0, wait_for_all=True)
+        warm(dlm, name)
+        sys.setswitchinterval(5.0)  # no forced hand-over: the hog keeps the GIL while it spins
+        t = threading.Thread(target=hog, daemon=True)
+        t.start()
+        lock = dlm.lock(name, ttl=10.0)
+        acquired, took = timed(lock.acquire)
+        stop.set()
+        t.join(5)
+        sys.setswitchinterval(old)
+        assert took > 0.05  # it did wake up past its deadline
+        assert acquired, lock.outcomes
+        assert [o.outcome for o in lock.outcomes] == ["ok"] * 5
+        assert lock.validity < 10.0 - took + 0.01  # validity still counts the time it could not run
+        lock.release()
+        assert keys_on(masters, name) == 0
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        stop_proxies.set()
+        proc.join(10)

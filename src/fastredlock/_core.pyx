@@ -1364,11 +1364,12 @@ cdef class Core:
                     count += 1
         return count
 
-    def settle(self, timeout=None):
+    def settle(self, timeout=None, until=None):
         """Read the replies owed by earlier rounds until each arrived or its deadline passed.
 
         Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
         ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
+        ``until``: a callable; return as soon as it returns true (checked before each wait).
         """
         cdef Py_ssize_t n = self.n, i, q
         cdef _Conn c
@@ -1383,6 +1384,8 @@ cdef class Core:
         for i in range(n):
             pfds[i].fd = -1
         while True:
+            if until is not None and until():
+                return
             now = frl_now()
             have = False
             first = 0.0
@@ -1526,7 +1529,7 @@ cdef class Core:
         cdef _Conn c
         cdef pollfd *pfds = self._pfds
         cdef Health health = self._health
-        cdef double now, wait_s, first, fresh_deadline, wait_ms
+        cdef double now, wait_s, first, fresh_deadline, wait_ms, swept = -1.0
         cdef int rc, err, timeout_ms
         cdef short ev
         cdef bint have
@@ -1590,15 +1593,22 @@ cdef class Core:
                 break
             wait_s = first - now
             if wait_s <= 0.0:
-                for i in range(n):
-                    if pfds[i].fd >= 0 and self._deadline[i] <= now:
-                        c = <_Conn>self._conns[i]
-                        if (((c.out_len or c.skip >= 0 or c.connecting) and not c.best_effort)
-                                or (c.waited and not self._decided)):
-                            self._timeout(i, c, now)
-                continue
-            wait_ms = ceil(wait_s * 1000.0)
-            timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
+                if swept != first:
+                    # A deadline passed: first read what already arrived (this thread may have been
+                    # descheduled past it), then call late only what is still missing.
+                    swept = first
+                    timeout_ms = 0
+                else:
+                    for i in range(n):
+                        if pfds[i].fd >= 0 and self._deadline[i] <= now:
+                            c = <_Conn>self._conns[i]
+                            if (((c.out_len or c.skip >= 0 or c.connecting) and not c.best_effort)
+                                    or (c.waited and not self._decided)):
+                                self._timeout(i, c, now)
+                    continue
+            else:
+                wait_ms = ceil(wait_s * 1000.0)
+                timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
             with nogil:
                 rc = poll(pfds, <nfds_t>n, timeout_ms)
                 err = errno

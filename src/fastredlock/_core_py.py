@@ -54,7 +54,7 @@ import socket
 import threading
 from collections import deque
 from time import monotonic
-from typing import Deque, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
 import hiredis
 
@@ -668,16 +668,19 @@ class Core:
         """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
         return sum(1 for c in self._conns for e in c.owed if e.sink is not None)
 
-    def settle(self, timeout: Optional[float] = None) -> None:
+    def settle(self, timeout: Optional[float] = None, until: Optional[Callable[[], bool]] = None) -> None:
         """Read the replies owed by earlier rounds until each arrived or its deadline passed.
 
         Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
         ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
+        ``until``: a callable; return as soon as it returns true (checked before each wait).
         """
         ctx = _Ctx(0, KIND_SCRIPT, 0)
         conns = self._conns
         end = None if timeout is None else monotonic() + timeout
         while True:
+            if until is not None and until():
+                break
             now = monotonic()
             first = None
             for i, conn in enumerate(conns):
@@ -774,6 +777,7 @@ class Core:
     def _run(self, ctx: _Ctx) -> None:
         """Poll until the round is decided (or every waited master answered) and everything is written."""
         conns = self._conns
+        swept = -1.0
         while ctx.by_fd:
             now = monotonic()
             first = None
@@ -784,7 +788,14 @@ class Core:
                         first = conn.deadline
             if first is None:
                 return
-            if first <= now:
+            if first > now:
+                wait_ms = (first - now) * 1000.0 + 0.5
+            elif swept != first:
+                # A deadline passed: first read what already arrived (this thread may have been
+                # descheduled past it), then call late only what is still missing.
+                swept = first
+                wait_ms = 0.0
+            else:
                 for i in list(ctx.by_fd.values()):
                     conn = conns[i]
                     if conn.deadline <= now and (
@@ -792,7 +803,7 @@ class Core:
                     ):
                         self._timeout(ctx, i, now)
                 continue
-            for fd, ev in ctx.poller.poll((first - now) * 1000.0 + 0.5):
+            for fd, ev in ctx.poller.poll(wait_ms):
                 i = ctx.by_fd.get(fd)
                 if i is None:
                     continue

@@ -406,7 +406,9 @@ class Redlock:
         try:
             rel_rounds: List[Any] = []
             if rels:
-                wait = not acqs  # with acquisitions behind them, their round reads these replies
+                # With acquisitions behind them, written without waiting (as EVAL: a NOSCRIPT could
+                # not be answered later); the acquisition round reads their answers first.
+                wait = not acqs
                 if len(rels) == 1:
                     rel_rounds = [core.release(rels[0].key, rels[0].token, wait)]
                 else:
@@ -427,8 +429,8 @@ class Redlock:
                     core.release(failed[0].key, failed[0].token, False)
                 elif failed:
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
-                if rels and not all(self._release_decided(rnd) for rnd in rel_rounds):
-                    core.settle()  # the acquisitions were decided before some releases' answers
+            if rels and acqs:
+                self._await_releases(core, rel_rounds)
             clean = True
         except BaseException:
             # Interrupted mid-round (KeyboardInterrupt, a bug): the SETs may have landed anywhere.
@@ -446,14 +448,56 @@ class Redlock:
             req.core = core
             req.rnd = rnd
             req.ok = rnd.successes >= quorum
+        if acqs and any(oc.CONN_ERROR in rnd.outcomes for rnd in rel_rounds):
+            self._repair_releases([r for r in rels if oc.CONN_ERROR in r.rnd.outcomes])
         for req, rnd in zip(acqs, acq_rounds):
             req.core = core
             req.rnd = rnd
             req.ok = rnd.ok
 
-    def _release_decided(self, rnd: Any) -> bool:
-        """Whether a release written without waiting has its answer: a quorum, or every master."""
-        return rnd.successes >= self.quorum or oc.PENDING not in rnd.outcomes
+    def _await_releases(self, core: Any, rounds: List[Any]) -> None:
+        """Read the answers to releases written without waiting until each is decided: a quorum
+        confirmed it, or a quorum has become impossible (early decision, like an acquisition's);
+        with ``wait_for_all``, until every master answered or missed its deadline. The answers
+        still missing then stay owed by their connections."""
+        if self.wait_for_all:
+            core.settle()
+            return
+        quorum, n = self.quorum, len(self._specs)
+        limit = n - quorum + 1
+
+        def decided() -> bool:
+            for rnd in rounds:
+                if rnd.successes < quorum:
+                    outcomes = rnd.outcomes
+                    if n - outcomes.count(oc.PENDING) - rnd.successes < limit:
+                        return False
+            return True
+
+        if not decided():
+            core.settle(until=decided)
+
+    def _repair_releases(self, reqs: List[Request]) -> None:
+        """Write again, and wait for, releases whose connection broke in a shared round.
+
+        A release that rode ahead of acquisitions was not waited for, so a reused connection found
+        broken (a master restarted) was reopened for the acquisitions alone. This round reopens
+        and retries like any waited-for release; a master counts if either attempt deleted the key.
+        """
+        core = self._checkout()
+        clean = False
+        try:
+            if len(reqs) == 1:
+                again = [core.release(reqs[0].key, reqs[0].token)]
+            else:
+                again = core.release_many([r.key for r in reqs], [r.token for r in reqs])
+            clean = True
+        finally:
+            self._checkin(core, clean)
+        for req, rnd in zip(reqs, again):
+            first = req.rnd.outcomes
+            req.ok = sum(1 for a, b in zip(first, rnd.outcomes) if a == oc.OK or b == oc.OK) >= self.quorum
+            req.rnd = rnd if rnd.successes >= req.rnd.successes else req.rnd
 
     def _abandon(self, req: Request) -> None:
         """Undo an acquisition whose thread was interrupted while its round ran for it."""
