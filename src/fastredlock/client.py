@@ -382,15 +382,12 @@ class Redlock:
             raise ValueError("names must not be empty")
         ttl_ms = self._ttl_ms(ttl)
         prefix = self.prefix
-        keys = []
-        for name in names:
-            if type(name) is str and name:
-                key = prefix + name.encode("utf-8", "surrogatepass")
-                if len(key) > MAX_NAME_BYTES:
-                    key = self._key(name)  # raises
-            else:
-                key = self._key(name)
-            keys.append(key)
+        if all(map(str.__instancecheck__, names)) and all(names):  # all non-empty str: the common case
+            keys = [prefix + name.encode("utf-8", "surrogatepass") for name in names]
+            if max(map(len, keys)) > MAX_NAME_BYTES:
+                keys = [self._key(name) for name in names]  # raises
+        else:
+            keys = [self._key(name) for name in names]
         if len(set(keys)) != len(keys):
             raise ValueError("names must not repeat a name")
         return names, keys, ttl_ms

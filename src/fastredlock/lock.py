@@ -285,12 +285,16 @@ class Lock:
         new = object.__new__
         generation = _fork.generation
         now = monotonic()
+        pending, timeout = oc.PENDING, oc.TIMEOUT
         result: List[Optional[Lock]] = []
         append = result.append
+        valid_until = None
         for name, key, token, rnd in zip(names, keys, tokens, rounds):
             if not rnd.ok:
                 append(None)
                 continue
+            if valid_until is None:  # one timing window and one TTL: the same for every key
+                valid_until = rnd.started + rnd.elapsed + rnd.validity
             lock = new(cls)
             lock._client = client
             lock.name = name
@@ -303,14 +307,14 @@ class Lock:
             lock.fencing = False
             lock.token = token
             lock.fence = None
-            lock._valid_until = rnd.started + rnd.elapsed + rnd.validity
+            lock._valid_until = valid_until
             lock._last = rnd
             lock._lost = False
             lock._acquired_at = now
             lock._next_due = 0.0
             lock._generation = generation
             outcomes = rnd.outcomes
-            lock._pending = (core, rnd) if oc.PENDING in outcomes or oc.TIMEOUT in outcomes else None
+            lock._pending = (core, rnd) if pending in outcomes or timeout in outcomes else None
             append(lock)
         return result
 
