@@ -315,12 +315,7 @@ class Redlock:
         finally:
             self._checkin(core, clean)
             for lock in held:
-                lock.token = None
-                lock.fence = None
-                lock._pending = None
-                lock._lost = False
-                lock._valid_until = 0.0
-                lock._generation = generation
+                lock._reset()
         flags = []
         for lock, rnd in zip(held, rounds):
             lock._last = rnd
