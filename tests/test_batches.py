@@ -71,3 +71,30 @@ def test_batch_arguments_are_checked(make_client, masters, name):
         dlm.acquire_many([name], ttl=-1)
     with pytest.raises(TypeError, match="locks"):
         dlm.release_many([name])
+
+
+def test_batch_handles_match_single_handles(make_client, masters, name):
+    # acquire_many builds its handles without Lock.__init__: every slot must be set as there
+    dlm = make_client(masters.urls)
+    single = dlm.lock(f"{name}:single", ttl=5.0)
+    assert single.acquire(blocking=False)
+    (batch,) = dlm.acquire_many([f"{name}:batch"], ttl=5.0)
+    per_acquisition = {"name", "key", "token", "_valid_until", "_last", "_acquired_at", "_pending", "__weakref__"}
+    for slot in type(single).__slots__:
+        if slot not in per_acquisition:
+            assert getattr(batch, slot) == getattr(single, slot), slot
+    assert batch.key == dlm.lock(f"{name}:batch").key and batch.ttl == 5.0
+    assert abs(batch._acquired_at - single._acquired_at) < 1.0
+    assert dlm.release_many([batch, single]) == [True, True]
+    assert batch.token is None and single.token is None and not batch.locked()
+
+
+def test_batch_tokens_are_distinct_from_single_tokens():
+    from fastredlock import _tokens
+
+    singles = {_tokens.new_token() for _ in range(2000)}
+    batches = [_tokens.new_tokens(k) for k in (1, 2, 64, 1024, 1025, 3000)]
+    every = [t for batch in batches for t in batch]
+    assert len(set(every)) == len(every)
+    assert not singles & set(every)
+    assert all(t.split(b":")[0] == next(iter(singles)).split(b":")[0] for t in every)

@@ -52,3 +52,25 @@ def test_fencing_and_restart_info_on_each_server(make_client, versioned_masters,
         fences.append(lock.fence)
         lock.release()
     assert fences == sorted(set(fences))
+
+
+@pytest.mark.parametrize("count", [64, 2500])
+def test_release_many_on_each_server(make_client, versioned_masters, name, keys_on, count):
+    # every key ours (the script's fast path), then some taken over (the per-key path); 2500 keys
+    # cross the script's chunks of 1000
+    dlm = make_client(versioned_masters.urls, retry_count=0)
+    names = [f"{name}:{i}" for i in range(count)]
+    held = dlm.acquire_many(names, ttl=5.0)
+    assert all(held)
+    assert dlm.release_many(held) == [True] * count
+    assert sum(keys_on(versioned_masters, n) for n in names[:: count // 8]) == 0
+    held = dlm.acquire_many(names, ttl=5.0)
+    assert all(held)
+    for m in versioned_masters:
+        for i in range(0, count, 7):
+            m.command("SET", names[i], b"someone else")
+    assert dlm.release_many(held) == [i % 7 != 0 for i in range(count)]
+    for i in range(0, count, 7):
+        assert all(m.command("GET", names[i]) == b"someone else" for m in versioned_masters)
+        assert keys_on(versioned_masters, names[i]) == 3
+    assert sum(keys_on(versioned_masters, names[i]) for i in range(count) if i % 7) == 0

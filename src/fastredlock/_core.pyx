@@ -344,6 +344,14 @@ cdef inline bytes _as_bytes(object value):
     return bytes(memoryview(value))
 
 
+cdef tuple _pairs(object keys, object tokens):
+    """``keys`` and ``tokens`` as two lists of bytes of the same length (``zip`` semantics)."""
+    if type(keys) is list and type(tokens) is list and len(<list>keys) == len(<list>tokens):
+        return [_as_bytes(k) for k in <list>keys], [_as_bytes(t) for t in <list>tokens]
+    cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
 def encode_command(*args):
     """Encode one command as a RESP array of bulk strings (binary-safe: names may hold CRLF)."""
     cdef Py_ssize_t argc = len(args), i, length
@@ -444,6 +452,17 @@ cdef class Round:
         )
 
 
+cdef dict _ALL_OK = {}
+
+
+cdef tuple _all_ok(Py_ssize_t n):
+    """The outcomes of a round every one of ``n`` masters answered OK (one shared tuple per n)."""
+    cdef tuple t = _ALL_OK.get(n)
+    if t is None:
+        t = _ALL_OK[n] = (_CODE_OBJECTS[OC_OK],) * n
+    return t
+
+
 cdef int _set_outcome(Round rnd, Py_ssize_t i, int code, object detail, object value) except -1:
     """Fill in master ``i``'s PENDING outcome of a round that already returned."""
     cdef tuple old = rnd.outcomes
@@ -452,11 +471,14 @@ cdef int _set_outcome(Round rnd, Py_ssize_t i, int code, object detail, object v
     cdef list items
     if <int>old[i] != OC_PENDING:
         return 0
-    new = PyTuple_New(n)
-    for m in range(n):
-        obj = _CODE_OBJECTS[code] if m == i else old[m]
-        Py_INCREF(obj)
-        PyTuple_SET_ITEM(new, m, obj)
+    if code == OC_OK and rnd.successes + 1 == n:
+        new = _all_ok(n)  # the usual end of a round that returned early: share one tuple
+    else:
+        new = PyTuple_New(n)
+        for m in range(n):
+            obj = _CODE_OBJECTS[code] if m == i else old[m]
+            Py_INCREF(obj)
+            PyTuple_SET_ITEM(new, m, obj)
     rnd.outcomes = new
     if code == OC_OK:
         rnd.successes += 1
@@ -1223,8 +1245,9 @@ cdef class Core:
     # --- operations on many keys, pipelined in one write per master --------------------------
     def acquire_many(self, keys, tokens, long long ttl_ms):
         """``SET keys[i] tokens[i] NX PX ttl_ms`` for every i, in one round (one timing window)."""
-        cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
-        cdef Py_ssize_t kk = len(pairs), j, size = 0, pos = 0
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        cdef Py_ssize_t kk = len(kbs), j, size = 0, pos = 0
         cdef const char *argv[6]
         cdef Py_ssize_t lens[6]
         cdef char ttl[24]
@@ -1235,19 +1258,19 @@ cdef class Core:
         argv[3] = b"NX"; lens[3] = 2
         argv[4] = b"PX"; lens[4] = 2
         argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
-        for kb, tb in pairs:
-            lens[1] = PyBytes_GET_SIZE(kb)
-            lens[2] = PyBytes_GET_SIZE(tb)
+        for j in range(kk):
+            lens[1] = PyBytes_GET_SIZE(<bytes>kbs[j])
+            lens[2] = PyBytes_GET_SIZE(<bytes>tbs[j])
             size += frl_encoded_size(6, lens)
         self._reserve(kk, size)
-        j = 0
-        for kb, tb in pairs:
+        for j in range(kk):
+            kb = <bytes>kbs[j]
+            tb = <bytes>tbs[j]
             argv[1] = PyBytes_AS_STRING(kb); lens[1] = PyBytes_GET_SIZE(kb)
             argv[2] = PyBytes_AS_STRING(tb); lens[2] = PyBytes_GET_SIZE(tb)
             self._cmd_off[j] = pos
             pos += frl_encode(self._cmd + pos, 6, 6, argv, lens)
             self._ttls[j] = ttl_ms
-            j += 1
         self._cmd_off[kk] = pos
         self._script = None
         self._round(KIND_SET, kk, True)
@@ -1270,8 +1293,9 @@ cdef class Core:
         Two keys or more go to each master in one script call (``RELEASE_MANY``), far cheaper for
         the master than one call per key.
         """
-        cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
-        cdef Py_ssize_t kk = len(pairs), j, size = 0, pos = 0
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        cdef Py_ssize_t kk = len(kbs), j, size = 0, pos = 0
         cdef const char *argv[5]
         cdef Py_ssize_t lens[5]
         cdef bytes kb, tb
@@ -1280,27 +1304,27 @@ cdef class Core:
             return []
         if kk >= 2:
             parts = [b"EVALSHA", _RELEASE_MANY_SHA, b"%d" % kk]
-            parts.extend([kb for kb, tb in pairs])
-            parts.extend([tb for kb, tb in pairs])
+            parts.extend(kbs)
+            parts.extend(tbs)
             self._encode_one(parts, _RELEASE_MANY, 0, kk)
             self._round(KIND_BITS, kk, wait)
             return self._results(kk)
         argv[0] = b"EVALSHA"; lens[0] = 7
         argv[1] = PyBytes_AS_STRING(_RELEASE_SHA); lens[1] = PyBytes_GET_SIZE(_RELEASE_SHA)
         argv[2] = b"1"; lens[2] = 1
-        for kb, tb in pairs:
-            lens[3] = PyBytes_GET_SIZE(kb)
-            lens[4] = PyBytes_GET_SIZE(tb)
+        for j in range(kk):
+            lens[3] = PyBytes_GET_SIZE(<bytes>kbs[j])
+            lens[4] = PyBytes_GET_SIZE(<bytes>tbs[j])
             size += frl_encoded_size(5, lens)
         self._reserve(kk, size)
-        j = 0
-        for kb, tb in pairs:
+        for j in range(kk):
+            kb = <bytes>kbs[j]
+            tb = <bytes>tbs[j]
             argv[3] = PyBytes_AS_STRING(kb); lens[3] = PyBytes_GET_SIZE(kb)
             argv[4] = PyBytes_AS_STRING(tb); lens[4] = PyBytes_GET_SIZE(tb)
             self._cmd_off[j] = pos
             pos += frl_encode(self._cmd + pos, 5, 5, argv, lens)
             self._ttls[j] = 0
-            j += 1
         self._cmd_off[kk] = pos
         self._set_script(_RELEASE, 5, lens)
         self._round(KIND_SCRIPT, kk, wait)

@@ -2,11 +2,14 @@
 
 A token is a per-process random prefix of 128 bits from the OS CSPRNG plus a counter. The prefix is
 drawn again in a fork child, so a child never mints the tokens its parent (or a sibling) mints.
+The tokens of one batch share one counter value and add their index after a dot
+(``prefix:count.index``): a single token has no dot, so no two tokens of a process are equal.
 """
 from __future__ import annotations
 
 import itertools
 import os
+from typing import List
 
 _prefix = b""
 _counter = itertools.count(1)
@@ -21,6 +24,18 @@ def _reseed() -> None:
 def new_token() -> bytes:
     """Return a token never returned before by any process (with overwhelming probability)."""
     return _prefix + b"%x" % next(_counter)
+
+
+# hex suffixes of batch indexes, made once
+_INDEX = [b"%x" % i for i in range(1024)]
+
+
+def new_tokens(count: int) -> List[bytes]:
+    """Return ``count`` distinct tokens for one batch, none ever returned before (see the docstring)."""
+    base = _prefix + b"%x." % next(_counter)
+    if count <= len(_INDEX):
+        return [base + index for index in _INDEX[:count]]
+    return [base + b"%x" % i for i in range(count)]
 
 
 _reseed()

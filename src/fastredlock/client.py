@@ -29,7 +29,7 @@ from . import _outcomes as oc
 from ._cores import core_class
 from ._masters import MasterSpec, parse_masters
 from .errors import MasterOutcome
-from ._tokens import new_token
+from ._tokens import new_token, new_tokens
 from ._combine import Combiner, Request
 from .lock import Lock, _may_hold
 from .watchdog import Watchdog
@@ -270,32 +270,27 @@ class Redlock:
         retries. Quorum and validity are decided per name from the round's shared timing window;
         names that failed are released on all masters in one follow-up round.
         """
-        locks = self._batch_handles(names, ttl)
-        tokens = [new_token() for _ in locks]
-        core = self._checkout_for_acquire(locks[0]._ttl_ms)
+        names, keys, ttl_ms = self._batch_keys(names, ttl)
+        tokens = new_tokens(len(keys))
+        core = self._checkout_for_acquire(ttl_ms)
         clean = False
         try:
-            rounds = core.acquire_many([lk.key for lk in locks], tokens, locks[0]._ttl_ms)
+            rounds = core.acquire_many(keys, tokens, ttl_ms)
             failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and _may_hold(rnd)]
             if failed:
                 # Written behind the SETs on each connection; no need to wait for the answers.
-                core.release_many([locks[j].key for j in failed], [tokens[j] for j in failed], False)
+                core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
             clean = True
         except BaseException:
             core.close()
             try:
-                core.release_many([lk.key for lk in locks], tokens)
+                core.release_many(keys, tokens)
             except Exception:  # pragma: no cover - best effort while another error propagates
                 pass
             raise
         finally:
             self._checkin(core, clean)
-        result: List[Optional[Lock]] = []
-        now = monotonic()
-        for lock, token, rnd in zip(locks, tokens, rounds):
-            lock._last = rnd
-            result.append(lock._set_acquired(token, rnd, core, now) if rnd.ok else None)
-        return result
+        return Lock._batch_held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, core)
 
     def release_many(self, locks: Sequence[Lock]) -> List[bool]:
         """Release several held locks in one round; return, per lock, whether a quorum still held it.
@@ -303,26 +298,39 @@ class Redlock:
         Unlike :meth:`Lock.release` this does not raise for a lock that was no longer held: check the
         returned flags. Every handle is released either way.
         """
-        held = []
+        held: List[Lock] = []
+        keys: List[bytes] = []
+        tokens: List[bytes] = []
+        via = {}  # a lock per core that still carries unanswered SETs of some lock (_checkout_for)
+        generation = _fork.generation
         for lock in locks:
             if not isinstance(lock, Lock):
                 raise TypeError(f"locks must hold Lock objects, not {type(lock).__name__}")
-            held.append((lock, lock._require_token()))
+            token = lock.token
+            if token is None or lock._generation != generation:
+                lock._require_token()  # raises
+            held.append(lock)
+            keys.append(lock.key)
+            tokens.append(token)
+            pending = lock._pending
+            if pending is not None and id(pending[0]) not in via and lock._unsettled():
+                via[id(pending[0])] = lock
         if not held:
             return []
-        for lock, _ in held:
-            self._unwatch(lock)
-        core = self._checkout_for([lock for lock, _ in held])
+        if self._watchdog is not None:
+            for lock in held:
+                self._unwatch(lock)
+        core = self._checkout_for(list(via.values()))
         clean = False
         try:
-            rounds = core.release_many([lk.key for lk, _ in held], [tok for _, tok in held])
+            rounds = core.release_many(keys, tokens)
             clean = True
         finally:
             self._checkin(core, clean)
-            for lock, _ in held:
+            for lock in held:
                 lock._reset()
         flags = []
-        for (lock, _), rnd in zip(held, rounds):
+        for lock, rnd in zip(held, rounds):
             lock._last = rnd
             flags.append(bool(rnd.ok))
         return flags
@@ -521,6 +529,26 @@ class Redlock:
         if len({lk.key for lk in locks}) != len(locks):
             raise ValueError("names must not repeat a name")
         return locks
+
+    def _batch_keys(self, names: Sequence[Union[str, bytes]], ttl: float) -> Tuple[List[Any], List[bytes], int]:
+        """The names of a batch as a list, their keys and the TTL in ms, checked once for the batch
+        (in the order and with the errors of :meth:`_batch_handles`)."""
+        if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+            raise TypeError("names must be a list of lock names")
+        names = list(names)
+        if not names:
+            raise ValueError("names must not be empty")
+        ttl_ms = self._ttl_ms(ttl)
+        prefix = self.prefix
+        if all(map(str.__instancecheck__, names)) and all(names):  # all non-empty str: the common case
+            keys = [prefix + name.encode("utf-8", "surrogatepass") for name in names]
+            if max(map(len, keys)) > MAX_NAME_BYTES:
+                keys = [self._key(name) for name in names]  # raises
+        else:
+            keys = [self._key(name) for name in names]
+        if len(set(keys)) != len(keys):
+            raise ValueError("names must not repeat a name")
+        return names, keys, ttl_ms
 
     def close(self) -> None:
         """Close every connection and stop the watchdog. Locks still held stay until their TTL."""

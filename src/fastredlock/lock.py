@@ -275,6 +275,50 @@ class Lock:
             client._checkin(core, clean)
         return ok
 
+    @classmethod
+    def _batch_held(cls, client: "Redlock", names, keys, ttl: float, ttl_ms: int, tokens, rounds, core):
+        """The result of a batch round (``acquire_many``): per name, a held handle, or None.
+
+        The client checked the names, keys and TTL once for the whole batch, so the handles are
+        built here directly in the held state (the plain options of :meth:`Redlock.lock`), without
+        the per-handle checks of ``__init__``: a batch of 64 spends far less time in Python.
+        """
+        new = object.__new__
+        generation = _fork.generation
+        now = monotonic()
+        pending, timeout = oc.PENDING, oc.TIMEOUT
+        result: List[Optional[Lock]] = []
+        append = result.append
+        valid_until = None
+        for name, key, token, rnd in zip(names, keys, tokens, rounds):
+            if not rnd.ok:
+                append(None)
+                continue
+            if valid_until is None:  # one timing window and one TTL: the same for every key
+                valid_until = rnd.started + rnd.elapsed + rnd.validity
+            lock = new(cls)
+            lock._client = client
+            lock.name = name
+            lock.key = key
+            lock._ttl_ms = ttl_ms
+            lock.ttl = ttl
+            lock.auto_extend = False
+            lock.max_hold = None
+            lock.on_lost = None
+            lock.fencing = False
+            lock.token = token
+            lock.fence = None
+            lock._valid_until = valid_until
+            lock._last = rnd
+            lock._lost = False
+            lock._acquired_at = now
+            lock._next_due = 0.0
+            lock._generation = generation
+            outcomes = rnd.outcomes
+            lock._pending = (core, rnd) if pending in outcomes or timeout in outcomes else None
+            append(lock)
+        return result
+
     def _acquire_fenced(self, core, token: bytes) -> bool:
         """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
         fkey = fence_key(self.key)
