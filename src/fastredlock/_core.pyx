@@ -409,6 +409,12 @@ def parse_info_server(info):
     return run_id, uptime
 
 
+cdef inline void _arg(const char **args, Py_ssize_t *lens, int m, bytes value) noexcept:
+    """Point argument ``m`` of a command at ``value``'s bytes (it must outlive the encoding)."""
+    args[m] = PyBytes_AS_STRING(value)
+    lens[m] = PyBytes_GET_SIZE(value)
+
+
 # --- the result of one operation ---------------------------------------------------------------
 @cython.final
 @cython.freelist(8)
@@ -1155,44 +1161,50 @@ cdef class Core:
         self._round(KIND_SET, 1, True)
         return self._result1()
 
+    cdef int _script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
+                      const char **args, const Py_ssize_t *arg_lens, long long ttl_ms) except -1:
+        """Encode ``EVALSHA sha numkeys args...`` as the round's only command (EVAL ``script`` is
+        its fallback); ``ttl_ms`` > 0 asks for validity. At most 5 args."""
+        cdef const char *argv[8]
+        cdef Py_ssize_t lens[8]
+        cdef int argc = 3 + nargs, m
+        argv[0] = b"EVALSHA"; lens[0] = 7
+        argv[1] = PyBytes_AS_STRING(sha); lens[1] = PyBytes_GET_SIZE(sha)
+        argv[2] = numkeys; lens[2] = 1
+        for m in range(nargs):
+            argv[3 + m] = args[m]
+            lens[3 + m] = arg_lens[m]
+        self._reserve(1, frl_encoded_size(argc, lens))
+        self._cmd_off[0] = 0
+        self._cmd_off[1] = frl_encode(self._cmd, argc, argc, argv, lens)
+        self._ttls[0] = ttl_ms
+        self._set_script(script, argc, lens)
+        return 0
+
     def release(self, key, token, bint wait=True):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
 
         ``wait=False`` writes the release and returns without waiting for any answer.
         """
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        cdef const char *argv[5]
-        cdef Py_ssize_t lens[5]
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_RELEASE_SHA); lens[1] = PyBytes_GET_SIZE(_RELEASE_SHA)
-        argv[2] = b"1"; lens[2] = 1
-        argv[3] = PyBytes_AS_STRING(k); lens[3] = PyBytes_GET_SIZE(k)
-        argv[4] = PyBytes_AS_STRING(t); lens[4] = PyBytes_GET_SIZE(t)
-        self._reserve(1, frl_encoded_size(5, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 5, 5, argv, lens)
-        self._ttls[0] = 0
-        self._set_script(_RELEASE, 5, lens)
+        cdef const char *args[2]
+        cdef Py_ssize_t lens[2]
+        _arg(args, lens, 0, k)
+        _arg(args, lens, 1, t)
+        self._script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens, 0)
         self._round(KIND_SCRIPT, 1, wait)
         return self._result1()
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        cdef const char *argv[6]
-        cdef Py_ssize_t lens[6]
+        cdef const char *args[3]
+        cdef Py_ssize_t lens[3]
         cdef char ttl[24]
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_EXTEND_SHA); lens[1] = PyBytes_GET_SIZE(_EXTEND_SHA)
-        argv[2] = b"1"; lens[2] = 1
-        argv[3] = PyBytes_AS_STRING(k); lens[3] = PyBytes_GET_SIZE(k)
-        argv[4] = PyBytes_AS_STRING(t); lens[4] = PyBytes_GET_SIZE(t)
-        argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
-        self._reserve(1, frl_encoded_size(6, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 6, 6, argv, lens)
-        self._ttls[0] = ttl_ms
-        self._set_script(_EXTEND, 6, lens)
+        _arg(args, lens, 0, k)
+        _arg(args, lens, 1, t)
+        args[2] = ttl; lens[2] = frl_fmt_ll(ttl, ttl_ms)
+        self._script1(_EXTEND_SHA, _EXTEND, b"1", 3, args, lens, ttl_ms)
         self._round(KIND_SCRIPT, 1, True)
         return self._result1()
 
@@ -1202,21 +1214,14 @@ cdef class Core:
         ``values`` holds each granting master's counter.
         """
         cdef bytes k = _as_bytes(key), f = _as_bytes(fence_key), t = _as_bytes(token)
-        cdef const char *argv[7]
-        cdef Py_ssize_t lens[7]
+        cdef const char *args[4]
+        cdef Py_ssize_t lens[4]
         cdef char ttl[24]
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_FENCED_ACQUIRE_SHA); lens[1] = PyBytes_GET_SIZE(_FENCED_ACQUIRE_SHA)
-        argv[2] = b"2"; lens[2] = 1
-        argv[3] = PyBytes_AS_STRING(k); lens[3] = PyBytes_GET_SIZE(k)
-        argv[4] = PyBytes_AS_STRING(f); lens[4] = PyBytes_GET_SIZE(f)
-        argv[5] = PyBytes_AS_STRING(t); lens[5] = PyBytes_GET_SIZE(t)
-        argv[6] = ttl; lens[6] = frl_fmt_ll(ttl, ttl_ms)
-        self._reserve(1, frl_encoded_size(7, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 7, 7, argv, lens)
-        self._ttls[0] = ttl_ms
-        self._set_script(_FENCED_ACQUIRE, 7, lens)
+        _arg(args, lens, 0, k)
+        _arg(args, lens, 1, f)
+        _arg(args, lens, 2, t)
+        args[3] = ttl; lens[3] = frl_fmt_ll(ttl, ttl_ms)
+        self._script1(_FENCED_ACQUIRE_SHA, _FENCED_ACQUIRE, b"2", 4, args, lens, ttl_ms)
         self._round(KIND_FENCED, 1, True)
         return self._result1()
 
@@ -1224,21 +1229,14 @@ cdef class Core:
         """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
         cdef bytes k = _as_bytes(key), f = _as_bytes(fence_key), t = _as_bytes(token)
         cdef bytes fb = b"%d" % fence, rb = b"%d" % retention_ms
-        cdef const char *argv[8]
-        cdef Py_ssize_t lens[8]
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_FENCE_WRITE_SHA); lens[1] = PyBytes_GET_SIZE(_FENCE_WRITE_SHA)
-        argv[2] = b"2"; lens[2] = 1
-        argv[3] = PyBytes_AS_STRING(k); lens[3] = PyBytes_GET_SIZE(k)
-        argv[4] = PyBytes_AS_STRING(f); lens[4] = PyBytes_GET_SIZE(f)
-        argv[5] = PyBytes_AS_STRING(t); lens[5] = PyBytes_GET_SIZE(t)
-        argv[6] = PyBytes_AS_STRING(fb); lens[6] = PyBytes_GET_SIZE(fb)
-        argv[7] = PyBytes_AS_STRING(rb); lens[7] = PyBytes_GET_SIZE(rb)
-        self._reserve(1, frl_encoded_size(8, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 8, 8, argv, lens)
-        self._ttls[0] = 0
-        self._set_script(_FENCE_WRITE, 8, lens)
+        cdef const char *args[5]
+        cdef Py_ssize_t lens[5]
+        _arg(args, lens, 0, k)
+        _arg(args, lens, 1, f)
+        _arg(args, lens, 2, t)
+        _arg(args, lens, 3, fb)
+        _arg(args, lens, 4, rb)
+        self._script1(_FENCE_WRITE_SHA, _FENCE_WRITE, b"2", 5, args, lens, 0)
         self._round(KIND_SCRIPT, 1, True)
         return self._result1()
 
