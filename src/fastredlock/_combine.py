@@ -74,6 +74,19 @@ class Combiner:
         #: Requests that rode in a round another thread led (a count, for tests and curiosity).
         self.carried = 0
 
+    def enter(self) -> bool:
+        """Take the lead if no round is in flight: the caller then runs its own request as a round
+        of one (its lean path) and must call :meth:`leave` after it. False: :meth:`submit` it."""
+        with self._mutex:
+            if self._busy:
+                return False
+            self._busy = True
+            return True
+
+    def leave(self) -> None:
+        """End a round run after :meth:`enter`: hand the lead to the first request that waited."""
+        self._pass_lead()
+
     def submit(self, req: Request) -> None:
         """Run ``req`` in the next round; return when its result is in (or raise the round's error)."""
         with self._mutex:

@@ -375,22 +375,68 @@ class Redlock:
     def _acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
         """``(core, round)`` of one ``SET NX PX`` on every master; a failed acquisition that may
         have landed somewhere has been released (written behind its SET on the same connection)."""
-        req = Request(key, token, ttl_ms)
         if self.auto_pipeline:
-            self._combiner.submit(req)
-        else:
-            self._run_batch([req])
-        return req.core, req.rnd
+            combiner = self._combiner
+            if not combiner.enter():  # a round is in flight: ride in the next one
+                req = Request(key, token, ttl_ms)
+                combiner.submit(req)
+                return req.core, req.rnd
+            try:
+                return self._acquire_alone(key, token, ttl_ms)
+            finally:
+                combiner.leave()
+        return self._acquire_alone(key, token, ttl_ms)
+
+    def _acquire_alone(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
+        """:meth:`_acquire_one` as a round of its own (nothing rides with it: the lean path)."""
+        core = self._checkout_for_acquire(ttl_ms)
+        clean = False
+        try:
+            rnd = core.acquire(key, token, ttl_ms)
+            if not rnd.ok and _may_hold(rnd):
+                # A master that answered anything but a clear "no" may hold the key (an OK
+                # outside a quorum, an untrusted OK, a SET not answered yet or after its
+                # timeout). The release is written behind that SET on the same connection, so
+                # it cannot be overtaken; nobody needs its answer, so it is not awaited.
+                core.release(key, token, False)
+            clean = True
+        except BaseException:
+            # Interrupted mid-round (KeyboardInterrupt, a bug): the SET may have landed anywhere.
+            core.close()
+            try:
+                core.release(key, token)
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+            raise
+        finally:
+            self._checkin(core, clean)
+        return core, rnd
 
     def _release_one(self, key: bytes, token: bytes, carrier: Any = None) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release on every master, through ``carrier`` (the
         core that may still carry the lock's unanswered SETs) if given, else through any core."""
-        req = Request(key, token, 0, carrier)
         if self.auto_pipeline:
-            self._combiner.submit(req)
-        else:
-            self._run_batch([req])
-        return req.rnd, req.ok
+            combiner = self._combiner
+            if not combiner.enter():  # a round is in flight: ride in the next one
+                req = Request(key, token, 0, carrier)
+                combiner.submit(req)
+                return req.rnd, req.ok
+            try:
+                return self._release_alone(key, token, carrier)
+            finally:
+                combiner.leave()
+        return self._release_alone(key, token, carrier)
+
+    def _release_alone(self, key: bytes, token: bytes, carrier: Any) -> Tuple[Any, bool]:
+        """:meth:`_release_one` as a round of its own (the lean path)."""
+        core = self._checkout_core(carrier) if carrier is not None else self._checkout()
+        clean = False
+        try:
+            rnd = core.release(key, token)
+            clean = True
+        finally:
+            self._checkin(core, clean)
+        return rnd, rnd.ok
 
     def _run_batch(self, batch: List[Request]) -> None:
         """One round trip for ``batch``: its releases are written first, then its acquisitions
@@ -430,11 +476,7 @@ class Redlock:
                     acq_rounds = core.acquire_many([r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
                 failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and _may_hold(rnd)]
                 if len(failed) == 1:
-                    # A master that answered anything but a clear "no" may hold the key (an OK
-                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
-                    # timeout). The release is written behind that SET on the same connection, so
-                    # it cannot be overtaken; nobody needs its answer, so it is not awaited.
-                    core.release(failed[0].key, failed[0].token, False)
+                    core.release(failed[0].key, failed[0].token, False)  # (see _acquire_alone)
                 elif failed:
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
             if rels and acqs:
