@@ -7,6 +7,7 @@ somebody else held the lock at the same time.
 """
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 
@@ -100,3 +101,24 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     carried = dlm._combiner.carried
     dlm.close()
     result_queue.put((totals, pool, carried))
+
+
+def run_contenders(target, count: int, args, extra=()):
+    """Run ``target(*args, results, ready, go, *extra)`` in ``count`` spawned processes.
+
+    Every process starts its work at once (``go``, set when all are ready: start-up on a loaded
+    machine takes seconds). Returns their reports, after checking that each exited cleanly.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args, results, ready, go, *extra)) for _ in range(count)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    go.set()
+    reports = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(10)
+        assert p.exitcode == 0
+    return reports

@@ -14,7 +14,6 @@ import time
 import pytest
 
 from fastredlock import LockError
-from fastredlock import _outcomes as oc
 from fastredlock._combine import Combiner, Request
 from fastredlock.testing import FaultProxy
 

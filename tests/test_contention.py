@@ -1,7 +1,6 @@
 """Many processes contending on one name never hold it at once, and leave no key behind."""
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 
@@ -10,28 +9,14 @@ import pytest
 from fastredlock.servers import LocalMaster
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _contender import contend  # noqa: E402
+from _contender import contend, run_contenders  # noqa: E402
 
 
 @pytest.mark.slow
 def test_eight_processes_never_overlap(core, masters, name, keys_on):
     counter = LocalMaster().start()
     try:
-        ctx = multiprocessing.get_context("spawn")
-        results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [
-            ctx.Process(target=contend, args=(masters.urls, core, name, counter.port, 3.0, results, ready, go))
-            for _ in range(8)
-        ]
-        for p in procs:
-            p.start()
-        for _ in procs:
-            ready.get(timeout=60)
-        go.set()
-        outcomes = [results.get(timeout=60) for _ in procs]
-        for p in procs:
-            p.join(10)
-            assert p.exitcode == 0
+        outcomes = run_contenders(contend, 8, (masters.urls, core, name, counter.port, 3.0))
         held = sum(o[0] for o in outcomes)
         assert sum(o[1] for o in outcomes) == 0, f"two holders at once: {outcomes}"
         assert sum(o[2] for o in outcomes) == 0

@@ -23,7 +23,7 @@ from fastredlock.servers import LocalMaster
 from fastredlock.testing import FaultProxy, paused
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _contender import contend_threads  # noqa: E402
+from _contender import contend_threads, run_contenders  # noqa: E402
 
 #: A per-master deadline far above what an early return may take on a busy machine.
 SLOW_IO = 0.4
@@ -342,22 +342,9 @@ def test_cooldown_arguments_are_checked(make_client, masters):
 def test_threads_times_processes_never_overlap(core, masters, name, keys_on, auto_pipeline):
     counter = LocalMaster().start()
     try:
-        ctx = multiprocessing.get_context("spawn")
-        results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [
-            ctx.Process(target=contend_threads,
-                        args=(masters.urls, core, name, counter.port, 3.0, 4, results, ready, go, auto_pipeline))
-            for _ in range(3)
-        ]
-        for p in procs:
-            p.start()
-        for _ in procs:
-            ready.get(timeout=60)
-        go.set()
-        reports = [results.get(timeout=60) for _ in procs]
-        for p in procs:
-            p.join(10)
-            assert p.exitcode == 0
+        reports = run_contenders(
+            contend_threads, 3, (masters.urls, core, name, counter.port, 3.0, 4), (auto_pipeline,)
+        )
         per_thread = [t for threads, _pool, _carried in reports for t in threads]
         assert sum(t[1] for t in per_thread) == 0, f"two holders at once: {per_thread}"
         assert sum(t[2] for t in per_thread) == 0, per_thread

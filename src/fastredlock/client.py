@@ -282,11 +282,7 @@ class Redlock:
                 core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
             clean = True
         except BaseException:
-            core.close()
-            try:
-                core.release_many(keys, tokens)
-            except Exception:  # pragma: no cover - best effort while another error propagates
-                pass
+            self._interrupted_round(core, keys, tokens)
             raise
         finally:
             self._checkin(core, clean)
@@ -353,11 +349,7 @@ class Redlock:
                 core.release_many(keys, [token] * len(keys), False)
             clean = True
         except BaseException:
-            core.close()
-            try:
-                core.release_many(keys, [token] * len(keys))
-            except Exception:  # pragma: no cover - best effort while another error propagates
-                pass
+            self._interrupted_round(core, keys, [token] * len(keys))
             raise
         finally:
             self._checkin(core, clean)
@@ -401,12 +393,7 @@ class Redlock:
                 core.release(key, token, False)
             clean = True
         except BaseException:
-            # Interrupted mid-round (KeyboardInterrupt, a bug): the SET may have landed anywhere.
-            core.close()
-            try:
-                core.release(key, token)
-            except Exception:  # pragma: no cover - best effort while another error propagates
-                pass
+            self._interrupted_round(core, [key], [token])
             raise
         finally:
             self._checkin(core, clean)
@@ -462,34 +449,18 @@ class Redlock:
             if rels:
                 # With acquisitions behind them, written without waiting (as EVAL: a NOSCRIPT could
                 # not be answered later); the acquisition round reads their answers first.
-                wait = not acqs
-                if len(rels) == 1:
-                    rel_rounds = [core.release(rels[0].key, rels[0].token, wait)]
-                else:
-                    rel_rounds = core.release_many([r.key for r in rels], [r.token for r in rels], wait)
+                rel_rounds = core.release_many([r.key for r in rels], [r.token for r in rels], not acqs)
             acq_rounds: List[Any] = []
             if acqs:
-                if len(acqs) == 1:
-                    req = acqs[0]
-                    acq_rounds = [core.acquire(req.key, req.token, req.ttl_ms)]
-                else:
-                    acq_rounds = core.acquire_many([r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
+                acq_rounds = core.acquire_many([r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
                 failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and _may_hold(rnd)]
-                if len(failed) == 1:
-                    core.release(failed[0].key, failed[0].token, False)  # (see _acquire_alone)
-                elif failed:
+                if failed:  # written behind their SETs, not awaited (see _acquire_alone)
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
-            if rels and acqs:
-                self._await_releases(core, rel_rounds)
+                if rels:
+                    self._await_releases(core, rel_rounds)
             clean = True
         except BaseException:
-            # Interrupted mid-round (KeyboardInterrupt, a bug): the SETs may have landed anywhere.
-            core.close()
-            if acqs:
-                try:
-                    core.release_many([r.key for r in acqs], [r.token for r in acqs])
-                except Exception:  # pragma: no cover - best effort while another error propagates
-                    pass
+            self._interrupted_round(core, [r.key for r in acqs], [r.token for r in acqs])
             raise
         finally:
             self._checkin(core, clean)
@@ -504,6 +475,19 @@ class Redlock:
             req.core = core
             req.rnd = rnd
             req.ok = rnd.ok
+
+    @staticmethod
+    def _interrupted_round(core: Any, keys: Sequence[bytes], tokens: Sequence[bytes]) -> None:
+        """An acquisition's round was interrupted (KeyboardInterrupt, a bug): its SETs may have
+        landed anywhere and replies may be in flight. Close the core and release ``keys`` on a
+        fresh connection, best effort (the caller re-raises)."""
+        core.close()
+        if not keys:
+            return
+        try:
+            core.release_many(keys, tokens)
+        except Exception:  # pragma: no cover - best effort while another error propagates
+            pass
 
     def _await_releases(self, core: Any, rounds: List[Any]) -> None:
         """Read the answers to releases written without waiting until each is decided: a quorum
@@ -537,10 +521,7 @@ class Redlock:
         core = self._checkout()
         clean = False
         try:
-            if len(reqs) == 1:
-                again = [core.release(reqs[0].key, reqs[0].token)]
-            else:
-                again = core.release_many([r.key for r in reqs], [r.token for r in reqs])
+            again = core.release_many([r.key for r in reqs], [r.token for r in reqs])
             clean = True
         finally:
             self._checkin(core, clean)

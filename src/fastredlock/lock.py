@@ -264,12 +264,7 @@ class Lock:
             ok = self._acquire_fenced(core, token)
             clean = True
         except BaseException:
-            # Interrupted mid-round (KeyboardInterrupt, a bug): our SET may have landed anywhere.
-            core.close()
-            try:
-                core.release(self.key, token)
-            except Exception:  # pragma: no cover - best effort while another error propagates
-                pass
+            client._interrupted_round(core, [self.key], [token])
             raise
         finally:
             client._checkin(core, clean)
