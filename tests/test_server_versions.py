@@ -55,22 +55,25 @@ def test_fencing_and_restart_info_on_each_server(make_client, versioned_masters,
 
 
 @pytest.mark.parametrize("count", [64, 2500])
-def test_release_many_on_each_server(make_client, versioned_masters, name, keys_on, count):
+def test_release_many_on_each_server(make_client, versioned_masters, name, count):
     # every key ours (the script's fast path), then some taken over (the per-key path); 2500 keys
-    # cross the script's chunks of 1000
-    dlm = make_client(versioned_masters.urls, retry_count=0)
-    names = [f"{name}:{i}" for i in range(count)]
+    # cross the script's chunks of 1000. What is tested is the scripts, not timing: a 2500-key
+    # round costs the pure core ~30 ms here, so the default 50 ms io_timeout would make this test
+    # fail whenever the machine slows down 2x; and the checks go in one command per master (one
+    # connection each, not thousands).
+    dlm = make_client(versioned_masters.urls, retry_count=0, io_timeout=2.0)
+    names = [f"{name}:{i}".encode() for i in range(count)]
+    taken = names[::7]
+    ours = [n for i, n in enumerate(names) if i % 7]
     held = dlm.acquire_many(names, ttl=5.0)
     assert all(held)
     assert dlm.release_many(held) == [True] * count
-    assert sum(keys_on(versioned_masters, n) for n in names[:: count // 8]) == 0
+    assert [m.command("EXISTS", *names) for m in versioned_masters] == [0, 0, 0]
     held = dlm.acquire_many(names, ttl=5.0)
     assert all(held)
     for m in versioned_masters:
-        for i in range(0, count, 7):
-            m.command("SET", names[i], b"someone else")
+        assert m.command("MSET", *(part for n in taken for part in (n, b"someone else"))) == b"OK"
     assert dlm.release_many(held) == [i % 7 != 0 for i in range(count)]
-    for i in range(0, count, 7):
-        assert all(m.command("GET", names[i]) == b"someone else" for m in versioned_masters)
-        assert keys_on(versioned_masters, names[i]) == 3
-    assert sum(keys_on(versioned_masters, names[i]) for i in range(count) if i % 7) == 0
+    for m in versioned_masters:
+        assert m.command("MGET", *taken) == [b"someone else"] * len(taken)
+        assert m.command("EXISTS", *ours) == 0
