@@ -304,3 +304,107 @@ def test_a_shared_round_repairs_a_release_whose_connection_broke(make_client, fa
     assert keys_on(fault_masters, name) == 0
     dlm._run_batch([Request(acq.key, b"other-token", 0)])
     assert keys_on(fault_masters, name + ":other") == 0
+
+
+def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_overlap():
+    # The lean path takes and gives up the lead without the mutex (enter/leave); a follower that
+    # queues in the instant the leader lets go must still be led. With the GIL switching every
+    # microsecond, 8 threads x 3000 mixed requests: every thread finishes, and at most one round
+    # (lean or shared) ever runs at a time.
+    import sys
+
+    active = [0]
+    overlaps = []
+    done = [0]
+
+    def round_body():
+        active[0] += 1
+        if active[0] != 1:
+            overlaps.append(active[0])
+        time.sleep(0) if done[0] % 7 == 0 else None
+        active[0] -= 1
+
+    def run(batch):
+        round_body()
+        for r in batch:
+            r.ok = True
+
+    combiner = Combiner(run, lambda req: None)
+
+    def worker(w):
+        for i in range(3000):
+            if (i + w) % 2:
+                if combiner.enter():
+                    try:
+                        round_body()
+                    finally:
+                        combiner.leave()
+                    continue
+            req = Request(b"k", b"t", 1000)
+            combiner.submit(req)
+            assert req.ok
+            done[0] += 1
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads), "a request was never led (lost wake-up)"
+    assert overlaps == []
+    assert not combiner._busy and combiner._queue == []
+
+
+class PausingLock:
+    """Wraps the combiner's lead lock: the next failed ``acquire(False)`` stops until resumed."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.pause_next_failure = False
+        self.failed = threading.Event()
+        self.resume = threading.Event()
+
+    def acquire(self, blocking=True):
+        got = self.inner.acquire(blocking)
+        if not got and self.pause_next_failure:
+            self.pause_next_failure = False
+            self.failed.set()
+            assert self.resume.wait(10)
+        return got
+
+    def release(self):
+        self.inner.release()
+
+    def locked(self):
+        return self.inner.locked()
+
+
+def test_a_follower_that_queues_just_as_the_leader_lets_go_is_still_led():
+    # The exact interleaving the lean path's leave() must survive: the follower finds the lead
+    # taken, the leader lets go (its queue still empty), and only then the follower queues. The
+    # follower must take the lead itself rather than wait for a leader that will never come.
+    seen = []
+
+    def run(batch):
+        seen.append([r.key for r in batch])
+        for r in batch:
+            r.ok = True
+
+    combiner = Combiner(run, lambda req: None)
+    lead = combiner._lead_lock = PausingLock(combiner._lead_lock)
+    assert combiner.enter()
+    lead.pause_next_failure = True
+    req, errors = Request(b"late", b"t", 1000), {}
+    t = submit_in_thread(combiner, req, errors)
+    assert lead.failed.wait(5)
+    combiner.leave()
+    lead.resume.set()
+    t.join(5)
+    assert not t.is_alive(), "the follower waits for a leader that is gone"
+    assert req.ok and errors == {} and seen == [[b"late"]]
+    assert not combiner._busy and combiner._queue == []

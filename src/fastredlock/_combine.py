@@ -17,7 +17,6 @@ its own is done. A thread alone never waits: its request is a round of one, run 
 """
 from __future__ import annotations
 
-import threading
 from _thread import allocate_lock
 from typing import Any, Callable, List, Optional
 
@@ -67,37 +66,56 @@ class Combiner:
     def __init__(self, run: Callable[[List[Request]], None], abandon: Callable[[Request], None]) -> None:
         self._run = run
         self._abandon = abandon
-        self._mutex = threading.Lock()
+        #: Held by the thread that leads (a round is in flight); handed on held to a follower.
+        #: Taken without the mutex by :meth:`enter` (the lean path of a thread alone: one C call).
+        self._lead_lock = allocate_lock()
+        #: Guards the queue; a request is queued only while the lead is held, and the lead is
+        #: released with the queue empty, both under this mutex, so no request waits unled.
+        self._mutex = allocate_lock()
         self._queue: List[Request] = []
-        #: Whether a round is in flight (its leader has not passed the lead on or given it up).
-        self._busy = False
         #: Requests that rode in a round another thread led (a count, for tests and curiosity).
         self.carried = 0
+
+    @property
+    def _busy(self) -> bool:
+        """Whether a round is in flight (its leader has not passed the lead on or given it up)."""
+        return self._lead_lock.locked()
 
     def enter(self) -> bool:
         """Take the lead if no round is in flight: the caller then runs its own request as a round
         of one (its lean path) and must call :meth:`leave` after it. False: :meth:`submit` it."""
-        with self._mutex:
-            if self._busy:
-                return False
-            self._busy = True
-            return True
+        return self._lead_lock.acquire(False)
 
     def leave(self) -> None:
         """End a round run after :meth:`enter`: hand the lead to the first request that waited."""
-        self._pass_lead()
+        if self._queue:
+            self._pass_lead()
+        else:
+            # Nobody waited: give the lead up without the mutex, then look again. A follower
+            # that queued between the look and the release retries the lead after queuing
+            # (see submit), so one of us two always picks it up.
+            self._lead_lock.release()
+            if self._queue and self._lead_lock.acquire(False):
+                self._pass_lead()
 
     def submit(self, req: Request) -> None:
         """Run ``req`` in the next round; return when its result is in (or raise the round's error)."""
+        lead_lock = self._lead_lock
         with self._mutex:
-            if self._busy:
+            if lead_lock.acquire(False):
+                follow = False
+            else:
                 req.gate = gate = allocate_lock()
                 gate.acquire()
                 self._queue.append(req)
-                follow = True
-            else:
-                self._busy = True
-                follow = False
+                # The leader may have let go after we failed to take the lead and before we
+                # queued (leave() does not take the mutex): take it now, or it is taken by a
+                # leader that will see us in the queue.
+                if lead_lock.acquire(False):
+                    self._queue.remove(req)
+                    follow = False
+                else:
+                    follow = True
         if follow:
             self._wait(req)
             if not req.lead:
@@ -143,13 +161,14 @@ class Combiner:
             self._pass_lead()
 
     def _pass_lead(self) -> None:
+        """Hand the held lead to the first waiting request (it stays held), or give it up."""
         with self._mutex:
             if self._queue:
                 nxt = self._queue.pop(0)
                 nxt.lead = True
                 nxt.gate.release()
             else:
-                self._busy = False
+                self._lead_lock.release()
 
     def _wait(self, req: Request) -> None:
         try:

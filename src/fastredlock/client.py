@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from time import monotonic
-from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _fork
 from . import _outcomes as oc
@@ -205,6 +205,8 @@ class Redlock:
         self.restart_aware = bool(restart_aware)
         self.restart_grace = None if restart_grace is None else _check_number(restart_grace, "restart_grace")
         self._max_ttl_ms = 0
+        #: TTLs (seconds, int or float) already checked, and their milliseconds.
+        self._ttls_ms: Dict[Any, int] = {}
         self._fence_retention_ms = int(_check_number(fence_retention, "fence_retention", strict=True) * 1000)
         self._watchdog: Optional[Watchdog] = None
         self._core_cls = core_class(core)
@@ -269,6 +271,10 @@ class Redlock:
         Returns, for each name in order, its acquired :class:`Lock` or ``None``. One attempt, no
         retries. Quorum and validity are decided per name from the round's shared timing window;
         names that failed are released on all masters in one follow-up round.
+
+        ``io_timeout`` bounds the whole round, however many names it carries: size it for the
+        batch (here a 2500-name round costs the masters and the pure core ~30 ms, the Cython core
+        ~15 ms), or a busy machine turns slow answers into "no".
         """
         names, keys, ttl_ms = self._batch_keys(names, ttl)
         tokens = new_tokens(len(keys))
@@ -292,7 +298,10 @@ class Redlock:
         """Release several held locks in one round; return, per lock, whether a quorum still held it.
 
         Unlike :meth:`Lock.release` this does not raise for a lock that was no longer held: check the
-        returned flags. Every handle is released either way.
+        returned flags. Every handle is released either way. ``False`` also means "not confirmed":
+        a master that did not answer within ``io_timeout`` (which bounds the whole round, however
+        many locks it carries; see :meth:`acquire_many`) may still delete the key when it gets
+        to it, or the key stays until its TTL.
         """
         held: List[Lock] = []
         keys: List[bytes] = []
@@ -366,64 +375,66 @@ class Redlock:
 
     def _acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
         """``(core, round)`` of one ``SET NX PX`` on every master; a failed acquisition that may
-        have landed somewhere has been released (written behind its SET on the same connection)."""
-        if self.auto_pipeline:
-            combiner = self._combiner
-            if not combiner.enter():  # a round is in flight: ride in the next one
-                req = Request(key, token, ttl_ms)
-                combiner.submit(req)
-                return req.core, req.rnd
-            try:
-                return self._acquire_alone(key, token, ttl_ms)
-            finally:
-                combiner.leave()
-        return self._acquire_alone(key, token, ttl_ms)
+        have landed somewhere has been released (written behind its SET on the same connection).
 
-    def _acquire_alone(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
-        """:meth:`_acquire_one` as a round of its own (nothing rides with it: the lean path)."""
-        core = self._checkout_for_acquire(ttl_ms)
-        clean = False
+        A round in flight (another thread's): the request rides in the next one (see _combine).
+        Else it is a round of its own, run here: the lean path, written inline because every
+        Python call on it costs the hot loop of a thread alone.
+        """
+        combiner = self._combiner
+        if not self.auto_pipeline:
+            combiner = None
+        elif not combiner.enter():  # a round is in flight: ride in the next one
+            req = Request(key, token, ttl_ms)
+            combiner.submit(req)
+            return req.core, req.rnd
         try:
-            rnd = core.acquire(key, token, ttl_ms)
-            if not rnd.ok and _may_hold(rnd):
-                # A master that answered anything but a clear "no" may hold the key (an OK
-                # outside a quorum, an untrusted OK, a SET not answered yet or after its
-                # timeout). The release is written behind that SET on the same connection, so
-                # it cannot be overtaken; nobody needs its answer, so it is not awaited.
-                core.release(key, token, False)
-            clean = True
-        except BaseException:
-            self._interrupted_round(core, [key], [token])
-            raise
+            core = self._checkout()
+            if self.restart_aware:
+                self._grace(core, ttl_ms)
+            clean = False
+            try:
+                rnd = core.acquire(key, token, ttl_ms)
+                if not rnd.ok and _may_hold(rnd):
+                    # A master that answered anything but a clear "no" may hold the key (an OK
+                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
+                    # timeout). The release is written behind that SET on the same connection, so
+                    # it cannot be overtaken; nobody needs its answer, so it is not awaited.
+                    core.release(key, token, False)
+                clean = True
+            except BaseException:
+                self._interrupted_round(core, [key], [token])
+                raise
+            finally:
+                self._checkin(core, clean)
+            return core, rnd
         finally:
-            self._checkin(core, clean)
-        return core, rnd
+            if combiner is not None:
+                combiner.leave()
 
     def _release_one(self, key: bytes, token: bytes, carrier: Any = None) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release on every master, through ``carrier`` (the
-        core that may still carry the lock's unanswered SETs) if given, else through any core."""
-        if self.auto_pipeline:
-            combiner = self._combiner
-            if not combiner.enter():  # a round is in flight: ride in the next one
-                req = Request(key, token, 0, carrier)
-                combiner.submit(req)
-                return req.rnd, req.ok
-            try:
-                return self._release_alone(key, token, carrier)
-            finally:
-                combiner.leave()
-        return self._release_alone(key, token, carrier)
-
-    def _release_alone(self, key: bytes, token: bytes, carrier: Any) -> Tuple[Any, bool]:
-        """:meth:`_release_one` as a round of its own (the lean path)."""
-        core = self._checkout_core(carrier) if carrier is not None else self._checkout()
-        clean = False
+        core that may still carry the lock's unanswered SETs) if given, else through any core.
+        Rides in the next shared round if one is in flight, like :meth:`_acquire_one`."""
+        combiner = self._combiner
+        if not self.auto_pipeline:
+            combiner = None
+        elif not combiner.enter():  # a round is in flight: ride in the next one
+            req = Request(key, token, 0, carrier)
+            combiner.submit(req)
+            return req.rnd, req.ok
         try:
-            rnd = core.release(key, token)
-            clean = True
+            core = self._checkout_core(carrier) if carrier is not None else self._checkout()
+            clean = False
+            try:
+                rnd = core.release(key, token)
+                clean = True
+            finally:
+                self._checkin(core, clean)
+            return rnd, rnd.ok
         finally:
-            self._checkin(core, clean)
-        return rnd, rnd.ok
+            if combiner is not None:
+                combiner.leave()
 
     def _run_batch(self, batch: List[Request]) -> None:
         """One round trip for ``batch``: its releases are written first, then its acquisitions
@@ -454,7 +465,7 @@ class Redlock:
             if acqs:
                 acq_rounds = core.acquire_many([r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
                 failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and _may_hold(rnd)]
-                if failed:  # written behind their SETs, not awaited (see _acquire_alone)
+                if failed:  # written behind their SETs, not awaited (see _acquire_one)
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
                 if rels:
                     self._await_releases(core, rel_rounds)
@@ -611,6 +622,11 @@ class Redlock:
         return key
 
     def _ttl_ms(self, ttl: Any) -> int:
+        cls = ttl.__class__
+        if cls is float or cls is int:  # not bool: it must still be refused
+            known = self._ttls_ms.get(ttl)  # the TTLs a client uses are few: checked once each
+            if known is not None:
+                return known
         value = _check_number(ttl, "ttl", strict=True)
         if value > MAX_TTL:
             raise ValueError(f"ttl must be <= {MAX_TTL:g} seconds, got {value:g}")
@@ -620,6 +636,8 @@ class Redlock:
             raise ValueError(f"ttl is too small to ever be valid with drift_factor={self.drift_factor}: {value:g}s")
         if ttl_ms > self._max_ttl_ms:
             self._max_ttl_ms = ttl_ms
+        if (cls is float or cls is int) and len(self._ttls_ms) < 64:
+            self._ttls_ms[ttl] = ttl_ms
         return ttl_ms
 
     def _checkout_for_acquire(self, ttl_ms: int) -> Any:
@@ -653,13 +671,14 @@ class Redlock:
         if self._closed:
             raise RuntimeError("this Redlock client is closed")
         pool = self._pool
-        mine = getattr(self._local, "core", None)
-        if mine is not None:
-            try:
-                pool.remove(mine)  # atomic under the GIL, like pop()
-                return mine
-            except ValueError:
-                pass
+        if len(pool) > 1:  # a choice: this thread's own core if free (with one, it is that or none)
+            mine = getattr(self._local, "core", None)
+            if mine is not None:
+                try:
+                    pool.remove(mine)  # atomic under the GIL, like pop()
+                    return mine
+                except ValueError:
+                    pass
         try:
             return pool.pop()
         except IndexError:
@@ -714,7 +733,8 @@ class Redlock:
             core.close()  # a round was interrupted: replies may still be in flight
         if self._generation == _fork.generation and not self._closed:
             self._pool.append(core)
-            self._local.core = core
+            if len(self._live) > 1:  # which core is whose matters only when there are several
+                self._local.core = core
             if self._waiters:
                 with self._returned:
                     self._returned.notify_all()

@@ -41,10 +41,14 @@ def _may_hold(rnd) -> bool:
     return False
 
 
+_PENDING = oc.PENDING
+_TIMEOUT = oc.TIMEOUT
+
+
 def _pending_of(core, rnd):
     """``(core, rnd)`` if some master's answer to ``rnd`` is still outstanding there, else None."""
     outcomes = rnd.outcomes
-    if oc.PENDING in outcomes or oc.TIMEOUT in outcomes:
+    if _PENDING in outcomes or _TIMEOUT in outcomes:
         return (core, rnd)
     return None
 
@@ -237,7 +241,9 @@ class Lock:
             ok = rnd.ok
             if ok:
                 self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                self._pending = _pending_of(core, rnd)
+                outcomes = rnd.outcomes  # _pending_of, inline (the hot path)
+                if _PENDING in outcomes or _TIMEOUT in outcomes:
+                    self._pending = (core, rnd)
         if ok:
             self.token = token
             self._acquired_at = monotonic()
@@ -352,10 +358,14 @@ class Lock:
             return
         token = self._require_token()
         client = self._client
-        client._unwatch(self)
-        was_lost = self.lost
+        if client._watchdog is not None:
+            client._unwatch(self)
+        was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
+        pending = self._pending
+        carrier = pending[0] if pending is not None and self._unsettled() else None
         try:
-            rnd, ok = self._release_round(token, True)
+            # Through the client's combiner: may ride with other threads' releases (see _combine).
+            rnd, ok = client._release_one(self.key, token, carrier)
         finally:
             self.token = None
             self.fence = None
