@@ -69,8 +69,9 @@ class Combiner:
         #: Held by the thread that leads (a round is in flight); handed on held to a follower.
         #: Taken without the mutex by :meth:`enter` (the lean path of a thread alone: one C call).
         self._lead_lock = allocate_lock()
-        #: Guards the queue; a request is queued only while the lead is held, and the lead is
-        #: released with the queue empty, both under this mutex, so no request waits unled.
+        #: Guards the queue; a request is queued (under it) only while the lead is held. Whoever
+        #: gives up the lead looks at the queue again afterwards, and a request that was queued
+        #: retries the lead (see leave/submit), so no request waits unled.
         self._mutex = allocate_lock()
         self._queue: List[Request] = []
         #: Requests that rode in a round another thread led (a count, for tests and curiosity).

@@ -389,9 +389,7 @@ class Redlock:
             combiner.submit(req)
             return req.core, req.rnd
         try:
-            core = self._checkout()
-            if self.restart_aware:
-                self._grace(core, ttl_ms)
+            core = self._checkout_for_acquire(ttl_ms)
             clean = False
             try:
                 rnd = core.acquire(key, token, ttl_ms)

@@ -241,9 +241,7 @@ class Lock:
             ok = rnd.ok
             if ok:
                 self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                outcomes = rnd.outcomes  # _pending_of, inline (the hot path)
-                if _PENDING in outcomes or _TIMEOUT in outcomes:
-                    self._pending = (core, rnd)
+                self._pending = _pending_of(core, rnd)
         if ok:
             self.token = token
             self._acquired_at = monotonic()
@@ -361,11 +359,8 @@ class Lock:
         if client._watchdog is not None:
             client._unwatch(self)
         was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
-        pending = self._pending
-        carrier = pending[0] if pending is not None and self._unsettled() else None
         try:
-            # Through the client's combiner: may ride with other threads' releases (see _combine).
-            rnd, ok = client._release_one(self.key, token, carrier)
+            rnd, ok = self._release_round(token, True)
         finally:
             self.token = None
             self.fence = None
