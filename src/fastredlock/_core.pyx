@@ -450,6 +450,11 @@ cdef class Round:
         self.details = details
         self.values = values
 
+    @property
+    def valid_until(self):
+        """Monotonic time when the validity ends: ``started + elapsed + validity`` (computed here only)."""
+        return self.started + self.elapsed + self.validity
+
     def __repr__(self):
         return (
             f"Round(ok={self.ok}, successes={self.successes}, validity={self.validity:.4f}, "

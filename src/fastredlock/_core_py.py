@@ -174,6 +174,11 @@ class Round:
         self.details = details
         self.values = values
 
+    @property
+    def valid_until(self) -> float:
+        """Monotonic time when the validity ends: ``started + elapsed + validity`` (computed here only)."""
+        return self.started + self.elapsed + self.validity
+
     def __repr__(self) -> str:
         return (
             f"Round(ok={self.ok}, successes={self.successes}, validity={self.validity:.4f}, "
