@@ -1,7 +1,9 @@
 """Build script: the Cython core is compiled here; the metadata lives in pyproject.toml.
 
-- ``fastredlock._core`` is compiled from ``src/fastredlock/_core.pyx`` (Cython is a build requirement;
-  the generated ``_core.c`` is neither committed nor shipped in the sdist).
+- ``fastredlock._io_c`` (the C I/O twin) is compiled from ``src/fastredlock/_io_c.pyx``, and the
+  protocol modules ``src/fastredlock/protocol/*.py`` in Cython's pure-Python mode, each with its
+  ``.pxd`` (Cython is a build requirement; the generated ``.c`` files are neither committed nor
+  shipped in the sdist).
 - If it cannot be compiled, the build fails, loudly: never a silent fallback to the slow core.
 - ``FASTREDLOCK_NO_EXTENSIONS=1`` builds the pure-Python package on purpose.
 - Windows and interpreters other than CPython get the pure-Python package, with a warning: the
@@ -26,6 +28,8 @@ def _warn(message):
 
 
 NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
+#: The protocol modules compiled for the C build (the rest of the package stays interpreted).
+PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session")
 DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
 
 if not NO_EXTENSIONS and sys.platform == "win32":
@@ -61,7 +65,7 @@ class BuildCore(build_ext):
 
 def _failure(reason):
     message = (
-        "ERROR: fastredlock's C core (fastredlock._core) could not be built:\n"
+        "ERROR: fastredlock's C build (fastredlock._io_c and the compiled protocol) could not be built:\n"
         f"  {reason}\n"
         "It needs a C compiler, the Python headers and Cython>=3.0.11 (a build requirement).\n"
         "To install the slower pure-Python core on purpose, set FASTREDLOCK_NO_EXTENSIONS=1."
@@ -74,7 +78,12 @@ if NO_EXTENSIONS:
     ext_modules, cmdclass = [], {}
 else:
     cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG else ["-O2"]
-    ext_modules = [Extension("fastredlock._core", ["src/fastredlock/_core.pyx"], extra_compile_args=cflags)]
+    ext_modules = [Extension("fastredlock._io_c", ["src/fastredlock/_io_c.pyx"], extra_compile_args=cflags)]
+    # The protocol is plain Python, compiled in Cython's pure-Python mode (each .py with its .pxd).
+    ext_modules += [
+        Extension(f"fastredlock.protocol.{name}", [f"src/fastredlock/protocol/{name}.py"], extra_compile_args=cflags)
+        for name in PROTOCOL_MODULES
+    ]
     cmdclass = {"build_ext": BuildCore}
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)

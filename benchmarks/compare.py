@@ -564,12 +564,12 @@ class Bench:
                 self.skipped[c.id] = f"could not install: {self.install_notes[c.group]}"
 
     def check_cython(self) -> Optional[str]:
-        proc = subprocess.run([sys.executable, "-c", "import fastredlock._core"],
+        proc = subprocess.run([sys.executable, "-c", "import fastredlock._io_c"],
                               capture_output=True, text=True, timeout=60)
         if proc.returncode == 0:
             return None
         last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["import failed"]
-        return ("the Cython core fastredlock._core is not built (" + last[0].strip()
+        return ("the Cython core fastredlock._io_c is not built (" + last[0].strip()
                 + "); build it with `pip install -e .` and a C compiler")
 
     def probe_one(self, c: Config) -> Tuple[Config, Optional[str]]:

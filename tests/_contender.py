@@ -15,7 +15,7 @@ import hiredis
 import socket
 
 from fastredlock import Redlock
-from fastredlock._core_py import encode_command
+from fastredlock.protocol.resp import encode_command
 
 
 class _Counter:

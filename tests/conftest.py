@@ -36,7 +36,7 @@ def core(request) -> str:
         if NO_EXTENSIONS:
             pytest.skip("FASTREDLOCK_NO_EXTENSIONS is set: the Cython core is disabled on purpose")
         try:
-            import fastredlock._core  # noqa: F401
+            import fastredlock._io_c  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the failure this guards against
             pytest.fail(f"the Cython core is expected but not importable: {exc}")
     return name

@@ -238,7 +238,7 @@ def test_pipelined_threads_with_a_master_stalled(make_client, fault_masters, nam
     """A stalled master costs the shared rounds nothing past the early decision; nothing leaks.
 
     The stall is kept far below the age at which a connection that owes replies is given up
-    (``_core_py.STALE_AFTER``): until then every release is queued behind its SET on the stalled
+    (``protocol.link.STALE_AFTER``): until then every release is queued behind its SET on the stalled
     master's connection, so the resumed master runs both, in that order.
     """
     dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=0.2)

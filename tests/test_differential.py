@@ -30,7 +30,7 @@ OPS = st.lists(
 
 @pytest.fixture(scope="module")
 def pairs():
-    import fastredlock._core  # noqa: F401 - the Cython core must be built here
+    import fastredlock._io_c  # noqa: F401 - the Cython core must be built here
 
     with start_masters(3) as cy_masters, start_masters(3) as py_masters:
         yield {"cython": cy_masters, "python": py_masters}

@@ -63,7 +63,7 @@ def test_password_and_db_are_used(make_client, name):
 
             import hiredis
 
-            from fastredlock._core_py import encode_command
+            from fastredlock.protocol.resp import encode_command
 
             with socket.create_connection((m.host, m.port)) as s:
                 s.sendall(encode_command(b"AUTH", b"pw") + encode_command(b"SELECT", b"5")

@@ -210,7 +210,7 @@ class Redlock:
         self._fence_retention_ms = int(_check_number(fence_retention, "fence_retention", strict=True) * 1000)
         self._watchdog: Optional[Watchdog] = None
         self._core_cls = core_class(core)
-        self.core: str = "python" if self._core_cls.__module__.endswith("_core_py") else "cython"
+        self.core: str = "python" if self._core_cls.__module__.endswith("_io_py") else "cython"
         self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
         self.quorum = len(self._specs) // 2 + 1
         health_cls = sys.modules[self._core_cls.__module__].Health

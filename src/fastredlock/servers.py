@@ -20,7 +20,7 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 import hiredis
 
-from ._core_py import encode_command
+from .protocol.resp import encode_command
 
 __all__ = ["LocalMaster", "LocalMasters", "find_server", "find_servers", "start_masters", "server_version"]
 

@@ -14,7 +14,7 @@ import sys
 import hiredis
 
 import fastredlock
-from fastredlock._core_py import encode_command
+from fastredlock.protocol.resp import encode_command
 
 
 def _command(port: int, *args: bytes):

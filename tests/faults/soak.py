@@ -51,7 +51,7 @@ class _Counter:
         self.reader = hiredis.Reader()
 
     def call(self, *args: bytes) -> Any:
-        from fastredlock._core_py import encode_command
+        from fastredlock.protocol.resp import encode_command
 
         self.sock.sendall(encode_command(*args))
         while (reply := self.reader.gets()) is False:

@@ -9,7 +9,7 @@ import time
 import hiredis
 import pytest
 
-from fastredlock._core_py import encode_command
+from fastredlock.protocol.resp import encode_command
 from fastredlock.testing import (
     Close, FakeMaster, FaultProxy, HalfThenClose, blackhole_address, pause_process, restart, start_master,
 )

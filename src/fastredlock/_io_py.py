@@ -1,0 +1,402 @@
+"""The pure-Python I/O twin: sockets, ``poll``/``select`` and hiredis driving the protocol session.
+
+Everything a round decides lives in :mod:`fastredlock.protocol` (its :class:`~.protocol.session.Session`
+and links); this module only opens non-blocking sockets, writes what a link asks for (one write
+per master per round), waits for readiness, reads, parses replies with ``hiredis.Reader`` and hands
+them to the session. ``_io_c.pyx`` does the same in C with ``poll(2)`` outside the GIL and a fast
+parser for the exact replies a lock round expects; both expose the :class:`Core` interface the
+front-ends use, and behaviour tests run on both.
+
+A ``Core`` is not thread-safe: the client keeps a pool of them, one per concurrent caller.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import select
+import socket
+from time import monotonic
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import hiredis
+
+from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
+from .protocol.link import MAX_OWED, STALE_AFTER
+from .protocol.replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
+from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
+from .protocol.result import Round
+from .protocol.scripts import (
+    ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
+    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
+)
+from .protocol.session import Session
+
+__all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
+           "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
+
+_RECV_SIZE = 65536
+#: Stale-connection errors after which a reused connection is reopened and the command resent once.
+_STALE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNABORTED, errno.ENOTCONN})
+
+if hasattr(select, "poll"):
+    _POLLIN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
+    _POLLOUT = select.POLLOUT
+    _new_poller = select.poll
+else:  # Windows: no poll(2); select() over the same register/poll interface
+    _POLLIN, _POLLOUT = 1, 4
+
+    class _SelectPoller:
+        """The part of ``select.poll``'s interface the loop uses, on top of ``select.select``."""
+
+        def __init__(self) -> None:
+            self._events: "dict[int, int]" = {}
+
+        def register(self, fd: int, events: int) -> None:
+            self._events[fd] = events
+
+        def unregister(self, fd: int) -> None:
+            del self._events[fd]
+
+        def poll(self, timeout_ms: float) -> "list[tuple[int, int]]":
+            readers = [fd for fd, ev in self._events.items() if ev & _POLLIN]
+            writers = [fd for fd, ev in self._events.items() if ev & _POLLOUT]
+            if not readers and not writers:
+                return []
+            r, w, x = select.select(readers, writers, writers, max(0.0, timeout_ms) / 1000.0)
+            ready: "dict[int, int]" = {}
+            for fd in r:
+                ready[fd] = ready.get(fd, 0) | _POLLIN
+            for fd in w + x:  # a failed connect shows up in the except set on Windows
+                ready[fd] = ready.get(fd, 0) | _POLLOUT
+            return list(ready.items())
+
+    _new_poller = _SelectPoller
+
+
+def _connect(spec) -> Tuple[socket.socket, bool]:
+    """A non-blocking socket connecting to ``spec``; whether the connect is still in progress."""
+    if spec.path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        addr: object = spec.path
+    else:
+        info = socket.getaddrinfo(spec.host, spec.port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        family, _, _, _, addr = info[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setblocking(False)
+    err = sock.connect_ex(addr)
+    if err not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+        sock.close()
+        raise OSError(err, os.strerror(err))
+    return sock, err != 0
+
+
+class Core:
+    """N connections to the masters, driven by one protocol :class:`Session`. Not thread-safe."""
+
+    def __init__(
+        self,
+        masters: Sequence,
+        io_timeout: float,
+        connect_timeout: float,
+        drift_factor: float,
+        restart_aware: bool = False,
+        health: Optional[Health] = None,
+        early: bool = True,
+    ) -> None:
+        self._session = session = Session(masters, io_timeout, connect_timeout, drift_factor,
+                                          restart_aware, health, early)
+        self._links = session.links
+        self.n = session.n
+        self.quorum = session.quorum
+        self.restart_aware = bool(restart_aware)
+        self._socks: List[Optional[socket.socket]] = [None] * self.n
+        self._readers: List[Optional[hiredis.Reader]] = [None] * self.n
+
+    # --- settings and state --------------------------------------------------------------------
+    @property
+    def health(self) -> Health:
+        """The health of the masters, shared with the other cores of the client."""
+        return self._session.health
+
+    @property
+    def early(self) -> bool:
+        """Whether acquisitions return as soon as every key is decided."""
+        return self._session.early
+
+    @property
+    def restart_grace_ms(self) -> float:
+        """An OK from a master up for less than this many milliseconds does not count (UNTRUSTED)."""
+        return self._session.restart_grace_ms
+
+    @restart_grace_ms.setter
+    def restart_grace_ms(self, value: float) -> None:
+        self._session.restart_grace_ms = value
+
+    def master_states(self) -> List[Tuple[Optional[bytes], Optional[float], int]]:
+        """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
+        return self._session.master_states()
+
+    @property
+    def owed(self) -> int:
+        """How many replies the connections still owe to rounds that already returned."""
+        return self._session.owed()
+
+    @property
+    def pending(self) -> int:
+        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
+        return self._session.pending()
+
+    # --- operations on one key --------------------------------------------------------------------
+    def acquire(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
+        """``SET key token NX PX ttl_ms`` on all masters in one round."""
+        cmd = encode_command(b"SET", key, token, b"NX", b"PX", b"%d" % ttl_ms)
+        return self._round(KIND_SET, [cmd], None, (ttl_ms,))[0]
+
+    def release(self, key: bytes, token: bytes, wait: bool = True) -> Round:
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+
+        ``wait=False`` writes the release and returns without waiting for any answer (the cleanup
+        of a failed acquisition: it only has to follow the SET on each connection).
+        """
+        return self.release_many([key], [token], wait)[0]
+
+    def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
+        """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
+        return self.extend_many([key], [token], (ttl_ms,))[0]
+
+    def acquire_fenced(self, key: bytes, fence_key: bytes, token: bytes, ttl_ms: int) -> Round:
+        """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically."""
+        args = (b"2", key, fence_key, token, b"%d" % ttl_ms)
+        return self._script(KIND_FENCED, FENCED_ACQUIRE_SHA, FENCED_ACQUIRE, [args], (ttl_ms,))[0]
+
+    def write_fence(self, key: bytes, fence_key: bytes, token: bytes, fence: int, retention_ms: int) -> Round:
+        """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
+        args = (b"2", key, fence_key, token, b"%d" % fence, b"%d" % retention_ms)
+        return self._script(KIND_SCRIPT, FENCE_WRITE_SHA, FENCE_WRITE, [args], (0,))[0]
+
+    # --- operations on many keys, pipelined in one write per master -----------------------------
+    def acquire_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttl_ms: int) -> List[Round]:
+        """``SET keys[i] tokens[i] NX PX ttl_ms`` for every i, in one round (one timing window)."""
+        ttl = b"%d" % ttl_ms
+        cmds = [encode_command(b"SET", k, t, b"NX", b"PX", ttl) for k, t in zip(keys, tokens)]
+        return self._round(KIND_SET, cmds, None, (ttl_ms,) * len(cmds))
+
+    def acquire_all(self, keys: Sequence[bytes], token: bytes, ttl_ms: int) -> Round:
+        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
+        args = (b"%d" % len(keys), *keys, token, b"%d" % ttl_ms)
+        return self._script(KIND_SCRIPT_ACQUIRE, ACQUIRE_ALL_SHA, ACQUIRE_ALL, [args], (ttl_ms,))[0]
+
+    def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+
+        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
+        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
+        """
+        k = len(keys)
+        if k < 2:
+            args = [(b"1", key, token) for key, token in zip(keys, tokens)]
+            return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, args, (0,) * k, wait)
+        args = (b"%d" % k, *keys, *tokens)
+        return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)
+
+    def extend_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttls_ms: Sequence[int]) -> List[Round]:
+        """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
+        args = [(b"1", key, token, b"%d" % ttl) for key, token, ttl in zip(keys, tokens, ttls_ms)]
+        return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms))
+
+    def _script(self, kind: int, sha: bytes, script: bytes, args: List[tuple], ttls_ms: Sequence[int],
+                wait: bool = True) -> List[Round]:
+        """EVALSHA ``sha`` once per argument tuple; the EVAL forms are encoded if a master needs them."""
+        cmds = [encode_command(b"EVALSHA", sha, *a) for a in args]
+        return self._round(kind, cmds, lambda: [encode_command(b"EVAL", script, *a) for a in args], ttls_ms, wait)
+
+    # --- the round ----------------------------------------------------------------------------------
+    def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
+               ttls_ms: Sequence[int], wait: bool = True) -> List[Round]:
+        session = self._session
+        session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
+                      fallbacks is not None, fallbacks, ttls_ms, wait, monotonic())
+        poller = _new_poller()
+        for link in self._links:
+            self._sync(link)
+        swept = -1.0
+        while True:
+            first = session.next_deadline()
+            if first < 0.0:
+                break
+            now = monotonic()
+            if first > now:
+                wait_ms = (first - now) * 1000.0 + 0.5
+            elif swept != first:
+                # A deadline passed: first read what already arrived (this thread may have been
+                # descheduled past it), then call late only what is still missing.
+                swept = first
+                wait_ms = 0.0
+            else:
+                session.expire_due(now)
+                for link in self._links:
+                    self._sync(link)
+                continue
+            self._poll(poller, wait_ms)
+        rounds = session.finish(monotonic())
+        self._after(rounds)
+        return rounds
+
+    def _after(self, rounds: object) -> None:
+        """Tidy the links that owe replies: read what already arrived, expire what is overdue."""
+        now = monotonic()
+        for link in self._links:
+            self._sync(link)
+            if link.owed:
+                if link.overdue(now) and self._socks[link.index] is not None:
+                    self._readable(link)  # non-blocking: whatever already arrived is not late
+                self._session.tidy(link.index, now)
+                self._sync(link)
+
+    def _poll(self, poller, wait_ms: float) -> None:
+        """Wait until a polled link can be written or read (or ``wait_ms`` passed) and serve it."""
+        registered = {}
+        for link in self._links:
+            sock = self._socks[link.index]
+            if link.polled and sock is not None:
+                fd = sock.fileno()
+                registered[fd] = link
+                poller.register(fd, _POLLIN | (_POLLOUT if link.out or link.connecting else 0))
+        for fd, ev in poller.poll(wait_ms):
+            link = registered.get(fd)
+            if link is None or self._socks[link.index] is None:
+                continue
+            if ev & _POLLOUT:
+                if link.connecting:
+                    err = self._socks[link.index].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        self._session.connect_failed(link.index, os.strerror(err), monotonic())
+                        self._sync(link)
+                        continue
+                    link.connecting = False
+                self._sync(link)
+            if ev & _POLLIN and self._socks[link.index] is not None:
+                self._readable(link)
+        for fd in registered:
+            try:
+                poller.unregister(fd)
+            except (KeyError, ValueError, OSError):
+                pass
+
+    def _sync(self, link) -> None:
+        """Carry out what the link asks for: close, open, write."""
+        while True:
+            i = link.index
+            if link.closing:
+                link.closing = False
+                sock = self._socks[i]
+                self._socks[i] = None
+                self._readers[i] = None
+                if sock is not None:
+                    try:
+                        sock.close()  # close only: never shutdown, a fork sibling may share the socket
+                    except OSError:
+                        pass
+            if link.opening:
+                link.opening = False
+                try:
+                    sock, link.connecting = _connect(link.spec)
+                except OSError as exc:
+                    self._session.connect_failed(i, exc.strerror or str(exc), monotonic())
+                    continue
+                self._socks[i] = sock
+                self._readers[i] = hiredis.Reader()
+            if not link.out or link.connecting or self._socks[i] is None:
+                return
+            try:
+                sent = self._socks[i].send(link.out)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self._session.io_failed(i, exc.strerror or str(exc), exc.errno in _STALE_ERRNOS, monotonic())
+                continue
+            link.out = link.out[sent:]
+            if link.out:
+                return
+
+    def _readable(self, link) -> None:
+        """Read what arrived on one connection and hand the complete replies to the session."""
+        i = link.index
+        session = self._session
+        try:
+            data = self._socks[i].recv(_RECV_SIZE)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            session.io_failed(i, exc.strerror or str(exc), exc.errno in _STALE_ERRNOS, monotonic())
+            self._sync(link)
+            return
+        if not data:
+            session.io_failed(i, "connection closed by the master", True, monotonic())
+            self._sync(link)
+            return
+        if not session.received(i, data, len(data), monotonic()):
+            self._sync(link)
+            return
+        reader = self._readers[i]
+        reader.feed(data)  # type: ignore[union-attr]
+        while link.expect or link.owed:
+            try:
+                reply = reader.gets()  # type: ignore[union-attr]
+            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
+                session.parse_failed(i, f"{type(exc).__name__}: {exc}", monotonic())
+                self._sync(link)
+                return
+            if reply is False:
+                break
+            if isinstance(reply, hiredis.ReplyError):
+                alive = session.reply(i, None, str(reply), monotonic())
+            else:
+                alive = session.reply(i, reply, None, monotonic())
+            self._sync(link)
+            if not alive or self._socks[i] is None:
+                return
+        session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
+        self._sync(link)
+
+    # --- outside rounds ------------------------------------------------------------------------------
+    def settle(self, timeout: Optional[float] = None, until: Optional[Callable[[], bool]] = None) -> None:
+        """Read the replies owed by earlier rounds until each arrived or its deadline passed.
+
+        Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
+        ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
+        ``until``: a callable; return as soon as it returns true (checked before each wait).
+        """
+        session = self._session
+        poller = _new_poller()
+        end = None if timeout is None else monotonic() + timeout
+        while True:
+            if until is not None and until():
+                break
+            first = session.first_owed_deadline()
+            if first < 0.0:
+                break
+            now = monotonic()
+            due = first if end is None else min(first, end)
+            for link in self._links:
+                link.polled = bool(link.owed) and self._socks[link.index] is not None
+            if due <= now:
+                for link in self._links:
+                    if link.owed:
+                        if link.overdue(now) and self._socks[link.index] is not None:
+                            self._readable(link)
+                        session.tidy(link.index, now)
+                        self._sync(link)
+                if end is not None and end <= now:
+                    break
+                continue
+            self._poll(poller, (due - now) * 1000.0 + 0.5)
+        for link in self._links:
+            link.polled = False
+
+    def close(self) -> None:
+        """Close every connection; the core reconnects lazily if used again."""
+        self._session.close()
+        for link in self._links:
+            self._sync(link)

@@ -1,0 +1,66 @@
+"""What a new connection sends before its first command, and what the answers mean.
+
+AUTH (when a password is set), SELECT (when db is not 0) and ``INFO server`` (restart-aware voting)
+go first, alone: the round's commands follow only once every answer is in and good, so a failed
+login or a refused INFO never lets a command of ours run on the wrong db or unchecked. That costs
+one extra round trip, on connect only.
+"""
+from .resp import encode_command
+
+HELLO_AUTH = 0
+HELLO_SELECT = 1
+HELLO_INFO = 2
+
+_NAMES = ("AUTH", "SELECT", "INFO")
+
+
+def handshake(spec, restart_aware):
+    """Return the bytes sent before the first command on a new connection, and what each answers."""
+    out = b""
+    kinds = []
+    if spec.password is not None:
+        if spec.username:
+            out += encode_command(b"AUTH", spec.username.encode(), spec.password.encode())
+        else:
+            out += encode_command(b"AUTH", spec.password.encode())
+        kinds.append(HELLO_AUTH)
+    if spec.db:
+        out += encode_command(b"SELECT", b"%d" % spec.db)
+        kinds.append(HELLO_SELECT)
+    if restart_aware:
+        out += encode_command(b"INFO", b"server")
+        kinds.append(HELLO_INFO)
+    return out, tuple(kinds)
+
+
+def parse_info_server(info):
+    """Return ``(run_id, uptime_in_seconds)`` from an ``INFO server`` reply (``None`` where absent)."""
+    run_id = uptime = None
+    for line in info.split(b"\r\n"):
+        if line.startswith(b"run_id:"):
+            run_id = line[7:]
+        elif line.startswith(b"uptime_in_seconds:"):
+            try:
+                uptime = int(line[18:])
+            except ValueError:
+                pass
+    return run_id, uptime
+
+
+def hello_reply(clock, kind, reply, error, now):
+    """Check one handshake answer (``error``: the error reply's message, else None) read at ``now``.
+
+    Returns a problem to report (the connection is then failed as an error reply), or None. An
+    ``INFO server`` answer updates ``clock`` (a :class:`~.voting.MasterClock`).
+    """
+    if error is not None:
+        hint = " (pass restart_aware=False where INFO is not allowed)" if kind == HELLO_INFO else ""
+        return "%s failed: %s%s" % (_NAMES[kind], error, hint)
+    if kind == HELLO_INFO:
+        if not isinstance(reply, bytes):
+            return "INFO server: unexpected reply"
+        run_id, uptime = parse_info_server(reply)
+        if uptime is None:
+            return "INFO server: no uptime_in_seconds (pass restart_aware=False for this master)"
+        clock.learned(run_id, uptime, now)
+    return None

@@ -1,0 +1,160 @@
+"""Master health: per-master counters, and the cool-down of a master that timed out or refused.
+
+One :class:`Health` is shared by every core of a client, so a master that one thread found down is
+skipped by all of them. A master that timed out, or refused (or failed) a connection, starts a
+cool-down of ``cooldown`` seconds, doubled at each failure in a row up to ``max_cooldown``; a reply
+in time ends it. While a master cools down, acquisitions skip it (outcome ``SKIPPED``, counted as
+"no" without waiting) and other rounds do not wait for it; once the cool-down has passed the next
+round probes it again. ``cooldown=0`` keeps the counters but never skips a master.
+"""
+import threading
+
+from .outcomes import C_REPLIES, C_TIMED, C_TIMEOUTS, COUNTERS
+
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
+#: Default first cool-down of a master that timed out or refused a connection, seconds.
+COOLDOWN = 0.1
+#: Default longest cool-down, seconds.
+MAX_COOLDOWN = 5.0
+#: A master's mode in a round: asked normally; cooling down after a refused or failed connection
+#: (releases still try it: a refusal costs no waiting); cooling down after a timeout.
+HEALTHY = 0
+REFUSED = 1
+TIMED_OUT = 2
+
+_NCOUNTERS = len(COUNTERS)
+
+
+class Health:
+    """Per-master health and counters; see the module docstring.
+
+    Thread-safe: compiled, every method runs under the GIL without releasing it; interpreted, a
+    lock guards the read-modify-write updates.
+    """
+
+    def __init__(self, n, cooldown=0.0, max_cooldown=MAX_COOLDOWN):
+        self.n = n
+        self.cooldown = float(cooldown)
+        self.max_cooldown = max(float(max_cooldown), self.cooldown)
+        #: How many masters have a cool-down set (possibly passed, until a reply ends it).
+        self.n_cooling = 0
+        self._lock = None if _COMPILED else threading.Lock()
+        self._until = [0.0] * n
+        self._strikes = [0] * n
+        self._timed_out = [False] * n
+        self._why = [None] * n
+        self._last = [None] * n
+        self._counts = [0] * (n * _NCOUNTERS)
+        self._lat_sum = [0.0] * n
+        self._lat_max = [0.0] * n
+
+    def after_fork(self):
+        """In a fork child: a lock held by a parent thread at the fork would never be released."""
+        if self._lock is not None:
+            self._lock = threading.Lock()
+
+    def mode(self, i, now):
+        """Master ``i``'s mode at ``now``: :data:`HEALTHY`, :data:`REFUSED` or :data:`TIMED_OUT`."""
+        if self._until[i] > now:
+            return TIMED_OUT if self._timed_out[i] else REFUSED
+        return HEALTHY
+
+    def modes(self, now):
+        """Every master's mode at ``now``, or None when no master has a cool-down set."""
+        if not self.n_cooling:
+            return None
+        return [self.mode(i, now) for i in range(self.n)]
+
+    def why(self, i):
+        """Why master ``i`` is skipped: the detail of its ``SKIPPED`` outcome."""
+        return self._why[i] or "cooling down"
+
+    def answered(self, i):
+        """Master ``i`` sent a reply in time: count it, and end its cool-down."""
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            self._counts[i * _NCOUNTERS + C_REPLIES] += 1
+            if self._strikes[i]:
+                self._strikes[i] = 0
+                self._why[i] = None
+                if self._until[i]:
+                    self._until[i] = 0.0
+                    self.n_cooling -= 1
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def timed(self, i, latency):
+        """Master ``i`` answered all of a round's commands ``latency`` seconds after it began."""
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            self._counts[i * _NCOUNTERS + C_TIMED] += 1
+            self._lat_sum[i] += latency
+            if latency > self._lat_max[i]:
+                self._lat_max[i] = latency
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def count(self, i, counter):
+        """Count one event of ``counter`` (an index of :data:`~.outcomes.COUNTERS`)."""
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            self._counts[i * _NCOUNTERS + counter] += 1
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def failed(self, i, counter, what, now, strike):
+        """Master ``i`` failed (``counter``, described by ``what``); ``strike``: start a cool-down."""
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            self._counts[i * _NCOUNTERS + counter] += 1
+            self._last[i] = what
+            if not strike or self._until[i] > now:
+                return  # not a health failure, or already cooling down: one failure per cool-down
+            self._strikes[i] += 1
+            if self.cooldown <= 0.0:
+                return
+            strikes = self._strikes[i]
+            pause = self.cooldown * 2.0 ** (strikes - 1 if strikes < 63 else 62)
+            if pause > self.max_cooldown:
+                pause = self.max_cooldown
+            if not self._until[i]:
+                self.n_cooling += 1
+            self._until[i] = now + pause
+            self._timed_out[i] = counter == C_TIMEOUTS
+            self._why[i] = "cooling down after %d failure%s in a row (last: %s)" % (
+                strikes, "s" if strikes > 1 else "", what)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def snapshot(self, now):
+        """Per master: the counters, mean and max latency, cool-down left, failures in a row, last failure."""
+        out = []
+        for i in range(self.n):
+            counts = self._counts[i * _NCOUNTERS:(i + 1) * _NCOUNTERS]
+            timed = counts[C_TIMED]
+            until = self._until[i]
+            out.append(tuple(counts) + (
+                self._lat_sum[i] / timed if timed else 0.0,
+                self._lat_max[i],
+                until - now if until > now else 0.0,
+                self._strikes[i],
+                self._last[i],
+            ))
+        return out

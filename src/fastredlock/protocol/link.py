@@ -1,0 +1,161 @@
+"""One master's connection as the protocol sees it: what it still owes, what this round expects.
+
+A :class:`Link` holds no socket. The I/O twin owns the socket and obeys the link's requests:
+``opening`` (open a new connection, then write ``out``), ``closing`` (close it), ``out`` (bytes to
+write as soon as the socket takes them), ``polled`` (wait for it in this round); and it reports
+back ``connecting`` (a non-blocking connect is in progress).
+
+**Owed replies.** A connection keeps, in order, the replies it still owes to rounds that already
+returned (:class:`Owed`). The next round on that connection writes its commands behind them and
+reads them first, so a late reply is always matched with the request it answers, never read as
+the answer to a later one; a release is therefore written on the same connection, after the SET it
+undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (the reply is read
+and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
+replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
+"""
+from collections import deque
+
+from .handshake import handshake
+from .outcomes import TIMEOUT
+from .resp import ReplyGuard
+from .result import settle_sink
+from .voting import MasterClock
+
+#: A connection whose oldest owed reply is this many seconds past its deadline is closed.
+STALE_AFTER = 1.0
+#: A connection that owes more replies than this is closed (a master silent under a heavy load).
+MAX_OWED = 4096
+
+
+class Owed:
+    """A reply a connection still owes to a round that already returned."""
+
+    def __init__(self, kind, deadline, sink, retried, expired):
+        self.kind = kind
+        self.deadline = deadline
+        #: The Round (or list of Rounds) whose outcome for this master waits for the reply; None:
+        #: the outcome is already final.
+        self.sink = sink
+        #: The command was sent again on a reopened connection (a "no" may be our own SET).
+        self.retried = retried
+        #: The deadline passed before the reply came: its outcome is TIMEOUT, the reply is dropped.
+        self.expired = expired
+
+
+class Link:
+    """One master's connection state without the socket; see the module docstring."""
+
+    def __init__(self, index, spec, restart_aware):
+        self.index = index
+        self.spec = spec
+        self.hello, self.hello_kinds = handshake(spec, restart_aware)
+        self.clock = MasterClock()
+        self.guard = ReplyGuard()
+        #: Replies owed to rounds that already returned, in the order they will arrive.
+        self.owed = deque()
+        # --- requests to the I/O twin, and what it reports
+        self.open = False          # a socket exists (connecting or connected)
+        self.connecting = False    # set by the twin while a non-blocking connect is in progress
+        self.opening = False       # open a new socket (then write ``out``)
+        self.closing = False       # close the socket
+        self.polled = False        # the round (or settle) waits on this connection
+        self.out = b""             # bytes to write
+        # --- this round
+        self.expect = deque()      # the commands still unanswered, in reply order
+        self.skip = -1             # index of the next handshake reply, -1 when none is pending
+        self.payload = b""         # this round's commands (EVALSHA, or EVAL where NOSCRIPT cannot be handled)
+        self.deadline = 0.0
+        self.reused = False        # the round's commands went out on a connection opened earlier
+        self.retried = False       # ... which broke, and they were sent again on a new one
+        self.got_data = False      # part of a reply to this round's commands arrived
+        self.fallback_sent = 0     # EVAL fallbacks sent after NOSCRIPT in this round
+        self.waited = False        # the round waits for this master's replies
+        self.best_effort = False   # cooling down after a timeout: written if it takes it, never waited for
+        self.use_eval = False      # an owed reply said NOSCRIPT: the next script round sends EVAL here
+
+    def unsent(self):
+        """Whether this round's commands are not all written yet (connecting, handshake, partial write)."""
+        return bool(self.out) or self.skip >= 0 or self.connecting
+
+    def expecting(self):
+        """Whether replies are still to be read on this connection (owed, or this round's)."""
+        return bool(self.owed) or bool(self.expect)
+
+    def request_open(self, first):
+        """Ask the twin for a new connection; ``first`` is written once it is up (after the handshake)."""
+        self.open = True
+        self.opening = True
+        self.connecting = False
+        self.guard.reset()
+        if self.hello_kinds:
+            # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
+            # may have run (on the wrong db, or without the checks restart-aware voting needs).
+            self.out = self.hello
+            self.skip = 0
+        else:
+            self.out = first
+            self.skip = -1
+
+    def request_close(self):
+        """Ask the twin to close the socket (close only: a fork sibling may share it)."""
+        if self.open:
+            self.closing = True
+        self.open = False
+        self.opening = False
+        self.connecting = False
+        self.polled = False
+        self.out = b""
+        self.skip = -1
+
+    def pending(self):
+        """How many owed replies would still fill in a PENDING outcome."""
+        count = 0
+        for entry in self.owed:
+            if entry.sink is not None:
+                count += 1
+        return count
+
+    def first_owed_deadline(self):
+        """The earliest deadline of an owed reply that someone waits for, or -1.0."""
+        first = -1.0
+        for entry in self.owed:
+            if entry.sink is not None and (first < 0.0 or entry.deadline < first):
+                first = entry.deadline
+        return first
+
+    def overdue(self, now):
+        """Whether an owed reply's deadline has passed (read what arrived, then :meth:`expire`)."""
+        for entry in self.owed:
+            if not entry.expired and entry.deadline <= now:
+                return True
+        return False
+
+    def expire(self, now, everything):
+        """Owed replies past their deadline (all of them: ``everything``) get outcome TIMEOUT and
+        are dropped when they come; returns whether any was struck."""
+        struck = False
+        for entry in self.owed:
+            if not entry.expired and (everything or entry.deadline <= now):
+                entry.expired = True
+                struck = True
+                if entry.sink is not None:
+                    settle_sink(entry.sink, self.index, TIMEOUT, None, None)
+                    entry.sink = None
+        return struck
+
+    def stale(self, now):
+        """Whether the connection must be closed: it owes too much, or for too long."""
+        owed = self.owed
+        return bool(owed) and (len(owed) > MAX_OWED or owed[0].deadline + STALE_AFTER < now)
+
+    def drop_owed(self, code, detail):
+        """Forget the owed replies (the connection is closing): PENDING outcomes become ``code``."""
+        for entry in self.owed:
+            if entry.sink is not None:
+                settle_sink(entry.sink, self.index, code, detail, None)
+        self.owed.clear()
+
+    def owe(self, kind, deadline, sink, expired):
+        """The reply to a command of this round is owed to a round that returned (or timed out)."""
+        self.owed.append(Owed(kind, deadline, sink, self.retried, expired))
+

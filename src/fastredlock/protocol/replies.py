@@ -1,0 +1,67 @@
+"""Command kinds, and what a master's reply means for each: the outcome codes of one reply.
+
+Every command a round sends has a *kind* that says how its reply is read. Error replies are
+classified by the caller (they may call for the EVAL fallback); everything else goes through
+:func:`classify`, or :func:`bits` for a batch release.
+"""
+from .outcomes import NAMES, NO, OK, PROTOCOL_ERROR
+
+#: ``SET NX PX``: ``+OK`` means acquired, nil means taken.
+KIND_SET = 0
+#: An owner-checked script: ``:1`` means done, ``:0`` means not the owner.
+KIND_SCRIPT = 1
+#: The fenced acquisition script: ``:n >= 0`` means acquired with counter n, ``:-1`` means taken.
+KIND_FENCED = 2
+#: Like KIND_SCRIPT, but an acquisition (``lock_all``): restart-aware voting applies.
+KIND_SCRIPT_ACQUIRE = 3
+#: One script for K keys (``RELEASE_MANY``): a bulk reply of K characters, '1' done, '0' not the owner.
+KIND_BITS = 4
+
+
+def is_acquisition(kind):
+    """Whether commands of ``kind`` take locks (early decision and restart-aware voting apply)."""
+    return kind != KIND_SCRIPT and kind != KIND_BITS
+
+
+def classify(kind, reply):
+    """Turn one non-error reply into ``(outcome, detail, value)`` for a command of ``kind``."""
+    if kind == KIND_SET:
+        if reply == b"OK":
+            return OK, None, None
+        if reply is None:
+            return NO, None, None
+    elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
+        if isinstance(reply, int):
+            if reply == 1:
+                return OK, None, None
+            if reply == 0:
+                return NO, None, None
+    elif isinstance(reply, int):  # KIND_FENCED
+        if reply >= 0:
+            return OK, None, reply
+        if reply == -1:
+            return NO, None, None
+    return PROTOCOL_ERROR, unexpected(reply), None
+
+
+def unexpected(reply):
+    """The detail of a reply of the wrong shape (cut short: it came from a master)."""
+    return "unexpected reply %s" % repr(reply)[:80]
+
+
+def bits(reply, rows):
+    """The per-key outcomes of a ``RELEASE_MANY`` reply (``b"1101..."``), or None if it is not one."""
+    if not isinstance(reply, bytes) or len(reply) != rows or reply.strip(b"01"):
+        return None
+    return [OK if c == 49 else NO for c in reply]
+
+
+def is_noscript(message):
+    """Whether an error reply says the master's script cache lacks the script (send EVAL)."""
+    return message.startswith("NOSCRIPT")
+
+
+def what(code, detail):
+    """``"timeout"``, or ``"connection error (refused)"``: an outcome as a health record says it."""
+    name = NAMES.get(code, str(code))
+    return "%s (%s)" % (name, detail) if detail else name

@@ -1,0 +1,92 @@
+"""The result of one round for one key: :class:`Round`, validity computed once, stragglers filled in.
+
+A round may return before every master answered (early decision at quorum); the outcome of a
+master that had not answered is ``PENDING`` until its reply is read (by a later round on that
+connection, or by ``settle``), when :func:`set_outcome` fills it in.
+"""
+from .outcomes import OK, PENDING
+
+
+class Round:
+    """The result of one operation on one key: the decision, the timing and each master's answer.
+
+    ``ok``: for acquire/extend, a quorum answered OK and validity is still positive; for release,
+    a quorum still held the token. ``validity`` is in seconds, measured from ``started`` (the
+    monotonic time taken before the first write), already reduced by elapsed time and drift;
+    :attr:`valid_until` is when it ends. ``outcomes`` holds one code of
+    :mod:`fastredlock.protocol.outcomes` per master; ``details`` is ``None`` or a tuple of
+    per-master messages (``None`` where there is nothing to say); ``values`` is ``None`` or, for a
+    fenced acquisition, the fence counter each master returned (``None`` where it did not say OK).
+    """
+
+    def __init__(self, ok, successes, validity, elapsed, started, outcomes, details=None, values=None):
+        self.ok = ok
+        self.successes = successes
+        self.validity = validity
+        self.elapsed = elapsed
+        self.started = started
+        self.outcomes = tuple(outcomes)
+        self.details = details
+        self.values = values
+
+    @property
+    def valid_until(self):
+        """Monotonic time when the validity ends: ``started + elapsed + validity`` (computed here only)."""
+        return self.started + self.elapsed + self.validity
+
+    def __repr__(self):
+        return "Round(ok=%s, successes=%d, validity=%.4f, elapsed=%.6f, outcomes=%r, details=%r, values=%r)" % (
+            bool(self.ok), self.successes, self.validity, self.elapsed, self.outcomes, self.details, self.values)
+
+
+def validity_ms(ttl_ms, elapsed, drift_factor):
+    """What is left of a TTL after a round that took ``elapsed`` seconds: ttl - elapsed - drift.
+
+    The drift allowance is ``ttl * drift_factor + 2 ms`` (DESIGN §1).
+    """
+    return ttl_ms - elapsed * 1000.0 - (ttl_ms * drift_factor + 2.0)
+
+
+def decide(outcomes, ttl_ms, elapsed, started, quorum, drift_factor, details, values):
+    """The :class:`Round` of one key: quorum and validity (``ttl_ms`` 0: a release, no validity)."""
+    successes = 0
+    for code in outcomes:
+        if code == OK:
+            successes += 1
+    if ttl_ms:
+        left = validity_ms(ttl_ms, elapsed, drift_factor)
+        return Round(successes >= quorum and left > 0, successes, left / 1000.0, elapsed, started,
+                     outcomes, details, values)
+    return Round(successes >= quorum, successes, 0.0, elapsed, started, outcomes, details, values)
+
+
+def set_outcome(rnd, i, code, detail, value):
+    """Fill in master ``i``'s PENDING outcome of a round that already returned."""
+    outcomes = rnd.outcomes
+    if outcomes[i] != PENDING:
+        return
+    items = list(outcomes)
+    items[i] = code
+    rnd.outcomes = tuple(items)
+    if code == OK:
+        rnd.successes += 1
+    if detail is not None:
+        items = list(rnd.details) if rnd.details is not None else [None] * len(outcomes)
+        items[i] = detail
+        rnd.details = tuple(items)
+    if value is not None and rnd.values is not None:
+        items = list(rnd.values)
+        items[i] = value
+        rnd.values = tuple(items)
+
+
+def settle_sink(sink, i, code, detail, value):
+    """Fill in master ``i``'s outcome of an owed reply's round, or rounds (a batch release's one
+    reply answers for a list of rounds); ``None``: nobody waits for it."""
+    if sink is None:
+        return
+    if isinstance(sink, list):
+        for rnd in sink:
+            set_outcome(rnd, i, code, detail, value)
+    else:
+        set_outcome(sink, i, code, detail, value)

@@ -1,0 +1,487 @@
+"""The round state machine: N links, one round at a time, every rule of a round written once.
+
+A round runs K commands on every master in one write each. The I/O twin calls :meth:`Session.begin`
+with the encoded commands and the time; then it obeys each link's requests (open, write ``out``,
+close, poll) and reports what happens: :meth:`connect_failed`, :meth:`io_failed`, :meth:`received`
+(the raw bytes, for the reply guard), :meth:`reply` / :meth:`answer` (one reply, parsed by hiredis
+or by the twin's fast parser), :meth:`partial`, :meth:`drained`; it waits until
+:meth:`next_deadline`, calls :meth:`expire_due` when it passes, and :meth:`finish` builds the
+result. Time is always passed in.
+
+**Early decision.** An acquisition stops waiting as soon as every key is decided: a quorum
+answered OK (validity is measured at that instant), or so many masters answered anything else that
+a quorum has become impossible. ``early=False`` waits for every master instead (up to its
+deadline). Releases, extensions and fence writes wait for every master that is not cooling down;
+a round begun with ``wait=False`` (the cleanup of a failed acquisition) only writes. The masters
+that had not answered when a round returned are *stragglers*: their outcome is ``PENDING`` and their
+commands are owed replies of the connection (see :mod:`.link`).
+
+**Master health.** Acquisitions skip a master that cools down (outcome ``SKIPPED``). Releases and
+extensions still reach it, without waiting for it when it timed out: they are written behind the
+SETs on its open connection (or skipped if that connection is closed); a master that refused
+connections is simply tried again, which costs no waiting.
+
+**Restart-aware voting.** An OK from a master up for less than :attr:`Session.restart_grace_ms`
+is ``UNTRUSTED`` (see :mod:`.voting`).
+"""
+from .handshake import hello_reply
+from .health import HEALTHY, TIMED_OUT, Health
+from .link import Link
+from .outcomes import (
+    C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED,
+    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT,
+)
+from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
+from .result import decide, set_outcome, settle_sink
+
+
+class Session:
+    """N links and the round that drives them. Not thread-safe: one per concurrent caller."""
+
+    def __init__(self, specs, io_timeout, connect_timeout, drift_factor, restart_aware=False,
+                 health=None, early=True):
+        self.links = [Link(i, spec, restart_aware) for i, spec in enumerate(specs)]
+        self.n = len(self.links)
+        self.quorum = self.n // 2 + 1
+        self.io_timeout = io_timeout
+        self.connect_timeout = connect_timeout
+        self.drift_factor = drift_factor
+        #: Whether new connections read the master's uptime (restart-aware voting).
+        self.restart_aware = restart_aware
+        #: An OK from a master up for less than this many milliseconds does not count (UNTRUSTED).
+        self.restart_grace_ms = 0
+        #: The masters' health, shared with the other sessions of the client.
+        self.health = health if health is not None else Health(self.n)
+        #: Whether acquisitions return as soon as every key is decided.
+        self.early = bool(early)
+        self.in_round = False
+        self._reset_round(KIND_SCRIPT, 0, 0, False)
+
+    # --- the round -------------------------------------------------------------------------
+    def _reset_round(self, kind, k, rows, wait):
+        self.kind = kind
+        self.k = k
+        self.rows = rows
+        self.wait = wait
+        self.acquisition = is_acquisition(kind)
+        self.early_now = wait and self.early and self.acquisition
+        self.decided = not wait
+        self.decided_at = 0.0
+        self.started = 0.0
+        self.io_deadline = 0.0
+        self.payload = b""
+        self.fallbacks = None
+        self.make_fallbacks = None
+        self.ttls_ms = None
+        self.outcomes = []
+        self.details = None
+        self.values = None
+        self.oks = []
+        self.bad = []
+        self.undecided = 0
+        self.modes = None
+
+    def begin(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, now):
+        """Start a round of ``k`` commands (``payload``, encoded back to back) for ``rows`` keys.
+
+        ``script``: the commands are EVALSHA, and ``make_fallbacks()`` returns their EVAL forms,
+        one bytes per command (asked for only when a master needs them). ``ttls_ms[j]`` > 0 asks
+        for validity of key j. ``wait=False``: write only. Afterwards every link says what the
+        twin must do (see :mod:`.link`).
+        """
+        n = self.n
+        self._reset_round(kind, k, rows, wait)
+        self.in_round = True
+        self.payload = payload
+        self.make_fallbacks = make_fallbacks if script else None
+        self.ttls_ms = ttls_ms
+        self.outcomes = [PENDING] * (rows * n)
+        if kind == KIND_FENCED:  # the counters each master returned
+            self.values = [None] * (rows * n)
+        if self.early_now:
+            self.oks = [0] * rows
+            self.bad = [0] * rows
+            self.undecided = rows
+        self.started = now
+        self.decided_at = now
+        self.io_deadline = now + self.io_timeout
+        self.modes = self.health.modes(now)
+        fresh_deadline = self.io_deadline + self.connect_timeout
+        for link in self.links:
+            link.retried = False
+            link.fallback_sent = 0
+            self._start(link, fresh_deadline)
+        self._stamp(now)
+
+    def _fallback_payload(self):
+        if self.fallbacks is None:
+            self.fallbacks = self.make_fallbacks()
+        return self.fallbacks
+
+    def _start(self, link, deadline):
+        """Queue this round's commands on one link (opening it if needed), or skip it."""
+        mode = HEALTHY if self.modes is None else self.modes[link.index]
+        link.expect.clear()
+        link.expect.extend(range(self.k))
+        link.got_data = False
+        if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and not link.open)):
+            # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
+            # that refused connections (it may be back: a refusal costs no waiting), and to one
+            # that timed out if its connection is open (behind the SETs there), without waiting.
+            why = self.health.why(link.index)
+            link.expect.clear()
+            for j in range(self.rows):
+                self._record(j, link.index, SKIPPED, why, None)
+            self.health.count(link.index, C_SKIPPED)
+            return
+        link.best_effort = mode == TIMED_OUT
+        link.waited = self.wait and not link.best_effort
+        if self.make_fallbacks is None or (link.waited and not link.use_eval):
+            link.payload = self.payload
+        else:
+            # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
+            # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
+            link.payload = b"".join(self._fallback_payload())
+            link.use_eval = False
+        if not link.open:
+            link.request_open(link.payload)
+            link.reused = False
+            link.deadline = deadline
+        else:
+            link.out = link.payload
+            link.skip = -1
+            link.reused = True
+            link.deadline = self.io_deadline
+        link.polled = True
+
+    def _record(self, j, i, code, detail, value):
+        """Set master ``i``'s outcome of key ``j``; decide the round early when it can be."""
+        n = self.n
+        self.outcomes[j * n + i] = code
+        if detail is not None:
+            if self.details is None:
+                self.details = [None] * (self.rows * n)
+            self.details[j * n + i] = detail
+        if value is not None and self.values is not None:
+            self.values[j * n + i] = value
+        if self.early_now and not self.decided:
+            if code == OK:
+                self.oks[j] += 1
+                if self.oks[j] == self.quorum:
+                    self.undecided -= 1
+            else:
+                self.bad[j] += 1
+                if self.bad[j] == n - self.quorum + 1:
+                    self.undecided -= 1
+            if self.undecided == 0:
+                self.decided = True
+                self.decided_at = -1.0  # stamped by the next call that knows the time
+
+    def _record_cmd(self, j, i, code, detail):
+        """Set master ``i``'s outcome of every key command ``j`` answers for (all, for KIND_BITS)."""
+        if self.kind == KIND_BITS:
+            for row in range(self.rows):
+                self._record(row, i, code, detail, None)
+        else:
+            self._record(j, i, code, detail, None)
+
+    def _stamp(self, now):
+        if self.decided_at < 0.0:
+            self.decided_at = now
+
+    def next_deadline(self):
+        """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
+        first = -1.0
+        decided = self.decided
+        for link in self.links:
+            if link.polled and ((link.unsent() and not link.best_effort) or (link.waited and not decided)):
+                if first < 0.0 or link.deadline < first:
+                    first = link.deadline
+        return first
+
+    def expire_due(self, now):
+        """Deadlines passed (the twin read what had arrived first): call those masters late."""
+        decided = self.decided
+        for link in self.links:
+            if link.polled and link.deadline <= now and (
+                    (link.unsent() and not link.best_effort) or (link.waited and not decided)):
+                self._timeout(link, now)
+
+    def finish(self, now):
+        """End the round: the list of :class:`~.result.Round`, one per key; the replies still
+        missing become owed replies of their connections. The twin then tidies the links that owe."""
+        self._stamp(now)
+        for link in self.links:
+            if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
+                self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
+        elapsed = (self.decided_at if self.decided else now) - self.started
+        n = self.n
+        rounds = []
+        details = self.details
+        values = self.values
+        for j in range(self.rows):
+            drow = None
+            if details is not None:
+                drow = tuple(details[j * n:(j + 1) * n])
+                if drow.count(None) == n:
+                    drow = None
+            rounds.append(decide(
+                tuple(self.outcomes[j * n:(j + 1) * n]), self.ttls_ms[j], elapsed, self.started,
+                self.quorum, self.drift_factor, drow,
+                tuple(values[j * n:(j + 1) * n]) if values is not None else None,
+            ))
+        for link in self.links:
+            if link.expect:
+                for j in link.expect:
+                    link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                link.expect.clear()
+            link.polled = False
+        self.in_round = False
+        return rounds
+
+    # --- what the twin reports ---------------------------------------------------------------
+    def connect_failed(self, i, detail, now):
+        """A connection could not be opened (or its connect failed)."""
+        self._fail(self.links[i], CONN_ERROR, detail, C_CONNECT_ERRORS, True, now)
+
+    def io_failed(self, i, detail, stale, now):
+        """send/recv failed (``stale``: EPIPE, ECONNRESET and the like), or the master closed the
+        connection (``stale`` too). A reused connection that breaks before any reply is stale:
+        it is reopened and the commands resent once; otherwise the master failed."""
+        link = self.links[i]
+        if stale and link.expect and link.reused and not link.retried and not link.got_data:
+            link.retried = True
+            link.request_close()
+            link.drop_owed(CONN_ERROR, "connection broke before the reply")
+            self.health.count(i, C_CONNECTION_ERRORS)
+            self._start(link, self.io_deadline + self.connect_timeout)
+        else:
+            self._fail(link, CONN_ERROR, detail, C_CONNECTION_ERRORS, False, now)
+
+    def received(self, i, data, end, now):
+        """Bytes read: pass them through the reply guard; False if it refused them (link closed)."""
+        problem = self.links[i].guard.check(data, end)
+        if problem is None:
+            return True
+        self._fail(self.links[i], PROTOCOL_ERROR, problem, C_PROTOCOL_ERRORS, False, now)
+        return False
+
+    def parse_failed(self, i, detail, now):
+        """The twin's parser refused the bytes (hiredis.ProtocolError and the like)."""
+        self._fail(self.links[i], PROTOCOL_ERROR, detail, C_PROTOCOL_ERRORS, False, now)
+
+    def next_kind(self, i):
+        """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
+        parser may settle it; not while the handshake is answered)."""
+        link = self.links[i]
+        if link.skip >= 0:
+            return -1
+        if link.owed:
+            return link.owed[0].kind
+        if link.expect:
+            return self.kind
+        return -1
+
+    def partial(self, i):
+        """The twin's reader holds part of a reply: if it is one of this round's, the master spoke."""
+        link = self.links[i]
+        if not link.owed:
+            link.got_data = True
+
+    def drained(self, i, leftover, now):
+        """The twin's reader has no complete reply left. ``leftover``: it still holds bytes."""
+        link = self.links[i]
+        if link.expecting() or link.skip >= 0:
+            if leftover:
+                self.partial(i)
+            return
+        if leftover:
+            self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
+            return
+        if self.in_round and self.k and link.polled:
+            self.health.timed(i, now - self.started)
+        link.polled = False
+
+    def reply(self, i, reply, error, now):
+        """One reply parsed by the twin (``error``: an error reply's message, ``reply`` unused).
+
+        Returns False if it closed the link. May queue bytes in ``link.out`` (the commands after a
+        completed handshake, or EVAL after NOSCRIPT).
+        """
+        link = self.links[i]
+        if link.skip >= 0:
+            link.got_data = True
+            problem = hello_reply(link.clock, link.hello_kinds[link.skip], reply, error, now)
+            if problem is not None:
+                self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
+                return False
+            link.skip += 1
+            if link.skip == len(link.hello_kinds):
+                link.skip = -1
+                link.out = link.payload
+            return True
+        if link.owed:
+            return self._owed_reply(link, reply, error, now)
+        if not link.expect:
+            self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
+            return False
+        link.got_data = True  # (owed replies do not count: they only say the master was alive)
+        if error is not None:
+            if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
+                # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
+                j = link.expect.popleft()
+                link.fallback_sent += 1
+                link.expect.append(j)
+                link.out += self._fallback_payload()[j]
+                return True
+            return self._settle_cmd(link, ERROR_REPLY, error, None, now)
+        if self.kind == KIND_BITS:
+            codes = bits(reply, self.rows)
+            if codes is None:
+                return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
+            link.expect.popleft()
+            self.health.answered(i)
+            for row in range(self.rows):
+                self._record(row, i, codes[row], None, None)
+            return True
+        code, detail, value = classify(self.kind, reply)
+        return self._settle_cmd(link, code, detail, value, now)
+
+    def answer(self, i, code, detail, value, now):
+        """The next reply on link ``i`` (owed, or this round's) was read by the twin's fast parser
+        as ``code`` (OK or NO, with a fence ``value``). Returns False if it closed the link."""
+        link = self.links[i]
+        if link.owed:
+            return self._owed_answer(link, code, detail, value, now)
+        link.got_data = True
+        return self._settle_cmd(link, code, detail, value, now)
+
+    def _settle_cmd(self, link, code, detail, value, now):
+        """Record the answer to this round's next command on ``link``; False if it closed the link."""
+        i = link.index
+        j = link.expect.popleft()
+        if self.acquisition and code != ERROR_REPLY:
+            code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
+        if code == PROTOCOL_ERROR:
+            # A reply of the wrong shape: the connection is out of step with its requests.
+            self._record_cmd(j, i, code, detail)
+            self._fail(link, code, detail, C_PROTOCOL_ERRORS, False, now)
+            return False
+        if code == ERROR_REPLY:
+            self.health.count(i, C_ERROR_REPLIES)
+        self.health.answered(i)
+        if self.kind == KIND_BITS:
+            self._record_cmd(j, i, code, detail)  # an error reply: the same for every key
+        else:
+            self._record(j, i, code, detail, value)
+        self._stamp(now)
+        return True
+
+    def _owed_reply(self, link, reply, error, now):
+        """Settle the oldest owed reply with one parsed reply; False if it closed the link."""
+        entry = link.owed[0]
+        if error is not None:
+            # No EVAL fallback here: the round that sent it has returned (its outcome says so; an
+            # acquisition must not land after its own cleanup). The next script round sends EVAL.
+            if is_noscript(error):
+                link.use_eval = True
+            return self._owed_answer(link, ERROR_REPLY, error, None, now)
+        if entry.kind == KIND_BITS:
+            sink = entry.sink
+            rows = len(sink) if isinstance(sink, list) else len(reply) if isinstance(reply, bytes) else 0
+            codes = bits(reply, rows)
+            if codes is None:
+                return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
+            link.owed.popleft()
+            if entry.expired:
+                self.health.count(link.index, C_LATE)
+                return True
+            self.health.answered(link.index)
+            if sink is not None:
+                for row in range(len(sink)):
+                    set_outcome(sink[row], link.index, codes[row], None, None)
+            return True
+        code, detail, value = classify(entry.kind, reply)
+        return self._owed_answer(link, code, detail, value, now)
+
+    def _owed_answer(self, link, code, detail, value, now):
+        entry = link.owed.popleft()
+        i = link.index
+        if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and code != ERROR_REPLY:
+            code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
+        if code == PROTOCOL_ERROR:
+            settle_sink(entry.sink, i, code, detail, None)
+            self._fail(link, code, detail, C_PROTOCOL_ERRORS, False, now)
+            return False
+        if entry.expired:
+            self.health.count(i, C_LATE)
+            return True
+        self.health.answered(i)
+        if code == ERROR_REPLY:
+            self.health.count(i, C_ERROR_REPLIES)
+        settle_sink(entry.sink, i, code, detail, value)
+        return True
+
+    # --- failures and deadlines ---------------------------------------------------------------
+    def _fail(self, link, code, detail, counter, strike, now):
+        """Close this master's connection; every reply it still owes or has not sent gets ``code``."""
+        link.request_close()
+        for j in link.expect:
+            self._record_cmd(j, link.index, code, detail)
+        link.expect.clear()
+        link.drop_owed(code, detail)
+        self.health.failed(link.index, counter, what(code, detail), now, strike)
+        self._stamp(now)
+
+    def _timeout(self, link, now):
+        """The master's deadline passed. Keep a connection that carries all our commands open."""
+        if link.unsent():
+            # Not all of this round's commands went out: nothing would keep their order; drop it.
+            self._fail(link, TIMEOUT, None, C_TIMEOUTS, True, now)
+            return
+        link.polled = False
+        link.expire(now, True)
+        for j in link.expect:
+            self._record_cmd(j, link.index, TIMEOUT, None)
+            link.owe(self.kind, link.deadline, None, True)
+        link.expect.clear()
+        self.health.failed(link.index, C_TIMEOUTS, "timeout", now, True)
+        self._stamp(now)
+
+    def tidy(self, i, now):
+        """After a round or while settling, and after reading what arrived: expire owed replies
+        past their deadline, and close a connection that owes too much or too long."""
+        link = self.links[i]
+        if link.expire(now, False):
+            self.health.failed(i, C_TIMEOUTS, "timeout", now, True)
+        if link.stale(now):
+            link.drop_owed(TIMEOUT, None)
+            link.request_close()
+
+    def close(self):
+        """Every connection is being closed: the replies they owe will never come."""
+        for link in self.links:
+            link.drop_owed(CONN_ERROR, "the connection was closed before the reply")
+            link.request_close()
+
+    # --- state -----------------------------------------------------------------------------------
+    def owed(self):
+        """How many replies the connections still owe to rounds that already returned."""
+        return sum([len(link.owed) for link in self.links])
+
+    def pending(self):
+        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
+        return sum([link.pending() for link in self.links])
+
+    def first_owed_deadline(self):
+        """The earliest deadline of an owed reply someone waits for, or -1.0 (settling is over)."""
+        first = -1.0
+        for link in self.links:
+            d = link.first_owed_deadline()
+            if d >= 0.0 and (first < 0.0 or d < first):
+                first = d
+        return first
+
+    def master_states(self):
+        """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
+        return [link.clock.state() for link in self.links]

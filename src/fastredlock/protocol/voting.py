@@ -1,0 +1,48 @@
+"""Restart-aware voting: when a master's OK does not count toward a quorum.
+
+A master that restarted without persistence has forgotten the locks it held. The client learns each
+master's ``run_id`` and uptime on every (re)connect (``INFO server``, part of the handshake); an OK
+from a master that has been up for less than the restart grace (the largest TTL in use) is reported
+as ``UNTRUSTED`` and does not count, because the lock it forgot may still be held by someone else.
+"""
+from .outcomes import CONN_ERROR, NO, OK, UNTRUSTED
+
+
+class MasterClock:
+    """What the client knows of one master's life: its run_id, when it started, restarts seen."""
+
+    def __init__(self):
+        self.run_id = None
+        #: Monotonic time the master started (from its uptime), or -1.0 when not known.
+        self.up_since = -1.0
+        #: How many times the run_id changed (restarts seen).
+        self.restarts = 0
+
+    def learned(self, run_id, uptime, now):
+        """An ``INFO server`` answer read at ``now``: ``run_id`` and ``uptime`` in seconds."""
+        if self.run_id is not None and run_id != self.run_id:
+            self.restarts += 1
+        self.run_id = run_id
+        self.up_since = now - uptime
+
+    def state(self):
+        """``(run_id, up_since or None, restarts)`` for ``Core.master_states``."""
+        return self.run_id, (self.up_since if self.up_since >= 0.0 else None), self.restarts
+
+    def untrusted(self, now, grace_ms):
+        """Whether an OK from this master at ``now`` must not count (up for less than the grace)."""
+        return self.up_since >= 0.0 and (now - self.up_since) * 1000.0 < grace_ms
+
+    def acquisition_outcome(self, code, detail, retried, now, grace_ms):
+        """An acquisition's OK or "no" reconsidered: restart-aware voting, and a resent command.
+
+        Returns ``(code, detail)``.
+        """
+        if code == OK and self.untrusted(now, grace_ms):
+            return UNTRUSTED, "up for %.0fs, less than the restart grace of %gs" % (
+                now - self.up_since, grace_ms / 1000.0)
+        if code == NO and retried:
+            # The lost connection may have run our first SET: the key can be ours. Not a clear
+            # "no", so the caller releases (owner-checked) to be sure.
+            return CONN_ERROR, "connection broke; the resent command found the key set"
+        return code, detail
