@@ -642,7 +642,7 @@ class Bench:
         return ok
 
     def run(self) -> int:
-        from fastredlock.servers import find_server, server_version, start_masters
+        from fastredlock.testing import find_server, server_version, start_masters
 
         binary = find_server(self.args.server)
         self.server = {"binary": binary, "version": server_version(binary)}
@@ -654,7 +654,7 @@ class Bench:
         t_up = time.monotonic()
         say(f"starting 7 local masters ({self.server['version']}): 5 lock masters, 1 counter master, "
             "1 to break in fault jobs")
-        with start_masters(7, binary) as masters:
+        with start_masters(7, binary=binary) as masters:
             self.masters = masters
             self.counter = list(masters)[5]
             self.install_peers(configs)
@@ -1105,7 +1105,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--no-install", action="store_true", help="use peers already installed, install nothing")
     p.add_argument("--reinstall", action="store_true", help="reinstall every peer")
     p.add_argument("--peer-hiredis", action="store_true", help="add hiredis to every peer's install (redis-py uses it)")
-    p.add_argument("--server", help="redis-server / valkey-server binary (default: fastredlock.servers.find_server)")
+    p.add_argument("--server", help="redis-server / valkey-server binary (default: fastredlock.testing.find_server)")
     p.add_argument("--redis-benchmark", help="redis-benchmark binary (default: from PATH)")
     p.add_argument("--floor-requests", type=int, help="requests per redis-benchmark test (default 50000)")
     p.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, recorded)")
