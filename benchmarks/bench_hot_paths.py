@@ -160,7 +160,7 @@ def _cycles(dlm: fastredlock.Redlock, tag: str, n: int) -> None:
 # --- the script -----------------------------------------------------------------------------------
 def stall_costs(core: str, wait_for_all: bool, io: float) -> Dict[str, float]:
     """Start 5 masters, SIGSTOP one; return what acquires cost before and during its cool-down."""
-    from fastredlock.servers import start_masters
+    from fastredlock.testing import start_masters
 
     with start_masters(5) as local, _client(local.urls, core, io_timeout=io, wait_for_all=wait_for_all,
                                             cooldown=2.0, retry_count=0) as dlm:
@@ -186,7 +186,7 @@ def stall_costs(core: str, wait_for_all: bool, io: float) -> Dict[str, float]:
 
 
 def main(argv: List[str] = None) -> int:
-    from fastredlock.servers import start_masters
+    from fastredlock.testing import start_masters
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)

@@ -3,8 +3,9 @@
     pytest benchmarks/ --benchmark-only
     pytest benchmarks/ --benchmark-only --benchmark-group-by=group --benchmark-columns=min,median,ops
 
-Each case is grouped by N so that pytest-benchmark's table puts the Cython core, the pure core and
-the raw reference (write to all N, read N replies; no retries, no validity maths) side by side.
+Each case is grouped by N so that pytest-benchmark's table puts the Cython core, the pure core,
+the raw reference (write to all N, read N replies; no retries, no validity maths) and, for N = 1
+and 5, the C floor (floor.c through ctypes: the syscalls of a cycle and nothing else) side by side.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("pytest_benchmark")
 
 import fastredlock  # noqa: E402
+from _floor import FloorLib, FloorUnavailable  # noqa: E402
 from _worker import RawMux  # noqa: E402  (benchmarks/ is on sys.path: rootdir-relative import)
 
 N = [1, 3, 5]
@@ -65,3 +67,23 @@ def test_raw_reference(benchmark, masters, n, ttl):  # type: ignore[no-untyped-d
 
     cycle()
     benchmark(cycle)
+
+
+@pytest.mark.parametrize("n", [1, 5], ids=lambda n: f"N={n}")
+def test_c_floor(benchmark, masters, n, ttl):  # type: ignore[no-untyped-def]
+    """The C floor: one cycle of floor.c per call (a ctypes call adds well under 1 µs)."""
+    benchmark.group = f"acquire+release N={n}"
+    try:
+        floor = FloorLib(masters.urls[:n], ttl_ms=int(ttl * 1000))
+    except FloorUnavailable as exc:
+        pytest.skip(f"the C floor cannot be built: {exc}")
+
+    def cycle() -> None:
+        if floor.cycle() != 1:
+            raise AssertionError("the C floor could not lock")
+
+    try:
+        cycle()
+        benchmark(cycle)
+    finally:
+        floor.close()

@@ -12,6 +12,8 @@ use what is there), and then runs every configuration x scenario in a **fresh su
 ``PYTHONPATH`` of their own folder only, so redlock-py, redlock (glasslion) and redlock-ng (all the
 top-level module ``redlock``) and the old redis-py that pyredlock / redlock-ng pin never meet.
 A peer that cannot be installed or imported is reported as skipped, with the reason.
+The C floor (``floor.c``, built with ``cc -O2`` by ``_floor.py``) runs beside them in the
+sequential and batch scenarios: every row gets its ratio to that physical limit ("x of C floor").
 
 Outputs (``--out``, default ``benchmarks/results``): ``compare.md`` (the tables, also printed),
 ``compare.json`` (every sample of every round, plus the environment), ``compare.png`` (chart).
@@ -38,6 +40,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_worker.py")
+sys.path.insert(0, HERE)  # _floor.py, also when run as `python -m fastredlock bench`
+import _floor  # noqa: E402
+
+#: the C floor: every sequential / batch configuration gets its ratio to it
+FLOOR_ID = "ref-c-floor"
 
 # --------------------------------------------------------------------------------------------
 # what is compared
@@ -68,6 +75,7 @@ class Config:
     n1: bool = False  # a single-instance lock: every scenario runs on master 0 only
     reference: bool = False
     fast: bool = False  # one of fastredlock's cores
+    native: bool = False  # the C floor: run by the driver itself (_floor.py), not by _worker.py
 
     @property
     def isolated(self) -> bool:
@@ -96,6 +104,9 @@ CONFIGS: List[Config] = [
            scenarios=("seq5", "seq1"), reference=True),
     Config("ref-raw-x64", "ref: raw pipelined x64", "64 SETs per write, then 64 EVALSHAs; pure Python",
            scenarios=("batch",), reference=True),
+    Config(FLOOR_ID, "ref: C floor (syscalls only)",
+           "C, cc -O2: one send + poll + recv per master per round; RELEASE / RELEASE_MANY",
+           scenarios=("seq5", "seq1", "batch"), reference=True, native=True),
 ]
 BY_ID = {c.id: c for c in CONFIGS}
 SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "refuse", "stall", "floor")
@@ -499,6 +510,19 @@ class Bench:
                                                  "p50_ms": float(r[i_p50]) if i_p50 is not None else None}
         return {"ok": True, "result": result}
 
+    def run_c_floor(self, cfg: Config, scenario: str, rnd: int) -> Dict[str, Any]:
+        """The C floor (floor.c) on the same masters, warm-up and duration as a worker's job."""
+        job = self.job(cfg, scenario, rnd)
+        batch = job["batch"] if scenario == "batch" else 1
+        try:
+            r = _floor.run_floor(job["urls"], cycles=10 ** 9, batch=batch, ttl_ms=int(self.s.ttl * 1000),
+                                 duration=self.s.duration, warmup=max(1, self.s.warmup // batch),
+                                 timeout=self.s.duration + 60)
+        except (_floor.FloorUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "result": _floor.as_sample(r), "info": self.info.get(cfg.id, {}),
+                "leftover_keys": self.keys_on_lock_masters()}
+
     @staticmethod
     def _from_event(ev: Dict[str, Any]) -> Dict[str, Any]:
         if ev.get("event") == "result":
@@ -514,6 +538,8 @@ class Bench:
             out = self.run_contend(cfg, rnd)  # type: ignore[arg-type]
         elif scenario in ("refuse", "stall"):
             out = self.run_fault(cfg, scenario, rnd)  # type: ignore[arg-type]
+        elif cfg is not None and cfg.native:
+            out = self.run_c_floor(cfg, scenario, rnd)
         else:
             out = self.run_simple(cfg, scenario, rnd)  # type: ignore[arg-type]
         out.update({"config": cfg.id if cfg else "redis-benchmark", "scenario": scenario,
@@ -527,7 +553,8 @@ class Bench:
         for name in (only or set()) | skip:
             if name not in BY_ID:
                 raise SystemExit(f"unknown configuration {name!r}; known: {', '.join(BY_ID)}")
-        return [c for c in CONFIGS if (only is None or c.id in only) and c.id not in skip]
+        # the C floor comes along with --only: every table keeps its physical limit (--skip drops it)
+        return [c for c in CONFIGS if (only is None or c.id in only or c.native) and c.id not in skip]
 
     def scenarios(self) -> List[str]:
         if not self.args.scenarios:
@@ -578,6 +605,13 @@ class Bench:
             reason = self.check_cython()
             if reason:
                 return c, reason
+        if c.native:
+            try:
+                r = _floor.run_floor(self.urls(c), cycles=10, batch=1, warmup=0, timeout=120)
+            except (_floor.FloorUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:
+                return c, f"does not run here: {exc}"
+            self.info[c.id] = {"versions": {"cc -O2": _floor.compiler_version()}, "module_file": r["binary"]}
+            return c, None
         job = self.job(c, "seq1" if c.n1 else "seq5", 0, scenario="probe")
         w = Worker(c, job, self.peer_dirs)
         try:
@@ -608,7 +642,7 @@ class Bench:
         return ok
 
     def run(self) -> int:
-        from fastredlock.servers import find_server, server_version, start_masters
+        from fastredlock.testing import find_server, server_version, start_masters
 
         binary = find_server(self.args.server)
         self.server = {"binary": binary, "version": server_version(binary)}
@@ -620,7 +654,7 @@ class Bench:
         t_up = time.monotonic()
         say(f"starting 7 local masters ({self.server['version']}): 5 lock masters, 1 counter master, "
             "1 to break in fault jobs")
-        with start_masters(7, binary) as masters:
+        with start_masters(7, binary=binary) as masters:
             self.masters = masters
             self.counter = list(masters)[5]
             self.install_peers(configs)
@@ -696,6 +730,11 @@ class Report:
     def failed(self, cid: str, scen: str) -> List[Dict[str, Any]]:
         return [s for s in self.by.get((cid, scen), []) if not s.get("ok")]
 
+    def floor_rate(self, scen: str) -> Optional[float]:
+        """The C floor's rate in this scenario (median of rounds), None if it did not run."""
+        rates = [s["result"]["rate"] for s in self.ok(FLOOR_ID, scen)]
+        return statistics.median(rates) if rates else None
+
     def fast_rate(self, scen: str) -> Tuple[Optional[float], str]:
         for cid in ("fastredlock-cython", "fastredlock-python"):
             rates = [s["result"]["rate"] for s in self.ok(cid, scen)]
@@ -733,7 +772,8 @@ class Report:
             f"Python {platform.python_version()} ({platform.python_implementation()}).  ",
             f"Masters: {b.server['version']} ({b.server['binary']}) on 127.0.0.1, `--save '' --appendonly no`: "
             "5 lock masters, 1 counter master, 1 that fault jobs break in place of the first lock master. "
-            f"Floor: {floor_version or 'redis-benchmark not found'}.  ",
+            f"Floor: {floor_version or 'redis-benchmark not found'}; C floor: "
+            f"{(b.info.get(FLOOR_ID) or {}).get('module_file') or 'not built'}.  ",
             f"Settings: TTL {s.ttl:g} s; {s.duration:g} s per sequential/threads sample after {s.warmup} warm-up "
             f"cycles; contention {s.procs} processes x {s.contend_duration:g} s; faults {s.attempts} attempt(s) "
             f"per sample, an answer later than {s.hang_limit:g} s counts as hung.",
@@ -753,6 +793,7 @@ class Report:
 
     def seq_table(self, scen: str, title: str) -> List[str]:
         fast, fast_label = self.fast_rate(scen)
+        floor = self.floor_rate(scen)
         rows = []
         for c in CONFIGS:
             if scen not in c.scenarios:
@@ -774,7 +815,8 @@ class Report:
                 fnum(med(x["cpu_util"] for x in r), 2),
                 str(sum(x["fails"] for x in r) + sum(sum(x["errors"].values()) for x in r)),
                 str(sum(s.get("leftover_keys", 0) for s in ok)),
-                ratio, f"{len(ok)}" + (f" (+{len(self.failed(c.id, scen))} failed)" if self.failed(c.id, scen) else ""),
+                ratio, f"{rate / floor:.2f}x" if floor else "–",
+                f"{len(ok)}" + (f" (+{len(self.failed(c.id, scen))} failed)" if self.failed(c.id, scen) else ""),
             ]))
         if not rows:
             return []
@@ -783,9 +825,18 @@ class Report:
                f"| client | style | {'locks' if scen == 'batch' else 'cycles'}/s | rounds (min..max) "
                "| acquire p50 / p99 µs | release p50 / p99 µs "
                f"| CPU ms / 1000 {'locks' if scen == 'batch' else 'cycles'} (user+sys) | client CPU util "
-               f"| fails | leftover keys | {fast_label or 'fastredlock'} ÷ this | samples |",
-               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+               f"| fails | leftover keys | {fast_label or 'fastredlock'} ÷ this | x of C floor | samples |",
+               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(cells) + " |" for _, cells in rows]
+        out.append("")
+        if floor:
+            unit = "locks/s" if scen == "batch" else "cycles/s"
+            line = f"Physical limit of this machine: the C floor's {fnum(floor)} {unit}"
+            if fast:
+                line += f"; {fast_label} runs at {fast / floor:.2f}x of it"
+            out.append(line + " (x of C floor: this row's rate ÷ the floor's).")
+        else:
+            out.append(f"No C floor in this run ({self.b.skipped.get(FLOOR_ID, 'skipped or failed')}).")
         return out + [""]
 
     def threads_table(self) -> List[str]:
@@ -1045,7 +1096,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--procs", type=int, default=4, help="processes in the contention scenario (default 4)")
     p.add_argument("--ttl", type=float, help="lock TTL in seconds (default 10; --quick: 3)")
     p.add_argument("--hold-ms", type=float, default=0.0, help="time each contention holder sleeps inside (default 0)")
-    p.add_argument("--only", help="comma-separated configuration ids (see --list)")
+    p.add_argument("--only", help="comma-separated configuration ids (see --list); the C floor always comes along")
     p.add_argument("--skip", help="comma-separated configuration ids to leave out")
     p.add_argument("--scenarios", help=f"comma-separated subset of {','.join(SCENARIO_NAMES)}")
     p.add_argument("--list", action="store_true", help="list configurations and scenarios, then exit")
@@ -1054,7 +1105,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--no-install", action="store_true", help="use peers already installed, install nothing")
     p.add_argument("--reinstall", action="store_true", help="reinstall every peer")
     p.add_argument("--peer-hiredis", action="store_true", help="add hiredis to every peer's install (redis-py uses it)")
-    p.add_argument("--server", help="redis-server / valkey-server binary (default: fastredlock.servers.find_server)")
+    p.add_argument("--server", help="redis-server / valkey-server binary (default: fastredlock.testing.find_server)")
     p.add_argument("--redis-benchmark", help="redis-benchmark binary (default: from PATH)")
     p.add_argument("--floor-requests", type=int, help="requests per redis-benchmark test (default 50000)")
     p.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, recorded)")

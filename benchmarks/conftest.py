@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from fastredlock.servers import LocalMasters, start_masters
+from fastredlock.testing import LocalMasters, start_masters
 
 #: TTL of every lock taken by the pytest benchmarks, seconds.
 TTL = 2.0

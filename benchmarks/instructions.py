@@ -73,7 +73,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     small, large = (int(x) for x in args.cycles.split(","))
     if not 0 < small < large:
         raise SystemExit("--cycles must be two increasing positive counts, e.g. 500,2500")
-    from fastredlock.servers import start_masters
+    from fastredlock.testing import start_masters
 
     for n in (int(x) for x in args.masters.split(",")):
         with start_masters(n) as masters:

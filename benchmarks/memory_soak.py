@@ -124,8 +124,7 @@ def main(argv: List[str] = None) -> int:
         print(json.dumps(run(job["core"], job["urls"], args.cycles, args.warmup, args.minutes, args.threads)))
         return 0
 
-    from fastredlock.servers import start_masters
-    from fastredlock.testing import FaultProxy
+    from fastredlock.testing import FaultProxy, start_masters
 
     failed = False
     with start_masters(5) as local:

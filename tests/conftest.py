@@ -14,7 +14,7 @@ import pytest
 
 import fastredlock
 from fastredlock._cores import NO_EXTENSIONS
-from fastredlock.servers import find_server, server_version, start_masters
+from fastredlock.testing import find_server, server_version, start_masters
 
 CORES = ["cython", "python"]
 

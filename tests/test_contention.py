@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from fastredlock.servers import LocalMaster
+from fastredlock.testing import LocalMaster
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _contender import contend, run_contenders  # noqa: E402

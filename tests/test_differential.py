@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import fastredlock
 from fastredlock._cores import NO_EXTENSIONS
 from fastredlock.errors import LockError
-from fastredlock.servers import start_masters
+from fastredlock.testing import start_masters
 
 pytestmark = pytest.mark.skipif(NO_EXTENSIONS, reason="FASTREDLOCK_NO_EXTENSIONS: one core only")
 

@@ -19,8 +19,7 @@ import pytest
 from fastredlock import LockNotAcquiredError
 from fastredlock import _outcomes as oc
 from fastredlock import MasterStats
-from fastredlock.servers import LocalMaster
-from fastredlock.testing import FaultProxy, paused
+from fastredlock.testing import FaultProxy, LocalMaster, paused
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _contender import contend_threads, run_contenders  # noqa: E402

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fastredlock import LockLostError, LockNotOwnedError
-from fastredlock.servers import LocalMaster
+from fastredlock.testing import LocalMaster
 
 HOLDER = os.path.join(os.path.dirname(__file__), "_holder.py")
 

@@ -5,7 +5,7 @@ import pytest
 
 from fastredlock import Redlock
 from fastredlock._masters import MasterSpec, parse_master
-from fastredlock.servers import start_masters
+from fastredlock.testing import start_masters
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fastredlock.servers import start_masters
+from fastredlock.testing import start_masters
 
 GRACE = 2.0  # >= the TTL every client below uses, as the docs require
 

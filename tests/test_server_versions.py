@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from fastredlock.servers import find_servers, server_version, start_masters
+from fastredlock.testing import find_servers, server_version, start_masters
 
 BINARIES = find_servers()
 

@@ -1,6 +1,6 @@
 """Command line: ``python -m fastredlock demo`` (and room for ``bench`` and friends).
 
-The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.servers`),
+The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.testing`),
 walks through acquire, extend and release while printing what each master answered, shows a second
 client being refused, then stops the masters.
 """
@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 from . import CORE, LockNotAcquiredError, Redlock, __version__
-from .servers import find_server, server_version, start_masters
+from .testing import find_server, server_version, start_masters
 
 
 def _show(title: str, lock) -> None:
@@ -25,7 +25,7 @@ def demo(masters: int = 5, ttl: float = 5.0) -> int:
     binary = find_server()
     print(f"fastredlock {__version__}, core: {CORE}; server: {server_version(binary)} ({binary})")
     print(f"starting {masters} local masters ...")
-    with start_masters(masters, binary) as local:
+    with start_masters(masters, binary=binary) as local:
         print("  " + "  ".join(local.urls))
         # These masters were started a moment ago: restart-aware voting would rightly refuse to
         # trust them for a TTL (they could have forgotten locks). Fresh masters held no locks.

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from fastredlock.servers import LocalMaster
+from fastredlock.testing import LocalMaster
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _originals  # noqa: E402

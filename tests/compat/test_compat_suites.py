@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fastredlock.servers import start_masters
+from fastredlock.testing import start_masters
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _originals  # noqa: E402

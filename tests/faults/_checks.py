@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
-from fastredlock.servers import LocalMaster
+from fastredlock.testing import LocalMaster
 
 #: The clients' io_timeout and connect_timeout in this suite (the library's defaults).
 IO = 0.05

@@ -8,8 +8,7 @@ from typing import List
 
 import pytest
 
-from fastredlock.servers import LocalMaster, start_masters
-from fastredlock.testing import FaultProxy
+from fastredlock.testing import FaultProxy, LocalMaster, start_masters
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _checks import Counter  # noqa: E402

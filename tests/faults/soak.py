@@ -178,8 +178,7 @@ def _chaos(masters, end: float, ttl: float, mode: str, max_down: int, rng: rando
 def run_soak(seconds: float = 60.0, processes: int = 8, threads: int = 4, ttl: float = 1.0, hold: float = 0.003,
              core: str = "mixed", mode: str = "delayed", max_down: int = 2, seed: int = 0) -> Dict[str, Any]:
     """Run one soak and return its report (see the module docstring)."""
-    from fastredlock.servers import LocalMaster
-    from fastredlock.testing import start_masters
+    from fastredlock.testing import LocalMaster, start_masters
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")

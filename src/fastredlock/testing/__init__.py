@@ -1,0 +1,68 @@
+"""Run code against real and fake masters: local servers, and a fault kit to test your code (and
+fastredlock) against masters that fail.
+
+Everything here listens on loopback addresses only and is meant for tests, the demo and benchmarks,
+never for production.
+
+- Real masters (:mod:`.masters`): :func:`start_master` / :func:`start_masters` start ``redis-server``
+  (or ``valkey-server``) processes on free loopback ports, with or without persistence; each
+  :class:`LocalMaster` can be killed, paused, resumed and restarted. :func:`paused` (SIGSTOP/SIGCONT),
+  :func:`restart` (kill -9 and start again, at once or after a delay: the "delayed restart" operators
+  are told to use), :func:`pause_process` for any process (a client paused past its TTL).
+- Server binaries (:mod:`.servers`): :func:`find_server`, :func:`find_servers`, :func:`server_version`.
+- :class:`FaultProxy` (:mod:`.proxy`) sits between a client and a real master and can add latency,
+  stall, blackhole, drop or reset connections (also in the middle of a reply), refuse new
+  connections, and run a hook at the moment a request or a reply passes (to kill the master at an
+  exact point of a round).
+- :class:`FakeMaster` (:mod:`.fake`) is a tiny loopback server that answers every lock command with
+  scripted bytes: garbage, truncated RESP, errors, wrong types, a 512 MB bulk length, a never-ending
+  array, half a reply then a close. :data:`HOSTILE_REPLIES` names the classic ones.
+- :func:`blackhole_address` (:mod:`.net`): an address where a TCP connect never completes.
+
+Example::
+
+    from fastredlock import Redlock
+    from fastredlock.testing import FaultProxy, start_masters
+
+    with start_masters(3) as masters, FaultProxy(masters[0]) as proxy:
+        dlm = Redlock([proxy.url] + masters.urls[1:], io_timeout=0.05)
+        proxy.stall()                      # master 0 now answers nothing
+        with dlm.lock("job", ttl=5) as lock:
+            assert lock.outcomes[0].outcome == "timeout"
+"""
+from .fake import HOSTILE_REPLIES, Close, FakeMaster, HalfThenClose, Silent, Stream
+from .masters import (
+    PERSISTENCE_ARGS,
+    LocalMaster,
+    LocalMasters,
+    pause_process,
+    paused,
+    restart,
+    start_master,
+    start_masters,
+)
+from .net import blackhole_address
+from .proxy import FaultProxy
+from .servers import find_server, find_servers, server_version
+
+__all__ = [
+    "FaultProxy",
+    "FakeMaster",
+    "Close",
+    "HalfThenClose",
+    "Silent",
+    "Stream",
+    "HOSTILE_REPLIES",
+    "PERSISTENCE_ARGS",
+    "LocalMaster",
+    "LocalMasters",
+    "blackhole_address",
+    "find_server",
+    "find_servers",
+    "pause_process",
+    "paused",
+    "restart",
+    "server_version",
+    "start_master",
+    "start_masters",
+]
