@@ -971,9 +971,9 @@ cdef class Core:
         if got == 0:
             s.io_failed(i, "connection closed by the master", True, now)
             return self._sync(i)
-        if not s.received(i, self._rbuf, got, now):
-            return self._sync(i)
         if _fast_path and not self._dirty[i]:
+            # Exact expected replies at the front of a read on a clean connection: settled here
+            # without a reply object (and without the guard: they are well-formed by definition).
             while pos < got:
                 kind = s.next_kind(i)
                 if kind < 0:
@@ -987,6 +987,8 @@ cdef class Core:
             if pos == got:
                 s.drained(i, False, now)
                 return self._sync(i)
+        if not s.received(i, self._rbuf, pos, got, now):
+            return self._sync(i)
         reader = self._readers[i]
         reader.feed(self._rbuf, pos, got - pos)
         self._dirty[i] = True

@@ -336,7 +336,7 @@ class Core:
             session.io_failed(i, "connection closed by the master", True, monotonic())
             self._sync(link)
             return
-        if not session.received(i, data, len(data), monotonic()):
+        if not session.received(i, data, 0, len(data), monotonic()):
             self._sync(link)
             return
         reader = self._readers[i]

@@ -1,5 +1,8 @@
 cimport cython
 
+cdef Py_ssize_t _NCOUNTERS
+cdef Py_ssize_t _C_REPLIES, _C_TIMED, _C_TIMEOUTS
+
 @cython.final
 cdef class Health:
     cdef public Py_ssize_t n
@@ -7,14 +10,14 @@ cdef class Health:
     cdef public double max_cooldown
     cdef public Py_ssize_t n_cooling
     cdef object _lock
-    cdef list _until
-    cdef list _strikes
-    cdef list _timed_out
+    cdef double[:] _until
+    cdef long long[:] _strikes
+    cdef signed char[:] _timed_out
     cdef list _why
     cdef list _last
-    cdef list _counts
-    cdef list _lat_sum
-    cdef list _lat_max
+    cdef long long[:] _counts
+    cdef double[:] _lat_sum
+    cdef double[:] _lat_max
 
     cpdef after_fork(self)
     cpdef int mode(self, Py_ssize_t i, double now) except -1
@@ -23,5 +26,7 @@ cdef class Health:
     cpdef answered(self, Py_ssize_t i)
     cpdef timed(self, Py_ssize_t i, double latency)
     cpdef count(self, Py_ssize_t i, int counter)
+    @cython.locals(strikes=Py_ssize_t, pause=double, lock=object)
     cpdef failed(self, Py_ssize_t i, int counter, object what, double now, bint strike)
+    @cython.locals(i=Py_ssize_t, c=Py_ssize_t, timed=cython.longlong, until=double, out=list, counts=list)
     cpdef list snapshot(self, double now)

@@ -8,6 +8,7 @@ in time ends it. While a master cools down, acquisitions skip it (outcome ``SKIP
 round probes it again. ``cooldown=0`` keeps the counters but never skips a master.
 """
 import threading
+from array import array
 
 from .outcomes import C_REPLIES, C_TIMED, C_TIMEOUTS, COUNTERS
 
@@ -28,6 +29,10 @@ REFUSED = 1
 TIMED_OUT = 2
 
 _NCOUNTERS = len(COUNTERS)
+# module-level copies, C ints when compiled (health.pxd)
+_C_REPLIES = C_REPLIES
+_C_TIMED = C_TIMED
+_C_TIMEOUTS = C_TIMEOUTS
 
 
 class Health:
@@ -44,14 +49,15 @@ class Health:
         #: How many masters have a cool-down set (possibly passed, until a reply ends it).
         self.n_cooling = 0
         self._lock = None if _COMPILED else threading.Lock()
-        self._until = [0.0] * n
-        self._strikes = [0] * n
-        self._timed_out = [False] * n
+        # flat arrays: compiled, they are C arrays (typed memoryviews, see health.pxd)
+        self._until = array("d", [0.0]) * n
+        self._strikes = array("q", [0]) * n
+        self._timed_out = array("b", [0]) * n
         self._why = [None] * n
         self._last = [None] * n
-        self._counts = [0] * (n * _NCOUNTERS)
-        self._lat_sum = [0.0] * n
-        self._lat_max = [0.0] * n
+        self._counts = array("q", [0]) * (n * _NCOUNTERS)
+        self._lat_sum = array("d", [0.0]) * n
+        self._lat_max = array("d", [0.0]) * n
 
     def after_fork(self):
         """In a fork child: a lock held by a parent thread at the fork would never be released."""
@@ -80,11 +86,11 @@ class Health:
         if lock is not None:
             lock.acquire()
         try:
-            self._counts[i * _NCOUNTERS + C_REPLIES] += 1
+            self._counts[i * _NCOUNTERS + _C_REPLIES] += 1
             if self._strikes[i]:
                 self._strikes[i] = 0
                 self._why[i] = None
-                if self._until[i]:
+                if self._until[i] != 0.0:
                     self._until[i] = 0.0
                     self.n_cooling -= 1
         finally:
@@ -97,7 +103,7 @@ class Health:
         if lock is not None:
             lock.acquire()
         try:
-            self._counts[i * _NCOUNTERS + C_TIMED] += 1
+            self._counts[i * _NCOUNTERS + _C_TIMED] += 1
             self._lat_sum[i] += latency
             if latency > self._lat_max[i]:
                 self._lat_max[i] = latency
@@ -133,10 +139,10 @@ class Health:
             pause = self.cooldown * 2.0 ** (strikes - 1 if strikes < 63 else 62)
             if pause > self.max_cooldown:
                 pause = self.max_cooldown
-            if not self._until[i]:
+            if self._until[i] == 0.0:
                 self.n_cooling += 1
             self._until[i] = now + pause
-            self._timed_out[i] = counter == C_TIMEOUTS
+            self._timed_out[i] = 1 if counter == _C_TIMEOUTS else 0
             self._why[i] = "cooling down after %d failure%s in a row (last: %s)" % (
                 strikes, "s" if strikes > 1 else "", what)
         finally:
@@ -147,8 +153,8 @@ class Health:
         """Per master: the counters, mean and max latency, cool-down left, failures in a row, last failure."""
         out = []
         for i in range(self.n):
-            counts = self._counts[i * _NCOUNTERS:(i + 1) * _NCOUNTERS]
-            timed = counts[C_TIMED]
+            counts = [self._counts[i * _NCOUNTERS + c] for c in range(_NCOUNTERS)]
+            timed = counts[_C_TIMED]
             until = self._until[i]
             out.append(tuple(counts) + (
                 self._lat_sum[i] / timed if timed else 0.0,

@@ -19,10 +19,10 @@ cdef class Link:
     cdef public tuple hello_kinds
     cdef public MasterClock clock
     cdef public ReplyGuard guard
-    cdef public object owed
+    cdef public list owed
     cdef public bint open, connecting, opening, closing, polled
     cdef public bytes out
-    cdef public object expect
+    cdef public list expect
     cdef public int skip
     cdef public bytes payload
     cdef public double deadline
@@ -34,10 +34,16 @@ cdef class Link:
     cpdef bint expecting(self)
     cpdef request_open(self, bytes first)
     cpdef request_close(self)
+    @cython.locals(entry=Owed, count=Py_ssize_t)
     cpdef Py_ssize_t pending(self) except -1
+    @cython.locals(entry=Owed, first=double)
     cpdef double first_owed_deadline(self)
+    @cython.locals(entry=Owed)
     cpdef bint overdue(self, double now)
+    @cython.locals(entry=Owed, struck=bint)
     cpdef bint expire(self, double now, bint everything)
+    @cython.locals(owed=list)
     cpdef bint stale(self, double now)
+    @cython.locals(entry=Owed)
     cpdef drop_owed(self, int code, object detail)
     cpdef owe(self, int kind, double deadline, object sink, bint expired)

@@ -13,8 +13,6 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
-from collections import deque
-
 from .handshake import handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
@@ -52,7 +50,7 @@ class Link:
         self.clock = MasterClock()
         self.guard = ReplyGuard()
         #: Replies owed to rounds that already returned, in the order they will arrive.
-        self.owed = deque()
+        self.owed = []
         # --- requests to the I/O twin, and what it reports
         self.open = False          # a socket exists (connecting or connected)
         self.connecting = False    # set by the twin while a non-blocking connect is in progress
@@ -61,7 +59,7 @@ class Link:
         self.polled = False        # the round (or settle) waits on this connection
         self.out = b""             # bytes to write
         # --- this round
-        self.expect = deque()      # the commands still unanswered, in reply order
+        self.expect = []           # the commands still unanswered, in reply order
         self.skip = -1             # index of the next handshake reply, -1 when none is pending
         self.payload = b""         # this round's commands (EVALSHA, or EVAL where NOSCRIPT cannot be handled)
         self.deadline = 0.0
@@ -153,7 +151,7 @@ class Link:
         for entry in self.owed:
             if entry.sink is not None:
                 settle_sink(entry.sink, self.index, code, detail, None)
-        self.owed.clear()
+        del self.owed[:]
 
     def owe(self, kind, deadline, sink, expired):
         """The reply to a command of this round is owed to a round that returned (or timed out)."""

@@ -8,4 +8,5 @@ cdef class ReplyGuard:
     cdef public Py_ssize_t skip
 
     cpdef reset(self)
-    cpdef check(self, object data, Py_ssize_t end)
+    @cython.locals(pos=Py_ssize_t, take=Py_ssize_t, kind=int, nl=Py_ssize_t, stop=Py_ssize_t, length=object)
+    cpdef check(self, object data, Py_ssize_t start, Py_ssize_t end)

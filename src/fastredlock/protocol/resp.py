@@ -38,9 +38,9 @@ class ReplyGuard:
         self.header = b""   # the bulk length digits seen so far
         self.skip = 0       # bulk body bytes (and CRLF) still to pass over
 
-    def check(self, data, end):
-        """Check ``data[:end]`` (bytes or bytearray) as the next part of the stream."""
-        pos = 0
+    def check(self, data, start, end):
+        """Check ``data[start:end]`` (bytes or bytearray) as the next part of the stream."""
+        pos = start
         while pos < end:
             if self.skip:
                 take = self.skip if self.skip < end - pos else end - pos

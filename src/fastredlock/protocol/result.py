@@ -53,11 +53,21 @@ def decide(outcomes, ttl_ms, elapsed, started, quorum, drift_factor, details, va
     for code in outcomes:
         if code == OK:
             successes += 1
+    rnd = Round.__new__(Round)  # no __init__: every field is set here
     if ttl_ms:
         left = validity_ms(ttl_ms, elapsed, drift_factor)
-        return Round(successes >= quorum and left > 0, successes, left / 1000.0, elapsed, started,
-                     outcomes, details, values)
-    return Round(successes >= quorum, successes, 0.0, elapsed, started, outcomes, details, values)
+        rnd.ok = successes >= quorum and left > 0
+        rnd.validity = left / 1000.0
+    else:
+        rnd.ok = successes >= quorum
+        rnd.validity = 0.0
+    rnd.successes = successes
+    rnd.elapsed = elapsed
+    rnd.started = started
+    rnd.outcomes = outcomes
+    rnd.details = details
+    rnd.values = values
+    return rnd
 
 
 def set_outcome(rnd, i, code, detail, value):

@@ -1,6 +1,18 @@
 cimport cython
 from .health cimport Health
-from .link cimport Link
+from .link cimport Link, Owed
+
+# the outcome codes, counters and kinds used here: C ints when compiled (imported from the
+# modules that define them)
+cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
+cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT
+cdef int KIND_BITS, KIND_FENCED, KIND_SCRIPT
+cdef int HEALTHY, TIMED_OUT
+cdef list _ONE_COMMAND
+
+from .handshake cimport hello_reply
+from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
+from .result cimport decide, set_outcome, settle_sink
 
 @cython.final
 cdef class Session:
@@ -30,6 +42,7 @@ cdef class Session:
     cdef public object fallbacks
     cdef public object make_fallbacks
     cdef public object ttls_ms
+    cdef public list cmds
     cdef public list outcomes
     cdef public object details
     cdef public object values
@@ -39,33 +52,59 @@ cdef class Session:
     cdef public object modes
 
     cdef _reset_round(self, int kind, Py_ssize_t k, Py_ssize_t rows, bint wait)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)
+    @cython.locals(mode=int, j=Py_ssize_t)
     cdef _start(self, Link link, double deadline)
+    @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
+    @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
     cdef _stamp(self, double now)
+    @cython.locals(first=double, decided=bint, link=Link)
     cpdef double next_deadline(self)
+    @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
+    @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,
+                   values=object, drow=object, outcomes=list)
     cpdef list finish(self, double now)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
+    @cython.locals(link=Link)
     cpdef io_failed(self, Py_ssize_t i, object detail, bint stale, double now)
-    cpdef bint received(self, Py_ssize_t i, object data, Py_ssize_t end, double now) except -1
+    @cython.locals(link=Link)
+    cpdef bint received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
     cpdef parse_failed(self, Py_ssize_t i, object detail, double now)
+    @cython.locals(link=Link)
     cpdef int next_kind(self, Py_ssize_t i) except -2
+    @cython.locals(link=Link)
     cpdef partial(self, Py_ssize_t i)
+    @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
+    @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
+    @cython.locals(entry=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list)
     cdef bint _owed_reply(self, Link link, object reply, object error, double now) except -1
+    @cython.locals(entry=Owed, i=Py_ssize_t)
     cdef bint _owed_answer(self, Link link, int code, object detail, object value, double now) except -1
+    @cython.locals(j=Py_ssize_t)
     cdef _fail(self, Link link, int code, object detail, int counter, bint strike, double now)
+    @cython.locals(j=Py_ssize_t)
     cdef _timeout(self, Link link, double now)
+    @cython.locals(link=Link)
     cpdef tidy(self, Py_ssize_t i, double now)
+    @cython.locals(link=Link)
     cpdef close(self)
+    @cython.locals(link=Link, count=Py_ssize_t)
     cpdef Py_ssize_t owed(self) except -1
+    @cython.locals(link=Link, count=Py_ssize_t)
     cpdef Py_ssize_t pending(self) except -1
+    @cython.locals(link=Link, first=double, d=double)
     cpdef double first_owed_deadline(self)
+    @cython.locals(link=Link)
     cpdef list master_states(self)

@@ -29,10 +29,14 @@ from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
 from .outcomes import (
     C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED,
-    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT,
+    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT,
 )
 from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result import decide, set_outcome, settle_sink
+
+
+#: The commands of a round of one command (copied into each link's queue, never changed).
+_ONE_COMMAND = [0]
 
 
 class Session:
@@ -73,6 +77,7 @@ class Session:
         self.fallbacks = None
         self.make_fallbacks = None
         self.ttls_ms = None
+        self.cmds = []
         self.outcomes = []
         self.details = None
         self.values = None
@@ -90,14 +95,22 @@ class Session:
         twin must do (see :mod:`.link`).
         """
         n = self.n
-        self._reset_round(kind, k, rows, wait)
+        self.kind = kind
+        self.k = k
+        self.rows = rows
+        self.wait = wait
+        self.acquisition = is_acquisition(kind)
+        self.early_now = wait and self.early and self.acquisition
+        self.decided = not wait
         self.in_round = True
         self.payload = payload
+        self.fallbacks = None
         self.make_fallbacks = make_fallbacks if script else None
         self.ttls_ms = ttls_ms
+        self.cmds = _ONE_COMMAND if k == 1 else list(range(k))
         self.outcomes = [PENDING] * (rows * n)
-        if kind == KIND_FENCED:  # the counters each master returned
-            self.values = [None] * (rows * n)
+        self.details = None
+        self.values = [None] * (rows * n) if kind == KIND_FENCED else None  # the fence counters
         if self.early_now:
             self.oks = [0] * rows
             self.bad = [0] * rows
@@ -121,15 +134,14 @@ class Session:
     def _start(self, link, deadline):
         """Queue this round's commands on one link (opening it if needed), or skip it."""
         mode = HEALTHY if self.modes is None else self.modes[link.index]
-        link.expect.clear()
-        link.expect.extend(range(self.k))
+        link.expect = self.cmds[:]
         link.got_data = False
         if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and not link.open)):
             # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
             # that refused connections (it may be back: a refusal costs no waiting), and to one
             # that timed out if its connection is open (behind the SETs there), without waiting.
             why = self.health.why(link.index)
-            link.expect.clear()
+            del link.expect[:]
             for j in range(self.rows):
                 self._record(j, link.index, SKIPPED, why, None)
             self.health.count(link.index, C_SKIPPED)
@@ -157,13 +169,14 @@ class Session:
     def _record(self, j, i, code, detail, value):
         """Set master ``i``'s outcome of key ``j``; decide the round early when it can be."""
         n = self.n
-        self.outcomes[j * n + i] = code
+        idx = j * n + i
+        self.outcomes[idx] = code
         if detail is not None:
             if self.details is None:
                 self.details = [None] * (self.rows * n)
-            self.details[j * n + i] = detail
+            self.details[idx] = detail
         if value is not None and self.values is not None:
-            self.values[j * n + i] = value
+            self.values[idx] = value
         if self.early_now and not self.decided:
             if code == OK:
                 self.oks[j] += 1
@@ -234,7 +247,7 @@ class Session:
             if link.expect:
                 for j in link.expect:
                     link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
-                link.expect.clear()
+                del link.expect[:]
             link.polled = False
         self.in_round = False
         return rounds
@@ -258,12 +271,16 @@ class Session:
         else:
             self._fail(link, CONN_ERROR, detail, C_CONNECTION_ERRORS, False, now)
 
-    def received(self, i, data, end, now):
-        """Bytes read: pass them through the reply guard; False if it refused them (link closed)."""
-        problem = self.links[i].guard.check(data, end)
+    def received(self, i, data, start, end, now):
+        """Bytes read (``data[start:end]``): pass them through the reply guard; False if it refused
+        them (the link is closed). Every byte read goes through it, except the exact expected
+        replies a twin's fast parser recognized at the front of a read on a clean connection: those
+        are well-formed by definition and leave the guard where it was, between replies."""
+        link = self.links[i]
+        problem = link.guard.check(data, start, end)
         if problem is None:
             return True
-        self._fail(self.links[i], PROTOCOL_ERROR, problem, C_PROTOCOL_ERRORS, False, now)
+        self._fail(link, PROTOCOL_ERROR, problem, C_PROTOCOL_ERRORS, False, now)
         return False
 
     def parse_failed(self, i, detail, now):
@@ -329,7 +346,7 @@ class Session:
         if error is not None:
             if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
-                j = link.expect.popleft()
+                j = link.expect.pop(0)
                 link.fallback_sent += 1
                 link.expect.append(j)
                 link.out += self._fallback_payload()[j]
@@ -339,7 +356,7 @@ class Session:
             codes = bits(reply, self.rows)
             if codes is None:
                 return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
-            link.expect.popleft()
+            link.expect.pop(0)
             self.health.answered(i)
             for row in range(self.rows):
                 self._record(row, i, codes[row], None, None)
@@ -359,8 +376,8 @@ class Session:
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.index
-        j = link.expect.popleft()
-        if self.acquisition and code != ERROR_REPLY:
+        j = link.expect.pop(0)
+        if self.acquisition and ((code == OK and link.clock.up_since >= 0.0) or (code == NO and link.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             # A reply of the wrong shape: the connection is out of step with its requests.
@@ -392,7 +409,7 @@ class Session:
             codes = bits(reply, rows)
             if codes is None:
                 return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
-            link.owed.popleft()
+            link.owed.pop(0)
             if entry.expired:
                 self.health.count(link.index, C_LATE)
                 return True
@@ -405,9 +422,10 @@ class Session:
         return self._owed_answer(link, code, detail, value, now)
 
     def _owed_answer(self, link, code, detail, value, now):
-        entry = link.owed.popleft()
+        entry = link.owed.pop(0)
         i = link.index
-        if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and code != ERROR_REPLY:
+        if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and (
+                (code == OK and link.clock.up_since >= 0.0) or (code == NO and entry.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             settle_sink(entry.sink, i, code, detail, None)
@@ -428,7 +446,7 @@ class Session:
         link.request_close()
         for j in link.expect:
             self._record_cmd(j, link.index, code, detail)
-        link.expect.clear()
+        del link.expect[:]
         link.drop_owed(code, detail)
         self.health.failed(link.index, counter, what(code, detail), now, strike)
         self._stamp(now)
@@ -444,7 +462,7 @@ class Session:
         for j in link.expect:
             self._record_cmd(j, link.index, TIMEOUT, None)
             link.owe(self.kind, link.deadline, None, True)
-        link.expect.clear()
+        del link.expect[:]
         self.health.failed(link.index, C_TIMEOUTS, "timeout", now, True)
         self._stamp(now)
 
@@ -467,11 +485,17 @@ class Session:
     # --- state -----------------------------------------------------------------------------------
     def owed(self):
         """How many replies the connections still owe to rounds that already returned."""
-        return sum([len(link.owed) for link in self.links])
+        count = 0
+        for link in self.links:
+            count += len(link.owed)
+        return count
 
     def pending(self):
         """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
-        return sum([link.pending() for link in self.links])
+        count = 0
+        for link in self.links:
+            count += link.pending()
+        return count
 
     def first_owed_deadline(self):
         """The earliest deadline of an owed reply someone waits for, or -1.0 (settling is over)."""
@@ -484,4 +508,7 @@ class Session:
 
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
-        return [link.clock.state() for link in self.links]
+        states = []
+        for link in self.links:
+            states.append(link.clock.state())
+        return states
