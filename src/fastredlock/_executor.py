@@ -85,18 +85,11 @@ class _Checkout:
         return self._core
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        core = self._core
-        if exc_type is not None:
-            # Interrupted: the round's SETs may have landed anywhere and replies may be in
-            # flight. Close (a late reply must not answer a later request) and release the keys
-            # it was acquiring on fresh connections, best effort; the error propagates.
-            core.close()
-            if self._acquiring is not None and self._acquiring[0]:
-                try:
-                    core.release_many(*self._acquiring)
-                except Exception:  # pragma: no cover - best effort while another error propagates
-                    pass
-        self._executor.checkin(core, exc_type is None)
+        if exc_type is None:
+            self._executor.checkin(self._core)
+        else:
+            acquiring = self._acquiring or (None, None)
+            self._executor._interrupted(self._core, *acquiring)
 
 
 class Executor:
@@ -131,9 +124,9 @@ class Executor:
         self._drift_factor = drift_factor
         self._wait_for_all = wait_for_all
         self._restart_aware = restart_aware
-        self._restart_grace_ms = None if restart_grace is None else int(restart_grace * 1000)
-        #: The largest TTL used so far (ms): the restart grace when ``restart_grace`` is not set.
-        self._max_ttl_ms = 0
+        self._fixed_grace = restart_grace is not None
+        #: The restart grace acquisitions apply (ms): ``restart_grace``, else the largest TTL used so far.
+        self._grace_ms = int(restart_grace * 1000) if restart_grace is not None else 0
         #: TTLs (seconds, int or float) already checked, and their milliseconds.
         self._ttls_ms: Dict[Any, int] = {}
         self._auto_pipeline = auto_pipeline
@@ -169,8 +162,8 @@ class Executor:
             if known is not None:
                 return known
         ttl_ms = ttl_ms_of(ttl, self._drift_factor)
-        if ttl_ms > self._max_ttl_ms:
-            self._max_ttl_ms = ttl_ms
+        if ttl_ms > self._grace_ms and not self._fixed_grace:
+            self._grace_ms = ttl_ms
         if (cls is float or cls is int) and len(self._ttls_ms) < 64:
             self._ttls_ms[ttl] = ttl_ms
         return ttl_ms
@@ -210,7 +203,11 @@ class Executor:
             combiner.submit(req)
             return _carrier(req.core, req.rnd), req.rnd
         try:
-            with self._use(self.checkout(), ((key,), (token,))) as core:
+            # The dance of Executor.core(), written out: this is the hot path of a thread alone.
+            core = self.checkout()
+            if self._restart_aware:
+                core.restart_grace_ms = self._grace_ms
+            try:
                 rnd = core.acquire(key, token, ttl_ms)
                 if not rnd.ok and may_hold(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
@@ -218,6 +215,10 @@ class Executor:
                     # timeout). The release is written behind that SET on the same connection, so
                     # it cannot be overtaken; nobody needs its answer, so it is not awaited.
                     core.release(key, token, False)
+            except BaseException:
+                self._interrupted(core, (key,), (token,))
+                raise
+            self.checkin(core)
             return _carrier(core, rnd), rnd
         finally:
             if combiner is not None:
@@ -235,8 +236,13 @@ class Executor:
             combiner.submit(req)
             return req.rnd, req.ok
         try:
-            with self._use(self.checkout(_carrying_core(carrier)), None) as core:
+            core = self.checkout(None if carrier is None else _carrying_core(carrier))
+            try:
                 rnd = core.release(key, token)
+            except BaseException:
+                self._interrupted(core, None, None)
+                raise
+            self.checkin(core)
             return rnd, rnd.ok
         finally:
             if combiner is not None:
@@ -336,9 +342,21 @@ class Executor:
 
     def _use(self, core: Any, acquiring: Any) -> _Checkout:
         if acquiring is not None and self._restart_aware:
-            grace = self._restart_grace_ms
-            core.restart_grace_ms = self._max_ttl_ms if grace is None else grace
+            core.restart_grace_ms = self._grace_ms
         return _Checkout(self, core, acquiring)
+
+    def _interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
+        """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed
+        anywhere and replies may be in flight. Close the core (a late reply must not answer a later
+        request), release ``keys`` (the round's acquisitions) on fresh connections, best effort,
+        and check the core in; the caller re-raises."""
+        core.close()
+        if keys:
+            try:
+                core.release_many(keys, tokens)
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+        self.checkin(core, False)
 
     def _new_core(self) -> Any:
         core = self._core_cls(
