@@ -97,8 +97,8 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     start.wait()
     for t in workers:
         t.join()
-    pool = len(dlm._pool)
-    carried = dlm._combiner.carried
+    pool = len(dlm.executor._pool)
+    carried = dlm.executor.combiner.carried
     dlm.close()
     result_queue.put((totals, pool, carried))
 

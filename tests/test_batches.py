@@ -79,7 +79,7 @@ def test_batch_handles_match_single_handles(make_client, masters, name):
     single = dlm.lock(f"{name}:single", ttl=5.0)
     assert single.acquire(blocking=False)
     (batch,) = dlm.acquire_many([f"{name}:batch"], ttl=5.0)
-    per_acquisition = {"name", "key", "token", "_valid_until", "_last", "_acquired_at", "_pending", "__weakref__"}
+    per_acquisition = {"name", "key", "token", "_valid_until", "_last", "_acquired_at", "_carrier", "__weakref__"}
     for slot in type(single).__slots__:
         if slot not in per_acquisition:
             assert getattr(batch, slot) == getattr(single, slot), slot

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from fastredlock import LockError
+from fastredlock._checks import key_of
 from fastredlock._combine import Combiner, Request
 from fastredlock.testing import FaultProxy
 
@@ -194,7 +195,7 @@ def test_threads_acquiring_during_a_round_share_the_next_one(make_client, slow_m
     locks = [dlm.lock(f"{name}:{k}", ttl=10.0) for k in range(6)]
     got = run_threads([lambda lk=lk: lk.acquire(blocking=False) for lk in locks])
     assert got == [True] * 6
-    assert dlm._combiner.carried >= 4  # 6 requests in 2 rounds (3 on a slow machine)
+    assert dlm.executor.combiner.carried >= 4  # 6 requests in 2 rounds (3 on a slow machine)
     for lk in locks:
         assert lk.validity > 9.0
         assert [o.outcome for o in lk.outcomes] == ["ok"] * 5
@@ -210,27 +211,27 @@ def test_a_release_and_an_acquisition_of_one_name_in_one_round(make_client, mast
     assert holder.acquire()
     rel = Request(holder.key, holder.token, 0)
     acq = Request(holder.key, b"second-token", 10_000)
-    dlm._run_batch([acq, rel])
+    dlm.executor._run_batch([acq, rel])
     assert rel.ok and acq.ok
     # (the round may return at quorum: the stragglers' answers are read when asked for)
-    assert [o.outcome for o in dlm._outcomes(rel.rnd)] == ["ok"] * 5
-    assert [o.outcome for o in dlm._outcomes(acq.rnd)] == ["ok"] * 5
+    assert [o.outcome for o in dlm.executor.outcomes(rel.rnd)] == ["ok"] * 5
+    assert [o.outcome for o in dlm.executor.outcomes(acq.rnd)] == ["ok"] * 5
     assert all(masters[i].command("GET", holder.key) == b"second-token" for i in range(5))
     again = Request(holder.key, b"second-token", 0)
-    dlm._run_batch([again])
+    dlm.executor._run_batch([again])
     assert again.ok and keys_on(masters, name) == 0
 
 
 def test_a_release_in_a_shared_round_reports_a_lock_no_longer_held(make_client, masters, name, keys_on):
     dlm = make_client(masters.urls, retry_count=0)
-    stale = Request(dlm._key(name), b"not-the-holder", 0)
-    other = Request(dlm._key(name + ":x"), b"tok-x", 10_000)
-    dlm._run_batch([other, stale])
+    stale = Request(key_of(dlm.prefix, name), b"not-the-holder", 0)
+    other = Request(key_of(dlm.prefix, name + ":x"), b"tok-x", 10_000)
+    dlm.executor._run_batch([other, stale])
     assert other.ok
     # not held anywhere: the round waited until a quorum had become impossible, or every answer
     assert not stale.ok and stale.rnd.successes == 0
-    assert [o.outcome for o in dlm._outcomes(stale.rnd)] == ["no"] * 5
-    dlm._run_batch([Request(other.key, b"tok-x", 0)])
+    assert [o.outcome for o in dlm.executor.outcomes(stale.rnd)] == ["no"] * 5
+    dlm.executor._run_batch([Request(other.key, b"tok-x", 0)])
     assert keys_on(masters, name + ":x") == 0
 
 
@@ -278,7 +279,7 @@ def test_auto_pipeline_must_be_a_bool(make_client, masters):
     lock = dlm.lock("fastredlock-test:no-pipeline", ttl=5.0)
     assert lock.acquire()
     lock.release()
-    assert dlm._combiner.carried == 0
+    assert dlm.executor.combiner.carried == 0
 
 
 def test_a_shared_round_repairs_a_release_whose_connection_broke(make_client, fault_masters, name, keys_on):
@@ -291,18 +292,18 @@ def test_a_shared_round_repairs_a_release_whose_connection_broke(make_client, fa
         m.restart()  # empty: no keys, no script cache
         m.command("SET", holder.key, holder.token, "PX", 10000)  # as if the key survived (persistence)
     rel = Request(holder.key, holder.token, 0)
-    acq = Request(dlm._key(name + ":other"), b"other-token", 10_000)
+    acq = Request(key_of(dlm.prefix, name + ":other"), b"other-token", 10_000)
     repaired = []
-    repair = dlm._repair_releases
-    dlm._repair_releases = lambda reqs: (repaired.extend(r.key for r in reqs), repair(reqs))
-    dlm._run_batch([acq, rel])
+    repair = dlm.executor._repair_releases
+    dlm.executor._repair_releases = lambda reqs: (repaired.extend(r.key for r in reqs), repair(reqs))
+    dlm.executor._run_batch([acq, rel])
     # Where the restarted masters' reset reached us before the release was written, the release's
     # own write reconnected and resent it; else the acquisitions found the connection broken and
     # the release was written again afterwards. Either way it is gone everywhere.
     assert repaired in ([], [holder.key])
     assert acq.ok and rel.ok
     assert keys_on(fault_masters, name) == 0
-    dlm._run_batch([Request(acq.key, b"other-token", 0)])
+    dlm.executor._run_batch([Request(acq.key, b"other-token", 0)])
     assert keys_on(fault_masters, name + ":other") == 0
 
 

@@ -128,13 +128,13 @@ def test_release_goes_through_the_core_that_carries_its_set(make_client, fault_m
     lock = dlm.lock(name, ttl=5.0)
     with paused(fault_masters[2]):
         assert lock.acquire()
-        core = lock._pending[0]
-        assert dlm._checkout_core(core) is core  # as if another thread were using it right now
+        core = lock._carrier[0]
+        assert dlm.executor.checkout(core) is core  # as if another thread were using it right now
         done = threading.Event()
         releaser = threading.Thread(target=lambda: (lock.release(), done.set()))
         releaser.start()
         assert not done.wait(0.2)  # it waits for that core rather than take another
-        dlm._checkin(core)
+        dlm.executor.checkin(core)
         assert done.wait(10)
         releaser.join()
     time.sleep(0.1)  # the resumed master runs the SET, then the release behind it
@@ -147,12 +147,12 @@ def test_a_thread_gets_back_the_core_it_used(make_client, masters):
     step = threading.Barrier(2)
 
     def body(k: int) -> None:
-        first = dlm._checkout()
+        first = dlm.executor.checkout()
         step.wait()  # both hold one: two cores
-        dlm._checkin(first)
+        dlm.executor.checkin(first)
         step.wait()  # both back in the pool
-        again = dlm._checkout()
-        dlm._checkin(again)
+        again = dlm.executor.checkout()
+        dlm.executor.checkin(again)
         got[k] = (first, again)
 
     threads = [threading.Thread(target=body, args=(k,)) for k in range(2)]
@@ -285,9 +285,9 @@ def test_refused_master_cools_down_and_is_named_when_quorum_is_impossible(make_c
 def test_health_is_shared_by_the_cores_of_a_client(make_client, fault_masters, name):
     dlm = make_client(fault_masters.urls, retry_count=0, io_timeout=0.1, wait_for_all=True)
     warm(dlm, name)
-    one, two = dlm._checkout(), dlm._checkout()  # what two threads would hold at the same time
+    one, two = dlm.executor.checkout(), dlm.executor.checkout()  # what two threads would hold at the same time
     try:
-        assert one.health is two.health is dlm._health
+        assert one.health is two.health is dlm.executor.health
         with paused(fault_masters[1]):
             rnd = one.acquire(b"%s:1" % name.encode(), b"token-1", 5000)
             assert rnd.outcomes[1] == oc.TIMEOUT
@@ -296,8 +296,8 @@ def test_health_is_shared_by_the_cores_of_a_client(make_client, fault_masters, n
             one.release(b"%s:1" % name.encode(), b"token-1")
             two.release(b"%s:2" % name.encode(), b"token-2")
     finally:
-        dlm._checkin(one)
-        dlm._checkin(two)
+        dlm.executor.checkin(one)
+        dlm.executor.checkin(two)
 
 
 def test_stats_shape_and_counts(make_client, masters, name):

@@ -1,13 +1,18 @@
 """``Lock``: one named lock handle — acquire with retries, extend, release, fencing, lost-lock signal.
 
-Every public method validates, then makes its rounds through a core borrowed from the client. No
-path leaves keys behind: a failed or interrupted acquisition releases on every master that may hold
-its token, and a failed extension releases everywhere and marks the lock lost.
+Every public method validates, then makes its rounds through the client's executor
+(:mod:`fastredlock._executor`, the seam to the engine). No path leaves keys behind: a failed or
+interrupted acquisition releases on every master that may hold its token, and a failed extension
+releases everywhere and marks the lock lost.
 
 A lock is *lost* (Chubby's "jeopardy") when the holder can no longer prove it holds it: an extension
 or renewal failed, or its validity ran out while held. Then :attr:`Lock.lost` is true, the
 ``on_lost`` callback has run (or runs when the watchdog notices), :meth:`Lock.check` raises
 :class:`LockLostError`, and a ``with`` block raises :class:`LockLostError` at its exit.
+
+The client and its watchdog change a handle's state only through the methods of the section
+"for the client and its watchdog" (:meth:`Lock.held`, :meth:`Lock.release_args`,
+:meth:`Lock.released`, :meth:`Lock.watch_info`, :meth:`Lock.renewed`, :meth:`Lock.lose`).
 """
 from __future__ import annotations
 
@@ -15,14 +20,16 @@ import logging
 import random
 import time
 from time import monotonic
-from typing import TYPE_CHECKING, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _fork
 from . import _outcomes as oc
+from ._checks import check_number, check_timeout, key_of
+from ._executor import may_hold
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type names only: nothing is imported upward at run time
     from .client import Redlock
 
 __all__ = ["Lock", "fence_key"]
@@ -31,26 +38,6 @@ log = logging.getLogger("fastredlock")
 
 #: Suffix of the fence counter key; the counter shares the lock key's hash tag (one cluster slot).
 FENCE_SUFFIX = b":fastredlock-fence"
-
-
-def _may_hold(rnd) -> bool:
-    """Whether a failed acquisition may have left its key somewhere (anything but a clear no or a skip)."""
-    for code in rnd.outcomes:
-        if code != oc.NO and code != oc.SKIPPED:
-            return True
-    return False
-
-
-_PENDING = oc.PENDING
-_TIMEOUT = oc.TIMEOUT
-
-
-def _pending_of(core, rnd):
-    """``(core, rnd)`` if some master's answer to ``rnd`` is still outstanding there, else None."""
-    outcomes = rnd.outcomes
-    if _PENDING in outcomes or _TIMEOUT in outcomes:
-        return (core, rnd)
-    return None
 
 
 def fence_key(key: bytes) -> bytes:
@@ -72,9 +59,9 @@ class Lock:
     """
 
     __slots__ = (
-        "_client", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
-        "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_next_due",
-        "_generation", "_pending", "__weakref__",
+        "_client", "_executor", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
+        "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_generation", "_carrier",
+        "__weakref__",
     )
 
     def __init__(
@@ -87,23 +74,20 @@ class Lock:
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[["Lock"], object]] = None,
         fencing: bool = False,
-        _ttl_ms: Optional[int] = None,
     ) -> None:
         self._client = client
+        executor = self._executor = client.executor
         #: The name as given.
         self.name = name
         #: The key written on the masters (the client's prefix + the name, as bytes).
-        self.key: bytes = client._key(name)
-        # (_ttl_ms: the client already checked ``ttl`` for a batch of handles)
-        self._ttl_ms = client._ttl_ms(ttl) if _ttl_ms is None else _ttl_ms
+        self.key: bytes = key_of(client.prefix, name)
+        self._ttl_ms = executor.ttl_ms(ttl)
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         if max_hold is not None:
-            from .client import _check_number
-
-            max_hold = _check_number(max_hold, "max_hold", strict=True)
+            max_hold = check_number(max_hold, "max_hold", strict=True)
             if not auto_extend:
                 raise ValueError("max_hold only makes sense with auto_extend=True")
         #: Whether the client's watchdog renews this lock while it is held.
@@ -123,11 +107,10 @@ class Lock:
         self._last = None
         self._lost = False
         self._acquired_at = 0.0
-        self._next_due = 0.0
         self._generation = _fork.generation
-        #: (core, round) of an acquisition that returned before every master answered, or None:
-        #: while those answers are outstanding, release and extend go through that core.
-        self._pending = None
+        #: The executor's carrier of the current acquisition (None once every master answered):
+        #: release and extend go through it (see fastredlock._executor).
+        self._carrier = None
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -169,7 +152,7 @@ class Lock:
         A round may return before its slowest masters answered (early decision at quorum); their
         answers are read first, waiting at most until their deadline ("timeout" if they miss it).
         """
-        return self._client._outcomes(self._last) if self._last is not None else []
+        return self._executor.outcomes(self._last) if self._last is not None else []
 
     # --- acquire ----------------------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -183,159 +166,86 @@ class Lock:
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
-        client = self._client
         deadline = None
         if timeout is not None:
             if not blocking:
                 raise ValueError("timeout cannot be used with blocking=False")
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise ValueError(f"timeout must be a number >= 0 or None, got {timeout!r}")
-            try:
-                timeout = float(timeout)
-            except OverflowError:
-                raise ValueError("timeout must be finite, got an int too large for a float") from None
-            if not 0 <= timeout < float("inf"):
-                raise ValueError(f"timeout must be a finite number >= 0 or None, got {timeout!r}")
-            deadline = monotonic() + timeout
+            deadline = monotonic() + check_timeout(timeout)
         self._reset()
+        executor = self._executor
         attempts = 0
         while True:
             attempts += 1
-            if self._attempt():
-                return True
-            if not blocking:
-                return False
-            if deadline is None and attempts > client.retry_count:
-                return False
-            if client.backoff is not None:
-                delay = float(client.backoff(attempts))
+            # One attempt: one round (two with fencing); a failure that may have landed somewhere
+            # is already released behind its SETs.
+            token = new_token()
+            if self.fencing:
+                ok = self._attempt_fenced(token)
             else:
-                delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
-            if deadline is not None:
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    return False
-                delay = min(delay, remaining)
-            if delay > 0:
-                time.sleep(delay)
+                # Rides with other threads' acquires if a round is in flight (see _combine).
+                carrier, rnd = executor.acquire_one(self.key, token, self._ttl_ms)
+                self._last = rnd
+                ok = rnd.ok
+                if ok:
+                    self._valid_until = rnd.valid_until
+                    self._carrier = carrier
+            if ok:
+                self.token = token
+                self._acquired_at = monotonic()
+                if self.auto_extend or self.on_lost is not None:
+                    executor.watch(self)
+                return True
+            if not blocking or not self._pause(attempts, deadline):
+                return False
+
+    def _pause(self, attempts: int, deadline: Optional[float]) -> bool:
+        """Sleep before attempt ``attempts + 1``; False: no attempt is left (count or deadline)."""
+        client = self._client
+        if deadline is None and attempts > client.retry_count:
+            return False
+        if client.backoff is not None:
+            delay = float(client.backoff(attempts))
+        else:
+            delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
+        if deadline is not None:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return False
+            delay = min(delay, remaining)
+        if delay > 0:
+            time.sleep(delay)
+        return True
 
     def _reset(self) -> None:
         self.token = None
         self.fence = None
-        self._pending = None
+        self._carrier = None
         self._lost = False
         self._valid_until = 0.0
         self._generation = _fork.generation
 
-    def _attempt(self) -> bool:
-        """One acquisition (one round, two with fencing); on failure release wherever it may have landed."""
-        client = self._client
-        token = new_token()
-        if self.fencing:
-            ok = self._attempt_fenced(token)
-        else:
-            # Through the client's combiner: rides with other threads' acquires (see _combine);
-            # a failure that may have landed somewhere is already released behind its SETs.
-            core, rnd = client._acquire_one(self.key, token, self._ttl_ms)
-            self._last = rnd
-            ok = rnd.ok
-            if ok:
-                self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                self._pending = _pending_of(core, rnd)
-        if ok:
-            self.token = token
-            self._acquired_at = monotonic()
-            if self.auto_extend or self.on_lost is not None:
-                client._watch(self)
-        return ok
-
-    def _set_acquired(self, token: bytes, rnd, core, now: float) -> "Lock":
-        """Enter the held state after a round (of a batch) granted this lock (acquired ``now``)."""
-        self.token = token
-        self.fence = None
-        self._lost = False
-        self._generation = _fork.generation
-        self._pending = _pending_of(core, rnd)
-        self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-        self._acquired_at = now
-        return self
-
     def _attempt_fenced(self, token: bytes) -> bool:
-        client = self._client
-        core = client._checkout_for_acquire(self._ttl_ms)
-        clean = False
-        try:
-            ok = self._acquire_fenced(core, token)
-            clean = True
-        except BaseException:
-            client._interrupted_round(core, [self.key], [token])
-            raise
-        finally:
-            client._checkin(core, clean)
-        return ok
-
-    @classmethod
-    def _batch_held(cls, client: "Redlock", names, keys, ttl: float, ttl_ms: int, tokens, rounds, core):
-        """The result of a batch round (``acquire_many``): per name, a held handle, or None.
-
-        The client checked the names, keys and TTL once for the whole batch, so the handles are
-        built here directly in the held state (the plain options of :meth:`Redlock.lock`), without
-        the per-handle checks of ``__init__``: a batch of 64 spends far less time in Python.
-        """
-        new = object.__new__
-        generation = _fork.generation
-        now = monotonic()
-        pending, timeout = oc.PENDING, oc.TIMEOUT
-        result: List[Optional[Lock]] = []
-        append = result.append
-        valid_until = None
-        for name, key, token, rnd in zip(names, keys, tokens, rounds):
-            if not rnd.ok:
-                append(None)
-                continue
-            if valid_until is None:  # one timing window and one TTL: the same for every key
-                valid_until = rnd.started + rnd.elapsed + rnd.validity
-            lock = new(cls)
-            lock._client = client
-            lock.name = name
-            lock.key = key
-            lock._ttl_ms = ttl_ms
-            lock.ttl = ttl
-            lock.auto_extend = False
-            lock.max_hold = None
-            lock.on_lost = None
-            lock.fencing = False
-            lock.token = token
-            lock.fence = None
-            lock._valid_until = valid_until
-            lock._last = rnd
-            lock._lost = False
-            lock._acquired_at = now
-            lock._next_due = 0.0
-            lock._generation = generation
-            outcomes = rnd.outcomes
-            lock._pending = (core, rnd) if pending in outcomes or timeout in outcomes else None
-            append(lock)
-        return result
-
-    def _acquire_fenced(self, core, token: bytes) -> bool:
         """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
-        fkey = fence_key(self.key)
-        first = core.acquire_fenced(self.key, fkey, token, self._ttl_ms)
-        self._last = first
-        if first.ok:
-            fence = max(v for v in first.values if v is not None) + 1
-            second = core.write_fence(self.key, fkey, token, fence, self._client._fence_retention_ms)
-            # validity still runs from before the first round: the second round only uses it up
-            valid_until = first.started + first.elapsed + first.validity
-            if second.ok and monotonic() < valid_until:
-                self.fence = fence
-                self._valid_until = valid_until
-                self._pending = _pending_of(core, first)
-                return True
-            self._last = second
-        if _may_hold(first):
-            core.release(self.key, token, False)
+        executor = self._executor
+        key = self.key
+        with executor.core(acquiring=((key,), (token,))) as core:
+            fkey = fence_key(key)
+            first = core.acquire_fenced(key, fkey, token, self._ttl_ms)
+            self._last = first
+            if first.ok:
+                fence = max(v for v in first.values if v is not None) + 1
+                retention_ms = int(self._client.fence_retention * 1000)
+                second = core.write_fence(key, fkey, token, fence, retention_ms)
+                # validity still runs from before the first round: the second round only uses it up
+                valid_until = first.valid_until
+                if second.ok and monotonic() < valid_until:
+                    self.fence = fence
+                    self._valid_until = valid_until
+                    self._carrier = executor.carrier(core, first)
+                    return True
+                self._last = second
+            if may_hold(first):
+                core.release(key, token, False)
         return False
 
     # --- release and extend -------------------------------------------------------------------
@@ -355,43 +265,37 @@ class Lock:
             self._release_token(token)
             return
         token = self._require_token()
-        client = self._client
-        if client._watchdog is not None:
-            client._unwatch(self)
+        executor = self._executor
+        if executor.watchdog is not None:
+            executor.unwatch(self)
         was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
         try:
-            rnd, ok = self._release_round(token, True)
+            # Through the carrier while the SETs may be unanswered; may ride with other threads'
+            # releases (see _combine).
+            rnd, ok = executor.release_one(self.key, token, self._carrier)
         finally:
             self.token = None
             self.fence = None
-            self._pending = None
+            self._carrier = None
             self._valid_until = 0.0
         self._last = rnd
         if was_lost:
             self._lost = False
             raise LockLostError(
-                f"lock {self.name!r} had been lost before it was released", self.name, client._outcomes(rnd)
+                f"lock {self.name!r} had been lost before it was released", self.name, executor.outcomes(rnd)
             )
         if not ok:
-            outcomes = client._outcomes(rnd)  # the stragglers' answers first
+            outcomes = executor.outcomes(rnd)  # the stragglers' answers first
             silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
             tail = (
                 f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
             )
             raise LockNotOwnedError(
                 f"lock {self.name!r} was not confirmed held on a quorum when released "
-                f"({rnd.successes}/{client.quorum} needed){tail}{client._down_note(outcomes)}",
+                f"({rnd.successes}/{executor.quorum} needed){tail}{executor.down_note(outcomes)}",
                 self.name,
                 outcomes,
             )
-
-    def _release_round(self, token: bytes, own: bool):
-        """``(round, ok)`` of one owner-checked release of ``token`` on every master (``own``: this
-        handle's acquisition, released through the core that acquired it while its SETs may be in
-        flight); ``ok``: a quorum still held the token."""
-        carrier = self._pending[0] if own and self._unsettled() else None
-        # Through the client's combiner: may ride with other threads' releases (see _combine).
-        return self._client._release_one(self.key, token, carrier)
 
     def _release_token(self, token: Union[str, bytes]) -> None:
         if isinstance(token, str):
@@ -402,12 +306,12 @@ class Lock:
             raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
         if not token:
             raise ValueError("token must not be empty")
-        client = self._client
+        executor = self._executor
         own = token == self.token
         if own:
-            client._unwatch(self)
+            executor.unwatch(self)
         try:
-            rnd, ok = self._release_round(token, own)
+            rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
         finally:
             if own:
                 self._reset()
@@ -415,9 +319,9 @@ class Lock:
         if not ok:
             raise LockNotOwnedError(
                 f"lock {self.name!r} was not held with that token on a quorum "
-                f"({rnd.successes}/{client.quorum} needed) when released",
+                f"({rnd.successes}/{executor.quorum} needed) when released",
                 self.name,
-                client._outcomes(rnd),
+                executor.outcomes(rnd),
             )
 
     def extend(self, ttl: Optional[float] = None) -> None:
@@ -430,64 +334,24 @@ class Lock:
         token = self._require_token()
         if self._lost:
             raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
-        client = self._client
-        ttl_ms = self._ttl_ms if ttl is None else client._ttl_ms(ttl)
-        core = client._checkout_for((self,))
-        clean = False
-        try:
+        executor = self._executor
+        ttl_ms = self._ttl_ms if ttl is None else executor.ttl_ms(ttl)
+        with executor.core(carrying=(self._carrier,)) as core:
             rnd = core.extend(self.key, token, ttl_ms)
-            self._last = rnd
-            if rnd.ok:
-                self._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                if ttl is not None:
-                    self.ttl, self._ttl_ms = float(ttl), ttl_ms
-                clean = True
-                return
-            clean = True
-        finally:
-            client._checkin(core, clean)
-        self._lose(rnd)
-        outcomes = client._outcomes(rnd)
+        self._last = rnd
+        if rnd.ok:
+            self._valid_until = rnd.valid_until
+            if ttl is not None:
+                self.ttl, self._ttl_ms = float(ttl), ttl_ms
+            return
+        self.lose()
+        outcomes = executor.outcomes(rnd)
         raise LockLostError(
-            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{client.quorum} needed); "
-            f"it is lost and was released{client._down_note(outcomes)}",
+            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{executor.quorum} needed); "
+            f"it is lost and was released{executor.down_note(outcomes)}",
             self.name,
             outcomes,
         )
-
-    def _lose(self, rnd=None) -> None:
-        """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once."""
-        if self._lost:
-            return
-        self._lost = True
-        self._valid_until = 0.0
-        client = self._client
-        client._unwatch(self)
-        token = self.token
-        if token is not None:
-            try:
-                core = client._checkout_for((self,))
-                try:
-                    core.release(self.key, token)
-                finally:
-                    client._checkin(core)
-            except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
-                log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
-        if self.on_lost is not None:
-            try:
-                self.on_lost(self)
-            except Exception:
-                log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
-
-    def _unsettled(self) -> bool:
-        """Whether the acquisition's SETs may still be unanswered on the core that sent them."""
-        pending = self._pending
-        if pending is None:
-            return False
-        if _pending_of(*pending) is None:
-            self._pending = None
-            return False
-        return True
 
     def _require_token(self) -> bytes:
         if self.token is None:
@@ -500,12 +364,112 @@ class Lock:
             )
         return self.token
 
+    # --- for the client and its watchdog (not for applications) -------------------------------
+    @classmethod
+    def held(
+        cls, client: "Redlock", names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
+        tokens: Sequence[bytes], rounds: Sequence[Any], carriers: Sequence[Any],
+    ) -> List[Optional["Lock"]]:
+        """The result of a batch round (``acquire_many``, ``lock_all``): per name, a held handle
+        (its round granted it; ``carriers``: the executor's), or None.
+
+        The client checked the names, keys and TTL once for the whole batch, so the handles are
+        built here directly in the held state (the plain options of :meth:`Redlock.lock`), without
+        the per-handle checks of ``__init__``: a batch of 64 spends far less time in Python.
+        """
+        new = object.__new__
+        executor = client.executor
+        generation = _fork.generation
+        now = monotonic()
+        result: List[Optional[Lock]] = []
+        append = result.append
+        valid_until = None
+        for name, key, token, rnd, carrier in zip(names, keys, tokens, rounds, carriers):
+            if not rnd.ok:
+                append(None)
+                continue
+            if valid_until is None:  # one timing window and one TTL: the same for every key
+                valid_until = rnd.valid_until
+            lock = new(cls)
+            lock._client = client
+            lock._executor = executor
+            lock.name = name
+            lock.key = key
+            lock._ttl_ms = ttl_ms
+            lock.ttl = ttl
+            lock.auto_extend = False
+            lock.max_hold = None
+            lock.on_lost = None
+            lock.fencing = False
+            lock.token = token
+            lock.fence = None
+            lock._valid_until = valid_until
+            lock._last = rnd
+            lock._lost = False
+            lock._acquired_at = now
+            lock._generation = generation
+            lock._carrier = carrier
+            append(lock)
+        return result
+
+    def release_args(self) -> Tuple[bytes, bytes, Any]:
+        """``(key, token, carrier)`` of the acquisition a batch release is about to undo; raises
+        :class:`LockError` if the handle does not hold it (or its parent process does)."""
+        token = self._require_token()
+        return self.key, token, self._carrier
+
+    def released(self, rnd: Any) -> None:
+        """A batch release ended: the handle holds nothing; ``rnd``: its round (None if it failed)."""
+        self._reset()
+        if rnd is not None:
+            self._last = rnd
+
+    def watch_info(self) -> Tuple[Optional[bytes], float, float, int, Any]:
+        """``(token, valid_until, acquired_at, ttl_ms, carrier)``: what the watchdog decides on
+        and renews with (``token`` None: no longer held)."""
+        return self.token, self._valid_until, self._acquired_at, self._ttl_ms, self._carrier
+
+    def renewed(self, token: bytes, rnd: Any) -> Optional[float]:
+        """Take the round of a watchdog renewal of ``token``: record it, and on success let the
+        validity run from it. Returns when the validity ends, or None if the handle no longer holds
+        ``token`` (released or acquired again while the round was in flight: nothing changed)."""
+        if self.token != token:
+            return None
+        self._last = rnd
+        if rnd.ok:
+            self._valid_until = rnd.valid_until
+        return self._valid_until
+
+    def lose(self) -> None:
+        """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once.
+
+        Called when an extension or renewal failed or the validity ran out while held.
+        """
+        if self._lost:
+            return
+        self._lost = True
+        self._valid_until = 0.0
+        executor = self._executor
+        executor.unwatch(self)
+        token = self.token
+        if token is not None:
+            try:
+                with executor.core(carrying=(self._carrier,)) as core:
+                    core.release(self.key, token)
+            except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
+                log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
+
     # --- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Lock":
         if not self.acquire():
             outcomes = self.outcomes
             raise LockNotAcquiredError(
-                f"could not acquire lock {self.name!r}{self._client._down_note(outcomes)}", self.name, outcomes
+                f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
             )
         return self
 

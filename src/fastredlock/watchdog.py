@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from time import monotonic
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
 from . import _outcomes as oc
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type names only
     from .client import Redlock
     from .lock import Lock
 
@@ -32,25 +31,48 @@ IDLE_EXIT = 5.0
 #: Outcomes after which a failed renewal is worth retrying (the master may still hold the key).
 _TRANSIENT = frozenset({oc.TIMEOUT, oc.CONN_ERROR, oc.ERROR_REPLY, oc.PROTOCOL_ERROR, oc.PENDING, oc.SKIPPED})
 
+#: The verdicts of :func:`renewal_verdict`.
+RENEWED, RETRY, LOST = "renewed", "retry", "lost"
+
+
+def renewal_verdict(rnd: Any, quorum: int, valid_until: float, now: float) -> str:
+    """What a renewal round means for its lock: :data:`RENEWED`; :data:`RETRY` (some masters did
+    not answer, so a quorum may still hold the key, and the validity has not run out: try again
+    soon); else :data:`LOST`."""
+    if rnd.ok:
+        return RENEWED
+    maybe = rnd.successes + sum(1 for c in rnd.outcomes if c in _TRANSIENT)
+    if maybe >= quorum and now < valid_until:
+        return RETRY
+    return LOST
+
 
 class Watchdog:
-    """Renews and watches the locks of one client; see the module docstring."""
+    """Renews and watches the locks of one client; see the module docstring.
 
-    def __init__(self, client: "Redlock") -> None:
-        self._client_ref = weakref.ref(client)
+    Reads the client (a weak reference: the thread does not keep it alive) only for its public
+    settings and its executor; reads and changes the locks only through their methods for it
+    (:meth:`Lock.watch_info`, :meth:`Lock.renewed`, :meth:`Lock.lose`).
+    """
+
+    def __init__(self, client_ref: Callable[[], "Redlock | None"]) -> None:
+        self._client_ref = client_ref
         self._cond = threading.Condition()
-        self._locks: Dict[int, "Lock"] = {}
+        #: Watched locks by id: ``[lock, when to look at it next, when renewal stops (max_hold)]``.
+        self._locks: Dict[int, List[Any]] = {}
         self._thread: threading.Thread | None = None
         self._stopped = False
 
-    # --- registration (called by Lock) ------------------------------------------------------
+    # --- registration (called through the executor by Lock) ---------------------------------
     def watch(self, lock: "Lock") -> None:
         """Start renewing (auto_extend) or watching (on_lost only) a freshly acquired lock."""
-        lock._next_due = self._first_due(lock)
+        _token, valid_until, acquired_at, _ttl_ms, _carrier = lock.watch_info()
+        due = monotonic() + lock.ttl * RENEW_FRACTION if lock.auto_extend else valid_until
+        stop = acquired_at + lock.max_hold if lock.max_hold is not None else float("inf")
         with self._cond:
             if self._stopped:
                 return
-            self._locks[id(lock)] = lock
+            self._locks[id(lock)] = [lock, due, stop]
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fastredlock-watchdog", daemon=True)
                 self._thread.start()
@@ -67,11 +89,6 @@ class Watchdog:
             self._stopped = True
             self._locks.clear()
             self._cond.notify()
-
-    def _first_due(self, lock: "Lock") -> float:
-        if lock.auto_extend:
-            return monotonic() + lock.ttl * RENEW_FRACTION
-        return lock._valid_until
 
     # --- the thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -90,62 +107,61 @@ class Watchdog:
                     self._cond.wait(IDLE_EXIT)
                     continue
                 idle_since = None
-                due = [lk for lk in self._locks.values() if lk._next_due <= now]
+                due = [entry for entry in self._locks.values() if entry[1] <= now]
                 if not due:
-                    self._cond.wait(min(lk._next_due for lk in self._locks.values()) - now)
+                    self._cond.wait(min(entry[1] for entry in self._locks.values()) - now)
                     continue
             try:
                 self._tick(due)
             except Exception:  # pragma: no cover - keep watching the other locks
                 log.exception("fastredlock: watchdog tick failed")
 
-    def _tick(self, due: List["Lock"]) -> None:
+    def _tick(self, due: List[List[Any]]) -> None:
         now = monotonic()
-        renew: List[Tuple["Lock", bytes]] = []
+        renew: List[tuple] = []
         lost: List["Lock"] = []
-        for lock in due:
-            token = lock.token
+        for entry in due:
+            lock = entry[0]
+            token, valid_until, _acquired_at, ttl_ms, carrier = lock.watch_info()
             if token is None:
                 self.unwatch(lock)
-            elif now >= lock._valid_until:
+            elif now >= valid_until:
                 lost.append(lock)  # validity ran out before it could be renewed
-            elif lock.auto_extend and (lock.max_hold is None or now - lock._acquired_at < lock.max_hold):
-                renew.append((lock, token))
+            elif lock.auto_extend and now < entry[2]:
+                renew.append((entry, token, ttl_ms, carrier))
             else:
-                lock._next_due = lock._valid_until  # watch only: wake when validity ends
+                entry[1] = valid_until  # watch only: wake when validity ends
         if renew:
             lost.extend(self._renew(renew))
         for lock in lost:
-            lock._lose()
+            lock.lose()
 
-    def _renew(self, items: List[Tuple["Lock", bytes]]) -> List["Lock"]:
+    def _renew(self, items: List[tuple]) -> List["Lock"]:
         """Extend all due locks in one round; return those that are now lost."""
         client = self._client_ref()
         if client is None:
             return []
-        core = client._checkout_for([lock for lock, _ in items])
-        clean = False
-        try:
+        executor = client.executor
+        with executor.core(carrying=[carrier for _, _, _, carrier in items]) as core:
             rounds = core.extend_many(
-                [lock.key for lock, _ in items], [token for _, token in items], [lock._ttl_ms for lock, _ in items]
+                [entry[0].key for entry, _, _, _ in items], [token for _, token, _, _ in items],
+                [ttl_ms for _, _, ttl_ms, _ in items],
             )
-            clean = True
-        finally:
-            client._checkin(core, clean)
         lost = []
         with self._cond:
-            for (lock, token), rnd in zip(items, rounds):
-                if id(lock) not in self._locks or lock.token != token:
+            for (entry, token, _, _), rnd in zip(items, rounds):
+                lock = entry[0]
+                if self._locks.get(id(lock)) is not entry:
                     continue  # released while the round was in flight
-                lock._last = rnd
-                if rnd.ok:
-                    lock._valid_until = rnd.started + rnd.elapsed + rnd.validity
-                    lock._next_due = rnd.started + lock.ttl * RENEW_FRACTION
-                    continue
-                maybe = rnd.successes + sum(1 for c in rnd.outcomes if c in _TRANSIENT)
-                if maybe >= client.quorum and monotonic() < lock._valid_until:
-                    # some masters did not answer: try again soon, while the lock is still valid
-                    lock._next_due = min(monotonic() + client.retry_delay, lock._valid_until)
+                valid_until = lock.renewed(token, rnd)
+                if valid_until is None:
+                    continue  # released (and maybe acquired again) while the round was in flight
+                now = monotonic()
+                verdict = renewal_verdict(rnd, client.quorum, valid_until, now)
+                if verdict is RENEWED:
+                    entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
+                elif verdict is RETRY:
+                    entry[1] = min(now + client.retry_delay, valid_until)
                 else:
                     lost.append(lock)
         return lost

@@ -187,7 +187,7 @@ def usable_ttl(client: Redlock, seconds: float) -> bool:
     if seconds > MAX_TTL:
         raise ValueError(f"ttl must be <= {MAX_TTL:g} seconds, got {seconds:g}")
     try:
-        client._ttl_ms(seconds)
+        client.executor.ttl_ms(seconds)
     except ValueError:
         return False
     return True

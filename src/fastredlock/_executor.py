@@ -1,0 +1,501 @@
+"""The executor: *the* seam between the front-ends (``Lock``, the watchdog, ``Redlock``'s batches)
+and the engine (the cores). Front-ends call only what this module documents; nothing here knows
+what a ``Lock`` is.
+
+What it owns:
+
+* **The pool of cores.** A core is one set of N connections; a round runs on a core taken from the
+  pool and given back. A thread gets back the core it used last when it is free (its SETs'
+  connections); batches, extensions, fenced locks and the watchdog take their own. The first core is
+  made with the executor: :attr:`n` and :attr:`quorum` are the core's (computed there, once).
+* **One checkout dance**, :meth:`Executor.core`: check out, run, and on an exception (a
+  KeyboardInterrupt, a bug) close the core, whose replies may still be in flight, and release the
+  keys the round was acquiring, best effort; then check in.
+* **The carrier rule.** An acquisition that returned before every master answered (early decision)
+  hands its caller a *carrier*, an opaque value (None when every master answered). While those
+  answers are outstanding, the lock's release and extension run on the core that carries its SETs:
+  written on another connection, a release could overtake the SET it undoes.
+* **Automatic pipelining** (:mod:`fastredlock._combine`): :meth:`acquire_one` and
+  :meth:`release_one` ride in a round another thread has in flight, else run a round of their own.
+* **Outcomes**: :meth:`outcomes` fills in the stragglers' answers first; :meth:`down_note`.
+* **Restart grace**: :meth:`ttl_ms` checks a TTL and remembers the largest one used; acquiring
+  rounds do not trust a master that restarted less than that ago (or ``restart_grace``).
+* **Fork handling**: a fork child drops the pool, the combiner and the watchdog it inherited.
+* **The watchdog's lifetime** (:meth:`watch`): made on first use by the factory the client gives,
+  dropped over a fork, stopped by :meth:`close`.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from time import monotonic
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _fork
+from . import _outcomes as oc
+from ._checks import ttl_ms_of
+from ._combine import Combiner, Request
+from .errors import MasterOutcome
+
+__all__ = ["Executor", "may_hold"]
+
+_PENDING = oc.PENDING
+_TIMEOUT = oc.TIMEOUT
+_DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+
+
+def may_hold(rnd: Any) -> bool:
+    """Whether a failed acquisition may have left its key somewhere (anything but a clear no or a skip)."""
+    for code in rnd.outcomes:
+        if code != oc.NO and code != oc.SKIPPED:
+            return True
+    return False
+
+
+def _carrier(core: Any, rnd: Any) -> Any:
+    """The carrier of an acquisition ``rnd`` made on ``core``: None once every master answered."""
+    outcomes = rnd.outcomes
+    if _PENDING in outcomes or _TIMEOUT in outcomes:
+        return (core, rnd)
+    return None
+
+
+def _carrying_core(carrier: Any) -> Any:
+    """The core a carrier still pins (some answer to its acquisition is outstanding), else None."""
+    if carrier is None:
+        return None
+    outcomes = carrier[1].outcomes
+    if _PENDING in outcomes or _TIMEOUT in outcomes:
+        return carrier[0]
+    return None
+
+
+class _Checkout:
+    """What :meth:`Executor.core` returns: the core for a ``with`` block, checked in at its end."""
+
+    __slots__ = ("_executor", "_core", "_acquiring")
+
+    def __init__(self, executor: "Executor", core: Any, acquiring: Any) -> None:
+        self._executor = executor
+        self._core = core
+        self._acquiring = acquiring
+
+    def __enter__(self) -> Any:
+        return self._core
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self._executor.checkin(self._core)
+        else:
+            acquiring = self._acquiring or (None, None)
+            self._executor._interrupted(self._core, *acquiring)
+
+
+class Executor:
+    """Runs the rounds of one client's front-ends on its pool of cores (see the module docstring).
+
+    :param specs: the parsed masters.
+    :param core_cls: the core class (Cython or pure Python); its module provides ``Health``.
+    :param watchdog: a callable returning a new watchdog (``watch``, ``unwatch``, ``stop``).
+    The other parameters are the :class:`~fastredlock.Redlock` options of the same names.
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[Any],
+        core_cls: Any,
+        *,
+        io_timeout: float,
+        connect_timeout: float,
+        drift_factor: float,
+        wait_for_all: bool,
+        cooldown: float,
+        max_cooldown: float,
+        restart_aware: bool,
+        restart_grace: Optional[float],
+        auto_pipeline: bool,
+        watchdog: Callable[[], Any],
+    ) -> None:
+        self._specs = tuple(specs)
+        self._core_cls = core_cls
+        self._io_timeout = io_timeout
+        self._connect_timeout = connect_timeout
+        self._drift_factor = drift_factor
+        self._wait_for_all = wait_for_all
+        self._restart_aware = restart_aware
+        self._fixed_grace = restart_grace is not None
+        #: The restart grace acquisitions apply (ms): ``restart_grace``, else the largest TTL used so far.
+        self._grace_ms = int(restart_grace * 1000) if restart_grace is not None else 0
+        #: TTLs (seconds, int or float) already checked, and their milliseconds.
+        self._ttls_ms: Dict[Any, int] = {}
+        self._auto_pipeline = auto_pipeline
+        self._new_watchdog = watchdog
+        #: The watchdog, once a lock was watched (None before, and in a fork child).
+        self.watchdog: Any = None
+        #: The masters' health, shared by every core (cool-downs, counters: ``Redlock.stats``).
+        self.health = sys.modules[core_cls.__module__].Health(len(self._specs), cooldown, max_cooldown)
+        self._pool_lock = threading.Lock()
+        #: Every core made since the last fork: a core not in the pool is in use.
+        self._live: set = set()
+        #: Threads waiting for one particular core (see checkout), and their condition.
+        self._waiters = 0
+        self._returned = threading.Condition(threading.Lock())
+        #: The core each thread used last (it gets it back if free: its SETs' connections).
+        self._local = threading.local()
+        self._generation = _fork.generation
+        self._closed = False
+        first = self._new_core()
+        #: Number of masters and the quorum, as the core computes them.
+        self.n: int = first.n
+        self.quorum: int = first.quorum
+        self._pool: List[Any] = [first]
+        #: The combiner of single-lock rounds (automatic pipelining).
+        self.combiner = Combiner(self._run_batch, self._abandon)
+
+    # --- what the front-ends call ------------------------------------------------------------
+    def ttl_ms(self, ttl: Any) -> int:
+        """Return ``ttl`` (seconds) in milliseconds, checked; the largest seen sets the restart grace."""
+        cls = ttl.__class__
+        if cls is float or cls is int:  # not bool: it must still be refused
+            known = self._ttls_ms.get(ttl)  # the TTLs a client uses are few: checked once each
+            if known is not None:
+                return known
+        ttl_ms = ttl_ms_of(ttl, self._drift_factor)
+        if ttl_ms > self._grace_ms and not self._fixed_grace:
+            self._grace_ms = ttl_ms
+        if (cls is float or cls is int) and len(self._ttls_ms) < 64:
+            self._ttls_ms[ttl] = ttl_ms
+        return ttl_ms
+
+    def core(self, carrying: Sequence[Any] = (), acquiring: Optional[Tuple[Sequence[bytes], Sequence[bytes]]] = None):
+        """``with executor.core(...) as core:`` a checked-out core, checked in at the block's end.
+
+        ``carrying``: the carriers of the locks the block releases or extends; the core is the
+        one that still carries their SETs if there is one (with several, each first reads its
+        stragglers). ``acquiring``: ``(keys, tokens)`` the block acquires: masters are trusted
+        per the restart grace, and if the block raises, the core is closed and those keys are
+        released on fresh connections, best effort (any exception closes the core).
+        """
+        cores = {id(core): core for core in map(_carrying_core, carrying) if core is not None}
+        if not cores:
+            core = self.checkout()
+        elif len(cores) == 1:
+            core = self.checkout(next(iter(cores.values())))
+        else:  # acquired through several cores: let each read its stragglers first
+            for core in cores.values():
+                self._settle_core(self.checkout(core))
+            core = self.checkout()
+        return self._use(core, acquiring)
+
+    def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
+        """``(carrier, round)`` of one ``SET NX PX`` on every master. A failed acquisition that
+        may have landed somewhere has been released (written behind its SET, not awaited).
+
+        A round in flight (another thread's): the request rides in the next one. Else it is a
+        round of its own, run here: the lean path of a thread alone.
+        """
+        combiner = self.combiner
+        if not self._auto_pipeline:
+            combiner = None
+        elif not combiner.enter():  # a round is in flight: ride in the next one
+            req = Request(key, token, ttl_ms)
+            combiner.submit(req)
+            return _carrier(req.core, req.rnd), req.rnd
+        try:
+            # The dance of Executor.core(), written out: this is the hot path of a thread alone.
+            core = self.checkout()
+            if self._restart_aware:
+                core.restart_grace_ms = self._grace_ms
+            try:
+                rnd = core.acquire(key, token, ttl_ms)
+                if not rnd.ok and may_hold(rnd):
+                    # A master that answered anything but a clear "no" may hold the key (an OK
+                    # outside a quorum, an untrusted OK, a SET not answered yet or after its
+                    # timeout). The release is written behind that SET on the same connection, so
+                    # it cannot be overtaken; nobody needs its answer, so it is not awaited.
+                    core.release(key, token, False)
+            except BaseException:
+                self._interrupted(core, (key,), (token,))
+                raise
+            self.checkin(core)
+            return _carrier(core, rnd), rnd
+        finally:
+            if combiner is not None:
+                combiner.leave()
+
+    def release_one(self, key: bytes, token: bytes, carrier: Any = None) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release on every master (``ok``: a quorum still
+        held ``token``), through the core that carries the acquisition's SETs while it does.
+        Rides in the next shared round if one is in flight, like :meth:`acquire_one`."""
+        combiner = self.combiner
+        if not self._auto_pipeline:
+            combiner = None
+        elif not combiner.enter():  # a round is in flight: ride in the next one
+            req = Request(key, token, 0, _carrying_core(carrier))
+            combiner.submit(req)
+            return req.rnd, req.ok
+        try:
+            core = self.checkout(None if carrier is None else _carrying_core(carrier))
+            try:
+                rnd = core.release(key, token)
+            except BaseException:
+                self._interrupted(core, None, None)
+                raise
+            self.checkin(core)
+            return rnd, rnd.ok
+        finally:
+            if combiner is not None:
+                combiner.leave()
+
+    def carrier(self, core: Any, rnd: Any) -> Any:
+        """The carrier of an acquisition ``rnd`` made in a ``with executor.core(...)`` block."""
+        return _carrier(core, rnd)
+
+    def outcomes(self, rnd: Any) -> List[MasterOutcome]:
+        """The per-master outcomes of ``rnd``, its stragglers' answers filled in first."""
+        if _PENDING in rnd.outcomes:
+            self._settle(rnd)
+        details = rnd.details or (None,) * self.n
+        return [
+            MasterOutcome(spec.label, oc.NAMES.get(code, str(code)), detail)
+            for spec, code, detail in zip(self._specs, rnd.outcomes, details)
+        ]
+
+    def down_note(self, outcomes: Sequence[MasterOutcome]) -> str:
+        """``"; a quorum was impossible: k of N masters down (a, b)"`` when it was, else ``""``."""
+        down = [o.master for o in outcomes if o.outcome in _DOWN_NAMES]
+        if not down or len(outcomes) - len(down) >= self.quorum:
+            return ""
+        return f"; a quorum was impossible: {len(down)} of {len(outcomes)} masters down ({', '.join(down)})"
+
+    def watch(self, lock: Any) -> None:
+        """Hand a freshly acquired lock to the watchdog (made on first use)."""
+        watchdog = self.watchdog
+        if watchdog is None:
+            with self._pool_lock:
+                if self.watchdog is None:
+                    self.watchdog = self._new_watchdog()
+                watchdog = self.watchdog
+        watchdog.watch(lock)
+
+    def unwatch(self, lock: Any) -> None:
+        """Stop renewing or watching ``lock`` (a no-op if it was not watched)."""
+        if self.watchdog is not None:
+            self.watchdog.unwatch(lock)
+
+    def close(self) -> None:
+        """Stop the watchdog and close every connection; a later round raises ``RuntimeError``."""
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        with self._pool_lock:
+            pool, self._pool = self._pool, []
+            self._closed = True
+            self._live.clear()
+        with self._returned:
+            self._returned.notify_all()
+        for core in pool:
+            core.close()
+
+    # --- the pool ------------------------------------------------------------------------------
+    def checkout(self, carrier_core: Any = None) -> Any:
+        """Take a core from the pool: ``carrier_core`` itself if given (waiting while another
+        thread uses it; any core if it no longer belongs to this client), else the core this
+        thread used last if it is free, else any, else a new one. Give it back with :meth:`checkin`."""
+        if self._generation != _fork.generation:
+            self._after_fork()
+        pool = self._pool
+        if carrier_core is not None:
+            try:
+                pool.remove(carrier_core)  # atomic under the GIL, like pop()
+                return carrier_core
+            except ValueError:
+                return self._wait_for(carrier_core)
+        if self._closed:
+            raise RuntimeError("this Redlock client is closed")
+        if len(pool) > 1:  # a choice: this thread's own core if free (with one, it is that or none)
+            mine = getattr(self._local, "core", None)
+            if mine is not None:
+                try:
+                    pool.remove(mine)
+                    return mine
+                except ValueError:
+                    pass
+        try:
+            return pool.pop()
+        except IndexError:
+            return self._new_core()
+
+    def checkin(self, core: Any, clean: bool = True) -> None:
+        """Give back a core; ``clean=False``: a round on it was interrupted (it is closed first)."""
+        if not clean:
+            core.close()  # replies may still be in flight
+        if self._generation == _fork.generation and not self._closed:
+            self._pool.append(core)
+            if len(self._live) > 1:  # which core is whose matters only when there are several
+                self._local.core = core
+            if self._waiters:
+                with self._returned:
+                    self._returned.notify_all()
+        else:
+            core.close()
+
+    def _use(self, core: Any, acquiring: Any) -> _Checkout:
+        if acquiring is not None and self._restart_aware:
+            core.restart_grace_ms = self._grace_ms
+        return _Checkout(self, core, acquiring)
+
+    def _interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
+        """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed
+        anywhere and replies may be in flight. Close the core (a late reply must not answer a later
+        request), release ``keys`` (the round's acquisitions) on fresh connections, best effort,
+        and check the core in; the caller re-raises."""
+        core.close()
+        if keys:
+            try:
+                core.release_many(keys, tokens)
+            except Exception:  # pragma: no cover - best effort while another error propagates
+                pass
+        self.checkin(core, False)
+
+    def _new_core(self) -> Any:
+        core = self._core_cls(
+            self._specs, self._io_timeout, self._connect_timeout, self._drift_factor, self._restart_aware,
+            self.health, not self._wait_for_all,
+        )
+        self._live.add(core)
+        return core
+
+    def _wait_for(self, core: Any) -> Any:
+        """Check out ``core`` once another thread gives it back (one round or two)."""
+        pool = self._pool
+        with self._returned:
+            self._waiters += 1
+            try:
+                while core in self._live and not self._closed:
+                    try:
+                        pool.remove(core)
+                        return core
+                    except ValueError:
+                        self._returned.wait(0.05)
+            finally:
+                self._waiters -= 1
+        return self.checkout()
+
+    def _after_fork(self) -> None:
+        """In a fork child: forget the parent's connections (closing our copies of the fds only)."""
+        # The parent's locks may have been held by threads that do not exist here: replace them.
+        self._pool_lock = threading.Lock()
+        self._returned = threading.Condition(threading.Lock())
+        self._waiters = 0
+        self._local = threading.local()
+        self._live = set()
+        pool, self._pool = self._pool, []
+        self.watchdog = None  # its thread does not exist here; the parent's locks are not ours
+        self.combiner = Combiner(self._run_batch, self._abandon)
+        self.health.after_fork()
+        self._generation = _fork.generation
+        for core in pool:
+            core.close()
+
+    # --- stragglers ----------------------------------------------------------------------------
+    def _settle(self, rnd: Any) -> None:
+        """Wait until the stragglers of ``rnd`` have been read (bounded by their deadlines).
+
+        The core that ran the round holds their connections: take it from the pool if it is there
+        and read the owed replies; if another thread is using it, that thread's round reads them.
+        """
+        limit = rnd.started + self._io_timeout + self._connect_timeout + 1.0
+        while _PENDING in rnd.outcomes:
+            for core in list(self._pool):
+                if not core.pending:
+                    continue
+                try:
+                    self._pool.remove(core)
+                except ValueError:
+                    continue  # another thread took it
+                self._settle_core(core)
+            if _PENDING not in rnd.outcomes or monotonic() >= limit:
+                return
+            time.sleep(0.001)
+
+    def _settle_core(self, core: Any) -> None:
+        """Read what a checked-out core's connections still owe (bounded), then give it back."""
+        with self._use(core, None):
+            core.settle()
+
+    # --- combined rounds (the combiner's runner; see _combine) ---------------------------------
+    def _run_batch(self, batch: List[Request]) -> None:
+        """One round trip for ``batch``: its releases are written first, then its acquisitions
+        (``SET NX PX``) behind them on the same connections; the acquisition round reads both."""
+        acqs = [r for r in batch if r.ttl_ms]
+        rels = [r for r in batch if not r.ttl_ms] if len(acqs) < len(batch) else []
+        carrier = next((r.carrier for r in rels if r.carrier is not None), None)
+        acquiring = ([r.key for r in acqs], [r.token for r in acqs]) if acqs else None
+        with self._use(self.checkout(carrier), acquiring) as core:
+            rel_rounds: List[Any] = []
+            if rels:
+                # With acquisitions behind them, written without waiting (as EVAL: a NOSCRIPT could
+                # not be answered later); the acquisition round reads their answers first.
+                rel_rounds = core.release_many([r.key for r in rels], [r.token for r in rels], not acqs)
+            acq_rounds: List[Any] = []
+            if acquiring is not None:
+                acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)
+                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and may_hold(rnd)]
+                if failed:  # written behind their SETs, not awaited (see acquire_one)
+                    core.release_many([r.key for r in failed], [r.token for r in failed], False)
+                if rels:
+                    self._await_releases(core, rel_rounds)
+        quorum = self.quorum
+        for req, rnd in zip(rels, rel_rounds):
+            req.core = core
+            req.rnd = rnd
+            req.ok = rnd.successes >= quorum
+        if acqs and any(oc.CONN_ERROR in rnd.outcomes for rnd in rel_rounds):
+            self._repair_releases([r for r in rels if oc.CONN_ERROR in r.rnd.outcomes])
+        for req, rnd in zip(acqs, acq_rounds):
+            req.core = core
+            req.rnd = rnd
+            req.ok = rnd.ok
+
+    def _await_releases(self, core: Any, rounds: List[Any]) -> None:
+        """Read the answers to releases written without waiting until each is decided: a quorum
+        confirmed it, or a quorum has become impossible (early decision, like an acquisition's);
+        with ``wait_for_all``, until every master answered or missed its deadline. The answers
+        still missing then stay owed by their connections."""
+        if self._wait_for_all:
+            core.settle()
+            return
+        quorum, n = self.quorum, self.n
+        limit = n - quorum + 1
+
+        def decided() -> bool:
+            for rnd in rounds:
+                if rnd.successes < quorum:
+                    outcomes = rnd.outcomes
+                    if n - outcomes.count(_PENDING) - rnd.successes < limit:
+                        return False
+            return True
+
+        if not decided():
+            core.settle(until=decided)
+
+    def _repair_releases(self, reqs: List[Request]) -> None:
+        """Write again, and wait for, releases whose connection broke in a shared round.
+
+        A release that rode ahead of acquisitions was not waited for, so a reused connection found
+        broken (a master restarted) was reopened for the acquisitions alone. This round reopens
+        and retries like any waited-for release; a master counts if either attempt deleted the key.
+        """
+        with self.core() as core:
+            again = core.release_many([r.key for r in reqs], [r.token for r in reqs])
+        for req, rnd in zip(reqs, again):
+            first = req.rnd.outcomes
+            req.ok = sum(1 for a, b in zip(first, rnd.outcomes) if a == oc.OK or b == oc.OK) >= self.quorum
+            req.rnd = rnd if rnd.successes >= req.rnd.successes else req.rnd
+
+    def _abandon(self, req: Request) -> None:
+        """Undo an acquisition whose thread was interrupted while its round ran for it."""
+        if req.ttl_ms and req.ok:
+            with self._use(self.checkout(req.core), None) as core:
+                core.release(req.key, req.token, False)
