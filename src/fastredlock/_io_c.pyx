@@ -992,7 +992,7 @@ cdef class Core:
         reader = self._readers[i]
         reader.feed(self._rbuf, pos, got - pos)
         self._dirty[i] = True
-        while link.expect or link.owed:
+        while link.expecting():
             try:
                 reply = reader.gets()
             except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers

@@ -341,7 +341,7 @@ class Core:
             return
         reader = self._readers[i]
         reader.feed(data)  # type: ignore[union-attr]
-        while link.expect or link.owed:
+        while link.expecting():
             try:
                 reply = reader.gets()  # type: ignore[union-attr]
             except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers

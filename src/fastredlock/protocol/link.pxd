@@ -22,7 +22,8 @@ cdef class Link:
     cdef public list owed
     cdef public bint open, connecting, opening, closing, polled
     cdef public bytes out
-    cdef public list expect
+    cdef public Py_ssize_t head, end
+    cdef public list requeued
     cdef public int skip
     cdef public bytes payload
     cdef public double deadline
@@ -32,6 +33,13 @@ cdef class Link:
 
     cpdef bint unsent(self)
     cpdef bint expecting(self)
+    cpdef bint waiting(self)
+    cpdef expect(self, Py_ssize_t k)
+    cpdef Py_ssize_t next_cmd(self) except -1
+    cpdef Py_ssize_t pop_cmd(self) except -1
+    cpdef requeue(self, Py_ssize_t j)
+    @cython.locals(cmds=list)
+    cpdef list take_cmds(self)
     cpdef request_open(self, bytes first)
     cpdef request_close(self)
     @cython.locals(entry=Owed, count=Py_ssize_t)

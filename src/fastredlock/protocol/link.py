@@ -59,7 +59,11 @@ class Link:
         self.polled = False        # the round (or settle) waits on this connection
         self.out = b""             # bytes to write
         # --- this round
-        self.expect = []           # the commands still unanswered, in reply order
+        # the commands still unanswered, in reply order: head..end-1, then the requeued ones
+        # (a command answered NOSCRIPT goes to the back, as EVAL)
+        self.head = 0
+        self.end = 0
+        self.requeued = None
         self.skip = -1             # index of the next handshake reply, -1 when none is pending
         self.payload = b""         # this round's commands (EVALSHA, or EVAL where NOSCRIPT cannot be handled)
         self.deadline = 0.0
@@ -77,7 +81,46 @@ class Link:
 
     def expecting(self):
         """Whether replies are still to be read on this connection (owed, or this round's)."""
-        return bool(self.owed) or bool(self.expect)
+        return bool(self.owed) or self.head < self.end or self.requeued is not None
+
+    def waiting(self):
+        """Whether this round's commands are not all answered yet."""
+        return self.head < self.end or self.requeued is not None
+
+    def expect(self, k):
+        """This round sends ``k`` commands here (0: none)."""
+        self.head = 0
+        self.end = k
+        self.requeued = None
+
+    def next_cmd(self):
+        """The command the next reply of this round answers (:meth:`waiting` must be true)."""
+        return self.head if self.head < self.end else self.requeued[0]
+
+    def pop_cmd(self):
+        """The command the reply just read answers; it is no longer waited for."""
+        if self.head < self.end:
+            self.head += 1
+            return self.head - 1
+        j = self.requeued.pop(0)
+        if not self.requeued:
+            self.requeued = None
+        return j
+
+    def requeue(self, j):
+        """Command ``j`` (just popped) is sent again behind the others: its answer comes last."""
+        if self.requeued is None:
+            self.requeued = [j]
+        else:
+            self.requeued.append(j)
+
+    def take_cmds(self):
+        """The commands still waited for, in order; none are waited for afterwards."""
+        cmds = list(range(self.head, self.end))
+        if self.requeued is not None:
+            cmds.extend(self.requeued)
+        self.expect(0)
+        return cmds
 
     def request_open(self, first):
         """Ask the twin for a new connection; ``first`` is written once it is up (after the handshake)."""

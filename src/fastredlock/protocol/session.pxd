@@ -8,7 +8,6 @@ cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTO
 cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT
 cdef int KIND_BITS, KIND_FENCED, KIND_SCRIPT
 cdef int HEALTHY, TIMED_OUT
-cdef list _ONE_COMMAND
 
 from .handshake cimport hello_reply
 from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
@@ -42,17 +41,16 @@ cdef class Session:
     cdef public object fallbacks
     cdef public object make_fallbacks
     cdef public object ttls_ms
-    cdef public list cmds
     cdef public list outcomes
     cdef public object details
     cdef public object values
-    cdef public list oks
-    cdef public list bad
+    cdef int[:] oks
+    cdef int[:] bad
     cdef public Py_ssize_t undecided
     cdef public object modes
 
     cdef _reset_round(self, int kind, Py_ssize_t k, Py_ssize_t rows, bint wait)
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)

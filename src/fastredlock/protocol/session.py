@@ -24,6 +24,8 @@ connections is simply tried again, which costs no waiting.
 **Restart-aware voting.** An OK from a master up for less than :attr:`Session.restart_grace_ms`
 is ``UNTRUSTED`` (see :mod:`.voting`).
 """
+from array import array
+
 from .handshake import hello_reply
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
@@ -33,10 +35,6 @@ from .outcomes import (
 )
 from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result import decide, set_outcome, settle_sink
-
-
-#: The commands of a round of one command (copied into each link's queue, never changed).
-_ONE_COMMAND = [0]
 
 
 class Session:
@@ -77,12 +75,11 @@ class Session:
         self.fallbacks = None
         self.make_fallbacks = None
         self.ttls_ms = None
-        self.cmds = []
         self.outcomes = []
         self.details = None
         self.values = None
-        self.oks = []
-        self.bad = []
+        self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
+        self.bad = array("i")
         self.undecided = 0
         self.modes = None
 
@@ -107,13 +104,16 @@ class Session:
         self.fallbacks = None
         self.make_fallbacks = make_fallbacks if script else None
         self.ttls_ms = ttls_ms
-        self.cmds = _ONE_COMMAND if k == 1 else list(range(k))
         self.outcomes = [PENDING] * (rows * n)
         self.details = None
         self.values = [None] * (rows * n) if kind == KIND_FENCED else None  # the fence counters
         if self.early_now:
-            self.oks = [0] * rows
-            self.bad = [0] * rows
+            if len(self.oks) < rows:
+                self.oks = array("i", [0]) * rows
+                self.bad = array("i", [0]) * rows
+            for j in range(rows):
+                self.oks[j] = 0
+                self.bad[j] = 0
             self.undecided = rows
         self.started = now
         self.decided_at = now
@@ -134,14 +134,14 @@ class Session:
     def _start(self, link, deadline):
         """Queue this round's commands on one link (opening it if needed), or skip it."""
         mode = HEALTHY if self.modes is None else self.modes[link.index]
-        link.expect = self.cmds[:]
+        link.expect(self.k)
         link.got_data = False
         if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and not link.open)):
             # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
             # that refused connections (it may be back: a refusal costs no waiting), and to one
             # that timed out if its connection is open (behind the SETs there), without waiting.
             why = self.health.why(link.index)
-            del link.expect[:]
+            link.expect(0)
             for j in range(self.rows):
                 self._record(j, link.index, SKIPPED, why, None)
             self.health.count(link.index, C_SKIPPED)
@@ -239,15 +239,15 @@ class Session:
                 if drow.count(None) == n:
                     drow = None
             rounds.append(decide(
-                tuple(self.outcomes[j * n:(j + 1) * n]), self.ttls_ms[j], elapsed, self.started,
+                tuple(self.outcomes) if self.rows == 1 else tuple(self.outcomes[j * n:(j + 1) * n]),
+                self.ttls_ms[j], elapsed, self.started,
                 self.quorum, self.drift_factor, drow,
                 tuple(values[j * n:(j + 1) * n]) if values is not None else None,
             ))
         for link in self.links:
-            if link.expect:
-                for j in link.expect:
+            if link.waiting():
+                for j in link.take_cmds():
                     link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
-                del link.expect[:]
             link.polled = False
         self.in_round = False
         return rounds
@@ -262,7 +262,7 @@ class Session:
         connection (``stale`` too). A reused connection that breaks before any reply is stale:
         it is reopened and the commands resent once; otherwise the master failed."""
         link = self.links[i]
-        if stale and link.expect and link.reused and not link.retried and not link.got_data:
+        if stale and link.waiting() and link.reused and not link.retried and not link.got_data:
             link.retried = True
             link.request_close()
             link.drop_owed(CONN_ERROR, "connection broke before the reply")
@@ -295,7 +295,7 @@ class Session:
             return -1
         if link.owed:
             return link.owed[0].kind
-        if link.expect:
+        if link.waiting():
             return self.kind
         return -1
 
@@ -339,16 +339,16 @@ class Session:
             return True
         if link.owed:
             return self._owed_reply(link, reply, error, now)
-        if not link.expect:
+        if not link.waiting():
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
             return False
         link.got_data = True  # (owed replies do not count: they only say the master was alive)
         if error is not None:
             if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
-                j = link.expect.pop(0)
+                j = link.pop_cmd()
                 link.fallback_sent += 1
-                link.expect.append(j)
+                link.requeue(j)
                 link.out += self._fallback_payload()[j]
                 return True
             return self._settle_cmd(link, ERROR_REPLY, error, None, now)
@@ -356,7 +356,7 @@ class Session:
             codes = bits(reply, self.rows)
             if codes is None:
                 return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
-            link.expect.pop(0)
+            link.pop_cmd()
             self.health.answered(i)
             for row in range(self.rows):
                 self._record(row, i, codes[row], None, None)
@@ -376,7 +376,7 @@ class Session:
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.index
-        j = link.expect.pop(0)
+        j = link.pop_cmd()
         if self.acquisition and ((code == OK and link.clock.up_since >= 0.0) or (code == NO and link.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
@@ -444,9 +444,8 @@ class Session:
     def _fail(self, link, code, detail, counter, strike, now):
         """Close this master's connection; every reply it still owes or has not sent gets ``code``."""
         link.request_close()
-        for j in link.expect:
+        for j in link.take_cmds():
             self._record_cmd(j, link.index, code, detail)
-        del link.expect[:]
         link.drop_owed(code, detail)
         self.health.failed(link.index, counter, what(code, detail), now, strike)
         self._stamp(now)
@@ -459,10 +458,9 @@ class Session:
             return
         link.polled = False
         link.expire(now, True)
-        for j in link.expect:
+        for j in link.take_cmds():
             self._record_cmd(j, link.index, TIMEOUT, None)
             link.owe(self.kind, link.deadline, None, True)
-        del link.expect[:]
         self.health.failed(link.index, C_TIMEOUTS, "timeout", now, True)
         self._stamp(now)
 
