@@ -30,6 +30,9 @@ def _warn(message):
 NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
 #: The protocol modules compiled for the C build (the rest of the package stays interpreted).
 PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session")
+#: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
+#: path (a thread alone locking and unlocking) then crosses from Python into C once per call.
+SEAM_MODULES = ("_executor", "_combine")
 DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
 
 if not NO_EXTENSIONS and sys.platform == "win32":
@@ -83,6 +86,10 @@ else:
     ext_modules += [
         Extension(f"fastredlock.protocol.{name}", [f"src/fastredlock/protocol/{name}.py"], extra_compile_args=cflags)
         for name in PROTOCOL_MODULES
+    ]
+    ext_modules += [
+        Extension(f"fastredlock.{name}", [f"src/fastredlock/{name}.py"], extra_compile_args=cflags)
+        for name in SEAM_MODULES
     ]
     cmdclass = {"build_ext": BuildCore}
 

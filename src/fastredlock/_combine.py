@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Automatic pipelining: single-lock requests from threads ride together in one round trip.
 
 Threads sharing a client that acquire or release single locks at the same moment would each pay a

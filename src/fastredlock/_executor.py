@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The executor: *the* seam between the front-ends (``Lock``, the watchdog, ``Redlock``'s batches)
 and the engine (the cores). Front-ends call only what this module documents; nothing here knows
 what a ``Lock`` is.
@@ -42,13 +43,15 @@ __all__ = ["Executor", "may_hold"]
 
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
+_NO = oc.NO
+_SKIPPED = oc.SKIPPED
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
 
 
 def may_hold(rnd: Any) -> bool:
     """Whether a failed acquisition may have left its key somewhere (anything but a clear no or a skip)."""
     for code in rnd.outcomes:
-        if code != oc.NO and code != oc.SKIPPED:
+        if code != _NO and code != _SKIPPED:
             return True
     return False
 

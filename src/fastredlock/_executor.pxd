@@ -1,0 +1,51 @@
+# Compiled with Cython for the C build (pure-Python mode: _executor.py is the source); the pure
+# install interprets _executor.py. The hot path of a thread alone (acquire_one, release_one and
+# the pool) then runs as C from one call of Lock.
+cimport cython
+from ._combine cimport Combiner
+
+cdef int _PENDING, _TIMEOUT, _NO, _SKIPPED
+
+@cython.locals(code=object)
+cpdef bint may_hold(object rnd) except -1
+@cython.locals(outcomes=tuple)
+cpdef object _carrier(object core, object rnd)
+@cython.locals(outcomes=tuple)
+cpdef object _carrying_core(object carrier)
+
+@cython.final
+cdef class Executor:
+    cdef tuple _specs
+    cdef object _core_cls
+    cdef double _io_timeout
+    cdef double _connect_timeout
+    cdef double _drift_factor
+    cdef bint _wait_for_all
+    cdef bint _restart_aware
+    cdef bint _fixed_grace
+    cdef public object _grace_ms
+    cdef dict _ttls_ms
+    cdef bint _auto_pipeline
+    cdef object _new_watchdog
+    cdef public object watchdog
+    cdef public object health
+    cdef object _pool_lock
+    cdef set _live
+    cdef Py_ssize_t _waiters
+    cdef object _returned
+    cdef object _local
+    cdef object _generation
+    cdef bint _closed
+    cdef public Py_ssize_t n
+    cdef public Py_ssize_t quorum
+    cdef public list _pool
+    cdef public Combiner combiner
+    cdef dict __dict__  # tests may wrap a method of an instance to watch it
+
+    @cython.locals(combiner=Combiner)
+    cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
+    @cython.locals(combiner=Combiner)
+    cpdef tuple release_one(self, object key, object token, object carrier=*)
+    @cython.locals(pool=list)
+    cpdef object checkout(self, object carrier_core=*)
+    cpdef checkin(self, object core, bint clean=*)
