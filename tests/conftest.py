@@ -70,7 +70,7 @@ def make_client(core):
     def make(urls, **kwargs):
         kwargs.setdefault("core", core)
         # The suite's masters are younger than its TTLs, so restart-aware voting would (rightly)
-        # refuse them; it is tested on its own in test_restart_voting.py.
+        # refuse them; it is tested on its own in faults/test_restart_voting.py.
         kwargs.setdefault("restart_aware", False)
         client = fastredlock.Redlock(urls, **kwargs)
         clients.append(client)

@@ -17,7 +17,7 @@ from fastredlock._scripts import RELEASE_SHA
 from fastredlock.client import MAX_NAME_BYTES, MAX_TTL
 from fastredlock.testing import FakeMaster
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, gone_within  # noqa: E402
 
 INJECTIONS = [

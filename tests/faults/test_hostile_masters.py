@@ -14,7 +14,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import HOSTILE_REPLIES, FakeMaster, start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import Timer, bound, gone_within  # noqa: E402
 
 #: What each hostile reply must be reported as.

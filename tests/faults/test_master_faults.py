@@ -15,7 +15,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import FaultProxy, blackhole_address, paused
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import (  # noqa: E402
     IO, Timer, assert_expires_within, bound, gone_within, timed, wait_gone, warm,
 )

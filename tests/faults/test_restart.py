@@ -18,7 +18,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import restart, start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, gone_within, timed, wait_gone  # noqa: E402
 
 

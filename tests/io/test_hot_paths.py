@@ -21,7 +21,7 @@ from fastredlock import _outcomes as oc
 from fastredlock import MasterStats
 from fastredlock.testing import FaultProxy, LocalMaster, paused
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _contender import contend_threads, run_contenders  # noqa: E402
 
 #: A per-master deadline far above what an early return may take on a busy machine.
