@@ -1,7 +1,9 @@
 """Fixtures: real local masters and the both-cores parametrization.
 
 Every behavioural test takes ``core`` (directly or through ``dlm``/``make_client``) and so runs
-once on the Cython core and once on the pure-Python core. The Cython run *fails* when the extension
+once on the Cython core and once on the pure-Python core. A test that only checks arguments (refused
+before any I/O, so the core cannot matter) takes ``one_core`` (or ``one_dlm``/``make_one_client``)
+instead and runs once, on the active core. The Cython run *fails* when the extension
 is not importable, unless ``FASTREDLOCK_NO_EXTENSIONS`` asked for a pure install: a build that
 silently fell back to the slow core must not pass as green.
 """
@@ -63,14 +65,19 @@ def name() -> str:
 
 
 @pytest.fixture
-def make_client(core):
-    """Build ``Redlock`` clients on the core under test; all are closed at teardown."""
+def one_core() -> str:
+    """The active core only (``fastredlock.CORE``): for argument checks, which raise before any I/O."""
+    return fastredlock.CORE
+
+
+def _clients(core):
+    """Yield ``make(urls, **kwargs)``, building clients on ``core``; all are closed afterwards."""
     clients = []
 
     def make(urls, **kwargs):
         kwargs.setdefault("core", core)
         # The suite's masters are younger than its TTLs, so restart-aware voting would (rightly)
-        # refuse them; it is tested on its own in test_restart_voting.py.
+        # refuse them; it is tested on its own in faults/test_restart_voting.py.
         kwargs.setdefault("restart_aware", False)
         client = fastredlock.Redlock(urls, **kwargs)
         clients.append(client)
@@ -82,9 +89,31 @@ def make_client(core):
 
 
 @pytest.fixture
+def make_client(core):
+    """Build ``Redlock`` clients on the core under test; all are closed at teardown."""
+    yield from _clients(core)
+
+
+@pytest.fixture
+def make_one_client(one_core):
+    """``make_client`` on the active core only (argument checks)."""
+    yield from _clients(one_core)
+
+
+def _short_retries(make, masters):
+    return make(masters.urls, retry_count=2, retry_delay=0.05, retry_jitter=0.02)
+
+
+@pytest.fixture
 def dlm(make_client, masters):
     """A client on the session masters, on the core under test, with short retries."""
-    return make_client(masters.urls, retry_count=2, retry_delay=0.05, retry_jitter=0.02)
+    return _short_retries(make_client, masters)
+
+
+@pytest.fixture
+def one_dlm(make_one_client, masters):
+    """``dlm`` on the active core only (argument checks)."""
+    return _short_retries(make_one_client, masters)
 
 
 def _keys_on(local, key) -> int:

@@ -1,4 +1,5 @@
-"""Fixtures of the compat tests: shims on the core under test, and a master that is not there."""
+"""Fixtures of the compat tests: shims on the core under test (or only the active one, for argument
+checks), and a master that is not there."""
 from __future__ import annotations
 
 import socket
@@ -9,14 +10,24 @@ import fastredlock.compat
 from fastredlock.compat._common import close_clients
 
 
-@pytest.fixture
-def shim_core(core):
-    """Clients built by the shims use the core under test; the session masters are fresh, so no
-    restart-aware voting (one test turns it back on)."""
+def _shims_on(core):
     fastredlock.compat.configure(core=core, restart_aware=False)
     yield core
     fastredlock.compat.configure()
     close_clients()
+
+
+@pytest.fixture
+def shim_core(core):
+    """Clients built by the shims use the core under test; the session masters are fresh, so no
+    restart-aware voting (one test turns it back on)."""
+    yield from _shims_on(core)
+
+
+@pytest.fixture
+def one_shim_core(one_core):
+    """``shim_core`` on the active core only: for the shims' argument checks (refused before any I/O)."""
+    yield from _shims_on(one_core)
 
 
 @pytest.fixture

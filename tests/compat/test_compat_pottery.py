@@ -192,7 +192,7 @@ def test_slots_and_context_timer():
         timer.stop()
 
 
-def test_one_server_listed_twice_is_refused(shim_core, masters, name):
+def test_one_server_listed_twice_is_refused(one_shim_core, masters, name):
     dbs = [redis.Redis(host="127.0.0.1", port=masters[0].port, db=db) for db in (1, 2, 3)]
     with pytest.raises(ValueError, match="same server"):
         Redlock(key=name, masters=dbs)

@@ -111,12 +111,12 @@ def test_a_failing_master_counts_as_no_instead_of_raising(shim_core, masters, de
     assert keys_on(masters, name) == 0
 
 
-def test_default_connection_details(shim_core, name):
+def test_default_connection_details(one_shim_core, name):
     lock = RedLock(name)  # localhost:6379/0, as glasslion; nothing is sent until acquire
     assert lock.quorum == 1
 
 
-def test_one_server_listed_twice_is_refused(shim_core, masters, name):
+def test_one_server_listed_twice_is_refused(one_shim_core, masters, name):
     port = masters[0].port
     with pytest.raises(ValueError, match="same server"):
         RedLock(name, [{"url": f"redis://127.0.0.1:{port}/1"}, {"url": f"redis://127.0.0.1:{port}/2"}])

@@ -69,7 +69,7 @@ def test_masters_as_urls_and_redis_clients(shim_core, masters, name):
     dlm.unlock(lock)
 
 
-def test_bad_arguments_are_reported_as_the_original_did(shim_core, dicts, name):
+def test_bad_arguments_are_reported_as_the_original_did(one_shim_core, dicts, name):
     with pytest.raises(Warning):
         Redlock([{"cat": "hog"}])
     with pytest.raises(Warning):
@@ -120,7 +120,7 @@ def test_restart_aware_voting_is_on_by_default(core, masters, dicts, name):
         close_clients()
 
 
-def test_one_server_listed_twice_is_refused(shim_core, masters):
+def test_one_server_listed_twice_is_refused(one_shim_core, masters):
     port = masters[0].port
     with pytest.raises(Warning, match="same server"):
         Redlock([{"host": "127.0.0.1", "port": port, "db": 1}, {"host": "localhost", "port": port, "db": 2}])

@@ -37,6 +37,6 @@ def test_release_by_wrong_token_keeps_the_lock(dlm, masters, name, keys_on):
 
 
 @pytest.mark.parametrize("bad, error", [(b"", ValueError), ("", ValueError), (42, TypeError)])
-def test_release_token_is_checked(dlm, name, bad, error):
+def test_release_token_is_checked(one_dlm, name, bad, error):
     with pytest.raises(error, match="token"):
-        dlm.lock(name).release(token=bad)
+        one_dlm.lock(name).release(token=bad)

@@ -10,7 +10,7 @@ import pytest
 
 from fastredlock.testing import FaultProxy, LocalMaster, start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import Counter  # noqa: E402
 
 

@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, gone_within, warm  # noqa: E402
 
 

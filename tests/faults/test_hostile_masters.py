@@ -14,7 +14,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import HOSTILE_REPLIES, FakeMaster, start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import Timer, bound, gone_within  # noqa: E402
 
 #: What each hostile reply must be reported as.
@@ -183,3 +183,14 @@ def test_missing_acl_permission_counts_as_no_with_server_message(make_client, na
             assert first.outcome == "error reply" and "NOPERM" in first.detail, first
             assert local[0].command("DEL", name) == 1  # only the TTL would have removed it there
         gone_within(local, name, bound(1))
+
+
+# --- a real master in an unexpected state ------------------------------------------------------------------
+def test_error_reply_counts_as_no(make_client, fault_masters, name):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    fault_masters[0].command("RPUSH", name, "x")  # the key holds a list: WRONGTYPE for our script
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire() is True  # SET NX on a list key just answers nil there
+    assert lock.outcomes[0].outcome == "no"
+    lock.release()
+    assert fault_masters[0].command("TYPE", name) == b"list"

@@ -15,7 +15,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import FaultProxy, blackhole_address, paused
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import (  # noqa: E402
     IO, Timer, assert_expires_within, bound, gone_within, timed, wait_gone, warm,
 )
@@ -287,3 +287,40 @@ def test_connection_lost_after_command_ran_leaves_no_key(make_client, masters, n
         if acquired:
             lock.release()
         gone_within(masters, name, bound(1))
+
+
+# --- killed before the round (the connection is refused, or breaks when reused) --------------------------
+def test_master_killed_after_connecting_counts_as_no(make_client, fault_masters, name):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    with dlm.lock(name + ":warm", ttl=1.0):
+        pass  # connections are now open to all five
+    fault_masters[1].kill()
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire()
+    assert lock.outcomes[1].outcome == "connection error"
+    lock.release()
+
+
+def test_three_masters_down_never_acquires_and_leaves_no_key(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=2, retry_delay=0.01, retry_jitter=0.0)
+    for m in fault_masters[:3]:
+        m.kill()
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire() is False
+    outcomes = [o.outcome for o in lock.outcomes]  # of the last attempt: the dead ones may cool down
+    assert all(o in ("connection error", "cooling down") for o in outcomes[:3]) and outcomes[3:] == ["ok"] * 2
+    assert keys_on(fault_masters, name) == 0  # the two that said OK were released
+    assert not lock.locked()
+
+
+def test_extend_with_quorum_lost_raises_and_releases(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    lock = dlm.lock(name, ttl=10.0)
+    assert lock.acquire()
+    for m in fault_masters[:3]:
+        m.kill()
+    with pytest.raises(LockNotOwnedError) as info:
+        lock.extend()
+    assert [o.outcome for o in info.value.outcomes][:3] == ["connection error"] * 3
+    assert keys_on(fault_masters, name) == 0
+    assert not lock.locked()

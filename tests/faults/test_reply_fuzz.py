@@ -19,7 +19,7 @@ from fastredlock import LockError, Redlock
 from fastredlock import _outcomes as oc
 from fastredlock.testing import FakeMaster, HalfThenClose
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import EPS  # noqa: E402
 
 IO = 0.02

@@ -5,7 +5,7 @@ held, comes back at once with no keys, and a second client wins a quorum that in
 restart-aware voting that second client CAN get the lock — two holders at once. The remedies are a
 delayed restart (keep it out for longer than the largest TTL), persistence (``appendfsync always``),
 or the client's restart-aware voting, on by default (the same scenario is refused there:
-``tests/test_restart_voting.py``).
+``tests/faults/test_restart_voting.py``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import restart, start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, gone_within, timed, wait_gone  # noqa: E402
 
 
@@ -97,3 +97,31 @@ def test_delayed_restart_keeps_exclusion(make_client, fault_masters, name, count
     counter.leave()
     second.release()
     wait_gone(fault_masters, name, 0.0)
+
+
+# --- back after a kill: reconnected, scripts reloaded by EVAL ---------------------------------------------
+def test_release_after_master_restart_uses_eval_fallback(make_client, fault_masters, name, keys_on):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    with dlm.lock(name + ":warm", ttl=1.0):
+        pass  # EVALSHA scripts are cached on all five now
+    lock = dlm.lock(name, ttl=10.0)
+    assert lock.acquire()
+    for m in fault_masters[:2]:
+        m.restart()  # empty: no keys, no script cache
+        m.command("SET", name, lock.token, "PX", 10000)  # as if the key survived (persistence)
+    assert fault_masters[0].command("SCRIPT", "EXISTS", "0" * 40) == [0]
+    lock.release()  # EVALSHA -> NOSCRIPT -> EVAL on the restarted ones, after a reconnect
+    assert [o.outcome for o in lock.outcomes] == ["ok"] * 5
+    assert keys_on(fault_masters, name) == 0
+
+
+def test_reconnects_after_master_comes_back(make_client, fault_masters, name):
+    dlm = make_client(fault_masters.urls, retry_count=0)
+    fault_masters[4].kill()
+    with dlm.lock(name, ttl=1.0) as lock:
+        assert lock.outcomes[4].outcome == "connection error"
+    fault_masters[4].start()
+    while dlm.stats()[4].cooling_down > 0:  # it refused a connection: skipped for a short while
+        time.sleep(0.01)
+    with dlm.lock(name, ttl=1.0) as lock:
+        assert [o.outcome for o in lock.outcomes] == ["ok"] * 5

@@ -50,9 +50,9 @@ def test_backoff_callable_is_used_and_attempts_are_cleaned_before_sleeping(
     holder.release()
 
 
-def test_bad_backoff_rejected(make_client, masters):
+def test_bad_backoff_rejected(make_one_client, masters):
     with pytest.raises(TypeError, match="backoff"):
-        make_client(masters.urls, backoff=0.5)
+        make_one_client(masters.urls, backoff=0.5)
 
 
 # --- watchdog ----------------------------------------------------------------------------------

@@ -59,8 +59,8 @@ def test_lock_all_is_all_or_nothing(make_client, masters, name, keys_on):
     assert sum(keys_on(masters, n) for n in names) == 0
 
 
-def test_batch_arguments_are_checked(make_client, masters, name):
-    dlm = make_client(masters.urls)
+def test_batch_arguments_are_checked(make_one_client, masters, name):
+    dlm = make_one_client(masters.urls)
     with pytest.raises(ValueError, match="names"):
         dlm.acquire_many([], ttl=1.0)
     with pytest.raises(ValueError, match="names"):

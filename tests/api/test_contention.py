@@ -8,7 +8,7 @@ import pytest
 
 from fastredlock.testing import LocalMaster
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _contender import contend, run_contenders  # noqa: E402
 
 

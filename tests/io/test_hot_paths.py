@@ -21,7 +21,7 @@ from fastredlock import _outcomes as oc
 from fastredlock import MasterStats
 from fastredlock.testing import FaultProxy, LocalMaster, paused
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _contender import contend_threads, run_contenders  # noqa: E402
 
 #: A per-master deadline far above what an early return may take on a busy machine.
@@ -326,13 +326,13 @@ def test_stats_shape_and_counts(make_client, masters, name):
         assert isinstance(s.latency_avg, float) and isinstance(s.replies, int)
 
 
-def test_cooldown_arguments_are_checked(make_client, masters):
+def test_cooldown_arguments_are_checked(make_one_client, masters):
     with pytest.raises(ValueError, match="max_cooldown"):
-        make_client(masters.urls, cooldown=2.0, max_cooldown=1.0)
+        make_one_client(masters.urls, cooldown=2.0, max_cooldown=1.0)
     with pytest.raises(ValueError, match="cooldown"):
-        make_client(masters.urls, cooldown=-1)
+        make_one_client(masters.urls, cooldown=-1)
     with pytest.raises(TypeError, match="wait_for_all"):
-        make_client(masters.urls, wait_for_all="yes")
+        make_one_client(masters.urls, wait_for_all="yes")
 
 
 # --- threads x processes ------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""What a lock client accepts from a master, from tables: the reply guard, classification, bits."""
+from __future__ import annotations
+
+import pytest
+
+from _drive import Drive
+
+SET, SCRIPT, FENCED, SCRIPT_ACQUIRE, BITS = range(5)
+OK, NO, PROTOCOL_ERROR = 0, 1, 5
+MB = 1 << 20
+
+GUARD = {
+    "status": ([b"+OK\r\n"], None),
+    "error": ([b"-ERR wrong\r\n"], None),
+    "integer": ([b":1\r\n"], None),
+    "bulk": ([b"$5\r\nhello\r\n"], None),
+    "nil-bulk": ([b"$-1\r\n+OK\r\n"], None),
+    "bulk-with-crlf-inside": ([b"$4\r\n\r\n\r\n\r\n:0\r\n"], None),
+    "split-everywhere": ([b"$", b"5\r", b"\nhel", b"lo\r", b"\n+O", b"K\r\n"], None),
+    "largest-bulk": ([b"$%d\r\n" % MB], None),
+    "array": ([b"*1\r\n$2\r\nOK\r\n"], "unexpected reply type b'*'"),
+    "resp3-map": ([b"%1\r\n"], "unexpected reply type b'%'"),
+    "resp3-null": ([b"_\r\n"], "unexpected reply type b'_'"),
+    "resp3-double": ([b",1.5\r\n"], "unexpected reply type b','"),
+    "push": ([b">2\r\n"], "unexpected reply type b'>'"),
+    "garbage": ([b"HTTP/1.1 400\r\n"], "unexpected reply type b'H'"),
+    "array-after-a-bulk": ([b"$5\r\nhello\r\n", b"*"], "unexpected reply type b'*'"),
+    "oversized-bulk": ([b"$%d\r\n" % (MB + 1)], "over the %d-byte limit" % MB),
+    "oversized-bulk-split-header": ([b"$10", b"48577\r\n"], "over the %d-byte limit" % MB),
+    "bad-bulk-length": ([b"$x\r\n"], "bad bulk length"),
+    "longest-line": ([b"+" + b"a" * ((1 << 16) - 2) + b"\r\n"], None),
+    "long-line": ([b"+" + b"a" * ((1 << 16) + 1)], "reply line longer than"),
+    "long-line-in-chunks": ([b"-"] + [b"e" * 4096] * 16 + [b"e"], "reply line longer than"),
+}
+
+
+@pytest.mark.parametrize("chunks, problem", list(GUARD.values()), ids=list(GUARD))
+def test_reply_guard(proto, chunks, problem):
+    guard = proto.resp.ReplyGuard()
+    seen = None
+    for chunk in chunks:
+        seen = guard.check(chunk, 0, len(chunk))
+        if seen is not None:
+            break
+    if problem is None:
+        assert seen is None
+    else:
+        assert seen is not None and problem in seen
+
+
+def test_reply_guard_checks_a_slice_and_resets(proto):
+    guard = proto.resp.ReplyGuard()
+    data = bytearray(b"*junk+OK\r\n*junk")
+    assert guard.check(data, 5, 10) is None
+    assert guard.check(b"$3\r\nab", 0, 6) is None
+    guard.reset()
+    assert guard.check(b"*", 0, 1) is not None
+
+
+def test_a_refused_reply_fails_the_link_as_a_protocol_error(proto):
+    drive = Drive(proto, n=3)
+    drive.begin(SET)
+    assert drive.received(0, b"*1\r\n", .001) is False
+    assert drive.closed[0] == 1
+    assert drive.session.outcomes[0] == PROTOCOL_ERROR
+
+
+@pytest.mark.parametrize(
+    "kind, reply, expected",
+    [
+        (SET, b"OK", (OK, None, None)), (SET, None, (NO, None, None)),
+        (SET, 1, (PROTOCOL_ERROR, "unexpected reply 1", None)),
+        (SET, b"QUEUED", (PROTOCOL_ERROR, "unexpected reply b'QUEUED'", None)),
+        (SCRIPT, 1, (OK, None, None)), (SCRIPT, 0, (NO, None, None)),
+        (SCRIPT, 2, (PROTOCOL_ERROR, "unexpected reply 2", None)),
+        (SCRIPT, b"1", (PROTOCOL_ERROR, "unexpected reply b'1'", None)),
+        (SCRIPT_ACQUIRE, 1, (OK, None, None)), (SCRIPT_ACQUIRE, 0, (NO, None, None)),
+        (FENCED, 0, (OK, None, 0)), (FENCED, 41, (OK, None, 41)), (FENCED, -1, (NO, None, None)),
+        (FENCED, -2, (PROTOCOL_ERROR, "unexpected reply -2", None)),
+        (FENCED, None, (PROTOCOL_ERROR, "unexpected reply None", None)),
+    ],
+    ids=["set-ok", "set-nil", "set-int", "set-other-status", "script-1", "script-0", "script-2", "script-bulk",
+         "lock-all-1", "lock-all-0", "fenced-0", "fenced-41", "fenced-taken", "fenced-minus-2", "fenced-nil"],
+)
+def test_classify(proto, kind, reply, expected):
+    assert tuple(proto.replies.classify(kind, reply)) == expected
+
+
+def test_classify_cuts_a_long_reply_short(proto):
+    code, detail, _ = proto.replies.classify(SET, b"x" * 1000)
+    assert code == PROTOCOL_ERROR and len(detail) <= len("unexpected reply ") + 80
+
+
+@pytest.mark.parametrize(
+    "reply, rows, expected",
+    [(b"1101", 4, [OK, OK, NO, OK]), (b"0", 1, [NO]), (b"11", 3, None), (b"1x", 2, None), (11, 2, None),
+     (None, 1, None), (b"", 0, [])],
+    ids=["mixed", "one", "too-short", "not-bits", "int", "nil", "empty"],
+)
+def test_bits(proto, reply, rows, expected):
+    assert proto.replies.bits(reply, rows) == expected
+
+
+def test_a_batch_release_reply_settles_every_key(proto):
+    drive = Drive(proto, n=3)
+    drive.begin(BITS, ttl_ms=0, rows=3)
+    drive.reply(0, b"101", .001)
+    drive.reply(1, b"111", .001)
+    drive.reply(2, b"1", .001)  # the wrong length: out of step
+    rounds = drive.finish(.001)
+    assert [list(r.outcomes) for r in rounds] == [[OK, OK, PROTOCOL_ERROR], [NO, OK, PROTOCOL_ERROR], [OK, OK, PROTOCOL_ERROR]]
+    assert drive.closed[2] == 1
+
+
+@pytest.mark.parametrize(
+    "args, wire",
+    [((b"SET", b"k", b"v"), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"),
+     ((b"GET", b"a\r\nb"), b"*2\r\n$3\r\nGET\r\n$4\r\na\r\nb\r\n"),
+     ((b"PING",), b"*1\r\n$4\r\nPING\r\n"), ((b"SET", b""), b"*2\r\n$3\r\nSET\r\n$0\r\n\r\n")],
+    ids=["set", "crlf-in-argument", "one-word", "empty-argument"],
+)
+def test_encode_command(proto, args, wire):
+    assert proto.resp.encode_command(*args) == wire
