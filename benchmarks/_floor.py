@@ -7,7 +7,7 @@ builds the binary if needed and prints its JSON line. ``compare.py`` runs it as 
 ctypes. The binary is compiled with the system compiler (``$CC``, else ``cc``) and ``-O2`` into
 ``~/.cache/fastredlock/floor`` (``$XDG_CACHE_HOME`` honoured), named by a hash of the source and
 the compiler, so checkouts with different ``floor.c`` never share a stale binary. The release
-scripts it loads are the project's own (``fastredlock._scripts``), written next to it.
+scripts it loads are the project's own (``fastredlock.protocol.scripts``), written next to it.
 Only loopback masters are accepted, here and again in the C code.
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ def build_floor(shared: bool = False) -> str:
 
 def scripts() -> Tuple[bytes, bytes]:
     """The project's RELEASE and RELEASE_MANY scripts (what fastredlock's cores send)."""
-    from fastredlock._scripts import RELEASE, RELEASE_MANY
+    from fastredlock.protocol.scripts import RELEASE, RELEASE_MANY
 
     return RELEASE, RELEASE_MANY
 

@@ -34,7 +34,7 @@ from time import monotonic
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _fork
-from . import _outcomes as oc
+from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
 from .errors import MasterOutcome

@@ -824,22 +824,19 @@ cdef class Core:
                 continue
             self._poll(timeout_ms)
         rounds = s.finish(frl_now())
-        self._after()
+        self._tidy()
         return rounds
 
-    cdef int _after(self) except -1:
-        """Tidy the links that owe replies: read what already arrived, expire what is overdue."""
-        cdef Link link
+    cdef int _tidy(self) except -1:
+        """Read what already arrived on the links whose owed replies are overdue, then let the
+        session expire what is still missing; carry out what the links then ask for."""
         cdef Py_ssize_t i
         cdef double now = frl_now()
+        for i in self._s.overdue_links(now):
+            self._readable(i)  # non-blocking: whatever already arrived is not late
+        self._s.tidy_all(now)
         for i in range(self.n):
             self._sync(i)
-            link = <Link>self._links[i]
-            if link.owed:
-                if self._fds[i] >= 0 and link.overdue(now):
-                    self._readable(i)  # non-blocking: whatever already arrived is not late
-                self._s.tidy(i, now)
-                self._sync(i)
         return 0
 
     cdef int _poll(self, int timeout_ms) except -1:
@@ -1022,39 +1019,24 @@ cdef class Core:
         ``until``: a callable; return as soon as it returns true (checked before each wait).
         """
         cdef Session s = self._s
-        cdef Link link
-        cdef Py_ssize_t i
-        cdef double end = -1.0, now, first, due, wait_ms
+        cdef double end = -1.0, now, due, wait_ms
         if timeout is not None:
             end = frl_now() + <double>timeout
         try:
-            while True:
-                if until is not None and until():
-                    return
-                first = s.first_owed_deadline()
-                if first < 0.0:
+            while until is None or not until():
+                due = s.settle_wait(end)
+                if due < 0.0:
                     return
                 now = frl_now()
-                due = first if end < 0.0 or first < end else end
-                for i in range(self.n):
-                    link = <Link>self._links[i]
-                    link.polled = bool(link.owed) and self._fds[i] >= 0
-                if due <= now:
-                    for i in range(self.n):
-                        link = <Link>self._links[i]
-                        if link.owed:
-                            if self._fds[i] >= 0 and link.overdue(now):
-                                self._readable(i)
-                            s.tidy(i, now)
-                            self._sync(i)
-                    if end >= 0.0 and end <= now:
-                        return
+                if due > now:
+                    wait_ms = ceil((due - now) * 1000.0)
+                    self._poll(2147483647 if wait_ms > 2147483647.0 else <int>wait_ms)
                     continue
-                wait_ms = ceil((due - now) * 1000.0)
-                self._poll(2147483647 if wait_ms > 2147483647.0 else <int>wait_ms)
+                self._tidy()
+                if 0.0 <= end <= now:
+                    return
         finally:
-            for i in range(self.n):
-                (<Link>self._links[i]).polled = False
+            s.settle_done()
 
     def close(self):
         """Close every connection; the core reconnects lazily if used again."""

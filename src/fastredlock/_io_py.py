@@ -240,19 +240,19 @@ class Core:
                 continue
             self._poll(poller, wait_ms)
         rounds = session.finish(monotonic())
-        self._after(rounds)
+        self._tidy()
         return rounds
 
-    def _after(self, rounds: object) -> None:
-        """Tidy the links that owe replies: read what already arrived, expire what is overdue."""
+    def _tidy(self) -> None:
+        """Read what already arrived on the links whose owed replies are overdue, then let the
+        session expire what is still missing; carry out what the links then ask for."""
+        session = self._session
         now = monotonic()
+        for i in session.overdue_links(now):
+            self._readable(self._links[i])  # non-blocking: whatever already arrived is not late
+        session.tidy_all(now)
         for link in self._links:
             self._sync(link)
-            if link.owed:
-                if link.overdue(now) and self._socks[link.index] is not None:
-                    self._readable(link)  # non-blocking: whatever already arrived is not late
-                self._session.tidy(link.index, now)
-                self._sync(link)
 
     def _poll(self, poller, wait_ms: float) -> None:
         """Wait until a polled link can be written or read (or ``wait_ms`` passed) and serve it."""
@@ -370,30 +370,21 @@ class Core:
         """
         session = self._session
         poller = _new_poller()
-        end = None if timeout is None else monotonic() + timeout
-        while True:
-            if until is not None and until():
-                break
-            first = session.first_owed_deadline()
-            if first < 0.0:
-                break
-            now = monotonic()
-            due = first if end is None else min(first, end)
-            for link in self._links:
-                link.polled = bool(link.owed) and self._socks[link.index] is not None
-            if due <= now:
-                for link in self._links:
-                    if link.owed:
-                        if link.overdue(now) and self._socks[link.index] is not None:
-                            self._readable(link)
-                        session.tidy(link.index, now)
-                        self._sync(link)
-                if end is not None and end <= now:
-                    break
-                continue
-            self._poll(poller, (due - now) * 1000.0 + 0.5)
-        for link in self._links:
-            link.polled = False
+        end = -1.0 if timeout is None else monotonic() + timeout
+        try:
+            while until is None or not until():
+                due = session.settle_wait(end)
+                if due < 0.0:
+                    return
+                now = monotonic()
+                if due > now:
+                    self._poll(poller, (due - now) * 1000.0 + 0.5)
+                    continue
+                self._tidy()
+                if 0.0 <= end <= now:
+                    return
+        finally:
+            session.settle_done()
 
     def close(self) -> None:
         """Close every connection; the core reconnects lazily if used again."""

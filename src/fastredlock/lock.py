@@ -24,7 +24,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _fork
-from . import _outcomes as oc
+from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of
 from ._executor import may_hold
 from ._tokens import new_token

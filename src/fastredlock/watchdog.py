@@ -16,7 +16,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
-from . import _outcomes as oc
+from .protocol import outcomes as oc
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock

@@ -16,7 +16,7 @@ import pytest
 
 import fastredlock
 from fastredlock import Redlock
-from fastredlock._scripts import RELEASE_SHA
+from fastredlock.protocol.scripts import RELEASE_SHA
 from fastredlock.client import MAX_NAME_BYTES, MAX_TTL
 from fastredlock.testing import FakeMaster
 

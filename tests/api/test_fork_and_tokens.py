@@ -6,7 +6,7 @@ import os
 import pytest
 
 from fastredlock import _tokens
-from fastredlock._scripts import EXTEND, EXTEND_SHA, RELEASE, RELEASE_SHA
+from fastredlock.protocol.scripts import EXTEND, EXTEND_SHA, RELEASE, RELEASE_SHA
 
 
 def test_tokens_are_unique_and_long():

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fastredlock import LockError, Redlock
-from fastredlock import _outcomes as oc
+from fastredlock.protocol import outcomes as oc
 from fastredlock.testing import FakeMaster, HalfThenClose
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers

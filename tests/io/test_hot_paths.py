@@ -17,7 +17,7 @@ import time
 import pytest
 
 from fastredlock import LockNotAcquiredError
-from fastredlock import _outcomes as oc
+from fastredlock.protocol import outcomes as oc
 from fastredlock import MasterStats
 from fastredlock.testing import FaultProxy, LocalMaster, paused
 

@@ -49,7 +49,6 @@ cdef class Session:
     cdef public Py_ssize_t undecided
     cdef public object modes
 
-    cdef _reset_round(self, int kind, Py_ssize_t k, Py_ssize_t rows, bint wait)
     @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
@@ -104,5 +103,13 @@ cdef class Session:
     cpdef Py_ssize_t pending(self) except -1
     @cython.locals(link=Link, first=double, d=double)
     cpdef double first_owed_deadline(self)
+    @cython.locals(link=Link, first=double)
+    cpdef double settle_wait(self, double end)
+    @cython.locals(link=Link)
+    cpdef settle_done(self)
+    @cython.locals(link=Link, due=list)
+    cpdef list overdue_links(self, double now)
+    @cython.locals(link=Link)
+    cpdef tidy_all(self, double now)
     @cython.locals(link=Link)
     cpdef list master_states(self)

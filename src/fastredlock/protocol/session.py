@@ -57,32 +57,17 @@ class Session:
         #: Whether acquisitions return as soon as every key is decided.
         self.early = bool(early)
         self.in_round = False
-        self._reset_round(KIND_SCRIPT, 0, 0, False)
-
-    # --- the round -------------------------------------------------------------------------
-    def _reset_round(self, kind, k, rows, wait):
-        self.kind = kind
-        self.k = k
-        self.rows = rows
-        self.wait = wait
-        self.acquisition = is_acquisition(kind)
-        self.early_now = wait and self.early and self.acquisition
-        self.decided = not wait
-        self.decided_at = 0.0
-        self.started = 0.0
-        self.io_deadline = 0.0
-        self.payload = b""
-        self.fallbacks = None
-        self.make_fallbacks = None
-        self.ttls_ms = None
-        self.outcomes = []
-        self.details = None
-        self.values = None
+        # the round in progress (see begin); between rounds, an empty one
+        self.kind, self.k, self.rows, self.wait, self.acquisition = KIND_SCRIPT, 0, 0, False, False
+        self.early_now = self.decided = False
+        self.decided_at = self.started = self.io_deadline = 0.0
+        self.payload, self.fallbacks, self.make_fallbacks, self.ttls_ms = b"", None, None, ()
+        self.outcomes, self.details, self.values, self.modes = [], None, None, None
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
         self.undecided = 0
-        self.modes = None
 
+    # --- the round -------------------------------------------------------------------------
     def begin(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, now):
         """Start a round of ``k`` commands (``payload``, encoded back to back) for ``rows`` keys.
 
@@ -503,6 +488,38 @@ class Session:
             if d >= 0.0 and (first < 0.0 or d < first):
                 first = d
         return first
+
+    def settle_wait(self, end):
+        """Settling (reading what earlier rounds are owed): poll the links that owe replies; return
+        when to stop waiting (the earliest owed deadline, or ``end`` if sooner and not -1.0), or
+        -1.0 when nobody waits for a reply any more."""
+        first = self.first_owed_deadline()
+        if first < 0.0:
+            self.settle_done()
+            return -1.0
+        for link in self.links:
+            link.polled = link.open and bool(link.owed)
+        return first if end < 0.0 or first < end else end
+
+    def settle_done(self):
+        """Settling is over: no link is polled."""
+        for link in self.links:
+            link.polled = False
+
+    def overdue_links(self, now):
+        """The links whose owed replies are overdue at ``now``: the twin reads what already arrived
+        on them (a reply in their socket is not late), then calls :meth:`tidy_all`."""
+        due = []
+        for link in self.links:
+            if link.open and link.owed and link.overdue(now):
+                due.append(link.index)
+        return due
+
+    def tidy_all(self, now):
+        """:meth:`tidy` every link that owes replies."""
+        for link in self.links:
+            if link.owed:
+                self.tidy(link.index, now)
 
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""

@@ -1,0 +1,9 @@
+"""Type stub of the C I/O twin ``fastredlock._io_c``.
+
+It has the interface of the pure-Python twin :mod:`fastredlock._io_py` (the differential tests hold
+both to it), so this stub re-exports that module's public names: editors and mypy see one ``Core``
+whichever twin is active, and the stub cannot drift from the reference.
+"""
+from ._io_py import *  # noqa: F403
+
+def _set_fast_path(enabled: bool) -> None: ...
