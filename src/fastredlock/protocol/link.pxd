@@ -38,8 +38,6 @@ cdef class Link:
     cpdef Py_ssize_t next_cmd(self) except -1
     cpdef Py_ssize_t pop_cmd(self) except -1
     cpdef requeue(self, Py_ssize_t j)
-    @cython.locals(cmds=list)
-    cpdef list take_cmds(self)
     cpdef request_open(self, bytes first)
     cpdef request_close(self)
     @cython.locals(entry=Owed, count=Py_ssize_t)
@@ -54,4 +52,5 @@ cdef class Link:
     cpdef bint stale(self, double now)
     @cython.locals(entry=Owed)
     cpdef drop_owed(self, int code, object detail)
+    @cython.locals(entry=Owed)
     cpdef owe(self, int kind, double deadline, object sink, bint expired)

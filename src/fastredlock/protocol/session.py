@@ -230,9 +230,9 @@ class Session:
                 tuple(values[j * n:(j + 1) * n]) if values is not None else None,
             ))
         for link in self.links:
-            if link.waiting():
-                for j in link.take_cmds():
-                    link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+            while link.waiting():
+                j = link.pop_cmd()
+                link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
             link.polled = False
         self.in_round = False
         return rounds
@@ -362,7 +362,8 @@ class Session:
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.index
         j = link.pop_cmd()
-        if self.acquisition and ((code == OK and link.clock.up_since >= 0.0) or (code == NO and link.retried)):
+        if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
+                                 or (code == NO and link.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             # A reply of the wrong shape: the connection is out of step with its requests.
@@ -410,7 +411,7 @@ class Session:
         entry = link.owed.pop(0)
         i = link.index
         if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and (
-                (code == OK and link.clock.up_since >= 0.0) or (code == NO and entry.retried)):
+                (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and entry.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             settle_sink(entry.sink, i, code, detail, None)
@@ -429,8 +430,8 @@ class Session:
     def _fail(self, link, code, detail, counter, strike, now):
         """Close this master's connection; every reply it still owes or has not sent gets ``code``."""
         link.request_close()
-        for j in link.take_cmds():
-            self._record_cmd(j, link.index, code, detail)
+        while link.waiting():
+            self._record_cmd(link.pop_cmd(), link.index, code, detail)
         link.drop_owed(code, detail)
         self.health.failed(link.index, counter, what(code, detail), now, strike)
         self._stamp(now)
@@ -443,8 +444,8 @@ class Session:
             return
         link.polled = False
         link.expire(now, True)
-        for j in link.take_cmds():
-            self._record_cmd(j, link.index, TIMEOUT, None)
+        while link.waiting():
+            self._record_cmd(link.pop_cmd(), link.index, TIMEOUT, None)
             link.owe(self.kind, link.deadline, None, True)
         self.health.failed(link.index, C_TIMEOUTS, "timeout", now, True)
         self._stamp(now)
