@@ -81,7 +81,12 @@ if NO_EXTENSIONS:
     ext_modules, cmdclass = [], {}
 else:
     cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG else ["-O2"]
-    ext_modules = [Extension("fastredlock._io_c", ["src/fastredlock/_io_c.pyx"], extra_compile_args=cflags)]
+    here = ["src/fastredlock"]  # _io_c_sys.h, _encode_c.h
+    ext_modules = [
+        Extension("fastredlock._io_c", ["src/fastredlock/_io_c.pyx"], include_dirs=here, extra_compile_args=cflags),
+        Extension("fastredlock._encode_c", ["src/fastredlock/_encode_c.pyx"], include_dirs=here,
+                  extra_compile_args=cflags),
+    ]
     # The protocol is plain Python, compiled in Cython's pure-Python mode (each .py with its .pxd).
     ext_modules += [
         Extension(f"fastredlock.protocol.{name}", [f"src/fastredlock/protocol/{name}.py"], extra_compile_args=cflags)

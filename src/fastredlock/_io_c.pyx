@@ -40,193 +40,28 @@ import os
 
 import hiredis
 
+from ._encode_c import encode_command
+
 from .protocol.session cimport Session
 from .protocol.link cimport Link
+from ._encode_c cimport Commands, _grow
 from .protocol import outcomes as _oc
 from .protocol import replies as _replies
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE
-from .protocol.scripts import (
-    ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
-)
+from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
 
-cdef extern from *:
-    """
-    #include <sys/types.h>
-    #include <sys/socket.h>
-    #include <sys/un.h>
-    #include <netinet/in.h>
-    #include <netinet/tcp.h>
-    #include <netdb.h>
-    #include <poll.h>
-    #include <fcntl.h>
-    #include <unistd.h>
-    #include <errno.h>
-    #include <string.h>
-    #include <stddef.h>
-    #include <time.h>
-
-    #ifndef MSG_NOSIGNAL  /* macOS: SO_NOSIGPIPE is set on the socket instead */
-    #define MSG_NOSIGNAL 0
-    #endif
-
-    /* The monotonic clock of time.monotonic(), in seconds, computed as CPython does. */
-    static double frl_now(void) {
-        struct timespec ts;
-    #if defined(__APPLE__) && defined(CLOCK_UPTIME_RAW)
-        clock_gettime(CLOCK_UPTIME_RAW, &ts);
-    #else
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-    #endif
-        return (double)((long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec) / 1e9;
-    }
-
-    /* Non-blocking, close-on-exec, no SIGPIPE; TCP_NODELAY for TCP. 0, or -1 with *err. */
-    static int frl_prepare(int fd, int tcp, int *err) {
-        int flags, one = 1;
-        if (tcp && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) goto fail;
-    #ifdef SO_NOSIGPIPE
-        if (setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) < 0) goto fail;
-    #endif
-        flags = fcntl(fd, F_GETFD);
-        if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) goto fail;
-        flags = fcntl(fd, F_GETFL);
-        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) goto fail;
-        return 0;
-    fail:
-        *err = errno;
-        return -1;
-    }
-
-    /* Start a non-blocking connect to host:port (first getaddrinfo result) or to the Unix socket
-       path. Returns the fd (*connecting = 1 while the connect is in progress), or -1 with
-       *err = errno, -2 with *err = a getaddrinfo error code, -3 if the Unix path is too long. */
-    static int frl_connect(const char *host, const char *port, const char *path, Py_ssize_t path_len,
-                           int *connecting, int *err) {
-        int fd, rc, e;
-        *connecting = 0;
-        *err = 0;
-        if (path != NULL) {
-            struct sockaddr_un sa;
-            socklen_t salen;
-            if ((size_t)path_len > sizeof(sa.sun_path)) return -3;
-            memset(&sa, 0, sizeof sa);
-            sa.sun_family = AF_UNIX;
-            memcpy(sa.sun_path, path, (size_t)path_len);
-            salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)path_len);
-            fd = socket(AF_UNIX, SOCK_STREAM, 0);
-            if (fd < 0) { *err = errno; return -1; }
-            if (frl_prepare(fd, 0, err) < 0) { close(fd); return -1; }
-            rc = connect(fd, (struct sockaddr *)&sa, salen);
-        } else {
-            struct addrinfo hints, *res = NULL;
-            memset(&hints, 0, sizeof hints);
-            hints.ai_family = AF_UNSPEC;
-            hints.ai_socktype = SOCK_STREAM;
-            hints.ai_protocol = IPPROTO_TCP;
-            rc = getaddrinfo(host, port, &hints, &res);
-            if (rc != 0) {
-    #ifdef EAI_SYSTEM
-                if (rc == EAI_SYSTEM) { *err = errno; return -1; }
-    #endif
-                *err = rc;
-                return -2;
-            }
-            fd = socket(res->ai_family, SOCK_STREAM, 0);
-            if (fd < 0) { *err = errno; freeaddrinfo(res); return -1; }
-            if (frl_prepare(fd, 1, err) < 0) { close(fd); freeaddrinfo(res); return -1; }
-            rc = connect(fd, res->ai_addr, res->ai_addrlen);
-            e = errno;
-            freeaddrinfo(res);
-            errno = e;
-        }
-        if (rc == 0) return fd;
-        e = errno;
-        if (e == EINPROGRESS || e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
-            *connecting = 1;
-            return fd;
-        }
-        close(fd);
-        *err = e;
-        return -1;
-    }
-
-    /* EAGAIN and EWOULDBLOCK are the same value on some systems, different on others. */
-    static int frl_would_block(int e) {
-        return e == EAGAIN || e == EWOULDBLOCK;
-    }
-
-    /* The outcome of a finished non-blocking connect: 0 or an errno. */
-    static int frl_sock_error(int fd) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return errno;
-        return err;
-    }
-
-    /* Decimal digits of v (may be negative) at p; returns the length (at most 20). */
-    static Py_ssize_t frl_fmt_ll(char *p, long long v) {
-        char tmp[24];
-        Py_ssize_t n = 0, len = 0;
-        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-        do { tmp[n++] = (char)('0' + (int)(u % 10)); u /= 10; } while (u);
-        if (v < 0) p[len++] = '-';
-        while (n) p[len++] = tmp[--n];
-        return len;
-    }
-
-    /* Bytes needed to encode nargs bulk strings (plus the array header). */
-    static Py_ssize_t frl_encoded_size(int nargs, const Py_ssize_t *lens) {
-        Py_ssize_t size = 1 + 20 + 2;
-        int i;
-        for (i = 0; i < nargs; i++) size += 1 + 20 + 2 + lens[i] + 2;
-        return size;
-    }
-
-    /* Encode the header of a RESP array of argc bulk strings and the first nargs of them at out
-       (sized by frl_encoded_size); returns the length. nargs == argc encodes a whole command. */
-    static Py_ssize_t frl_encode(char *out, int argc, int nargs, const char *const *argv,
-                                 const Py_ssize_t *lens) {
-        char *p = out;
-        int i;
-        *p++ = '*';
-        p += frl_fmt_ll(p, argc);
-        *p++ = '\\r'; *p++ = '\\n';
-        for (i = 0; i < nargs; i++) {
-            *p++ = '$';
-            p += frl_fmt_ll(p, (long long)lens[i]);
-            *p++ = '\\r'; *p++ = '\\n';
-            memcpy(p, argv[i], (size_t)lens[i]);
-            p += lens[i];
-            *p++ = '\\r'; *p++ = '\\n';
-        }
-        return (Py_ssize_t)(p - out);
-    }
-
-    /* Length of the array header and the first nargs bulk strings, as frl_encode writes them. */
-    static Py_ssize_t frl_head_len(int argc, int nargs, const Py_ssize_t *lens) {
-        char tmp[24];
-        Py_ssize_t size = 1 + frl_fmt_ll(tmp, argc) + 2;
-        int i;
-        for (i = 0; i < nargs; i++) size += 1 + frl_fmt_ll(tmp, (long long)lens[i]) + 2 + lens[i] + 2;
-        return size;
-    }
-    """
+cdef extern from "_io_c_sys.h":
     double frl_now() nogil
     int frl_connect(const char *host, const char *port, const char *path, Py_ssize_t path_len,
                     int *connecting, int *err) nogil
     int frl_sock_error(int fd) nogil
     int frl_would_block(int e) nogil
-    Py_ssize_t frl_fmt_ll(char *p, long long v) nogil
-    Py_ssize_t frl_encoded_size(int nargs, const Py_ssize_t *lens) nogil
-    Py_ssize_t frl_encode(char *out, int argc, int nargs, const char **argv, const Py_ssize_t *lens) nogil
-    Py_ssize_t frl_head_len(int argc, int nargs, const Py_ssize_t *lens) nogil
     int MSG_NOSIGNAL
 
 
@@ -273,18 +108,6 @@ cdef int KIND_BITS = _replies.KIND_BITS
 cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
-cdef bytes _RELEASE = bytes(RELEASE)
-cdef bytes _EXTEND = bytes(EXTEND)
-cdef bytes _FENCED_ACQUIRE = bytes(FENCED_ACQUIRE)
-cdef bytes _FENCE_WRITE = bytes(FENCE_WRITE)
-cdef bytes _ACQUIRE_ALL = bytes(ACQUIRE_ALL)
-cdef bytes _ACQUIRE_ALL_SHA = bytes(ACQUIRE_ALL_SHA)
-cdef bytes _RELEASE_SHA = bytes(RELEASE_SHA)
-cdef bytes _EXTEND_SHA = bytes(EXTEND_SHA)
-cdef bytes _FENCED_ACQUIRE_SHA = bytes(FENCED_ACQUIRE_SHA)
-cdef bytes _FENCE_WRITE_SHA = bytes(FENCE_WRITE_SHA)
-cdef bytes _RELEASE_MANY = bytes(RELEASE_MANY)
-cdef bytes _RELEASE_MANY_SHA = bytes(RELEASE_MANY_SHA)
 cdef bytes _EMPTY = b""
 
 _Reader = hiredis.Reader
@@ -321,44 +144,6 @@ cdef tuple _pairs(object keys, object tokens):
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def encode_command(*args):
-    """Encode one command as a RESP array of bulk strings (binary-safe: names may hold CRLF)."""
-    cdef Py_ssize_t argc = len(args), i, length
-    cdef list parts = [_as_bytes(a) for a in args]
-    cdef const char **argv = <const char **>malloc((argc + 1) * sizeof(char *))
-    cdef Py_ssize_t *lens = <Py_ssize_t *>malloc((argc + 1) * sizeof(Py_ssize_t))
-    cdef char *out = NULL
-    try:
-        if argv == NULL or lens == NULL:
-            raise MemoryError()
-        for i in range(argc):
-            argv[i] = PyBytes_AS_STRING(parts[i])
-            lens[i] = PyBytes_GET_SIZE(parts[i])
-        out = <char *>malloc(frl_encoded_size(<int>argc, lens))
-        if out == NULL:
-            raise MemoryError()
-        length = frl_encode(out, <int>argc, <int>argc, argv, lens)
-        return PyBytes_FromStringAndSize(out, length)
-    finally:
-        free(argv)
-        free(lens)
-        free(out)
-
-
-
-cdef inline void _arg(const char **args, Py_ssize_t *lens, int m, bytes value) noexcept:
-    """Point argument ``m`` of a command at ``value``'s bytes (it must outlive the encoding)."""
-    args[m] = PyBytes_AS_STRING(value)
-    lens[m] = PyBytes_GET_SIZE(value)
-
-
-
-cdef void *_grow(void *ptr, size_t size) except NULL:
-    """``realloc``, raising MemoryError on failure (``ptr`` is then left as it was)."""
-    cdef void *buf = realloc(ptr, size)
-    if buf == NULL:
-        raise MemoryError()
-    return buf
 
 
 
@@ -432,15 +217,7 @@ cdef class Core:
     cdef pollfd *_pfds
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
     cdef list _addr             # per master: (host, port, path) as bytes, or an error message
-    cdef object _fb_maker       # the bound method that encodes the EVAL fallbacks of this round
-    # the encoded commands of the round
-    cdef Py_ssize_t _ncmd, _kcap
-    cdef char *_cmd
-    cdef Py_ssize_t _cmd_cap
-    cdef Py_ssize_t *_cmd_off
-    cdef bytes _script
-    cdef Py_ssize_t _sha_head
-    cdef int _argc
+    cdef Commands _enc          # the encoded commands of the round
     cdef bytearray _rbuf
     cdef char *_rbufp
 
@@ -449,8 +226,6 @@ cdef class Core:
         self._dirty = NULL
         self._pfds = NULL
         self._pidx = NULL
-        self._cmd = NULL
-        self._cmd_off = NULL
         self._grace_obj = 0
 
     def __init__(self, masters, double io_timeout, double connect_timeout, double drift_factor,
@@ -474,8 +249,7 @@ cdef class Core:
             self._dirty[i] = False
         self._readers = [None] * n
         self._addr = [_address(link.spec) for link in self._links]
-        self._fb_maker = self._fallbacks
-        self._reserve(1, 512)
+        self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
 
@@ -489,8 +263,6 @@ cdef class Core:
         free(self._dirty)
         free(self._pfds)
         free(self._pidx)
-        free(self._cmd)
-        free(self._cmd_off)
 
     # --- settings and state -------------------------------------------------------------------
     @property
@@ -527,281 +299,95 @@ cdef class Core:
         """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
         return self._s.pending()
 
-    # --- operations on one key --------------------------------------------------------------
+    # --- operations on one key (the commands are encoded by _encode_c.Commands) ----------------
     def acquire(self, key, token, long long ttl_ms):
         """``SET key token NX PX ttl_ms`` on all masters in one round."""
-        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        cdef const char *argv[6]
-        cdef Py_ssize_t lens[6]
-        cdef char ttl[24]
-        argv[0] = b"SET"; lens[0] = 3
-        argv[1] = PyBytes_AS_STRING(k); lens[1] = PyBytes_GET_SIZE(k)
-        argv[2] = PyBytes_AS_STRING(t); lens[2] = PyBytes_GET_SIZE(t)
-        argv[3] = b"NX"; lens[3] = 2
-        argv[4] = b"PX"; lens[4] = 2
-        argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
-        self._reserve(1, frl_encoded_size(6, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 6, 6, argv, lens)
-        self._script = None
-        return self._run(KIND_SET, 1, 1, (ttl_ms,), True)[0]
-
-    cdef int _script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
-                      const char **args, const Py_ssize_t *arg_lens) except -1:
-        """Encode ``EVALSHA sha numkeys args...`` as the round's only command (EVAL ``script`` is
-        its fallback). At most 5 args."""
-        cdef const char *argv[8]
-        cdef Py_ssize_t lens[8]
-        cdef int argc = 3 + nargs, m
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(sha); lens[1] = PyBytes_GET_SIZE(sha)
-        argv[2] = numkeys; lens[2] = 1
-        for m in range(nargs):
-            argv[3 + m] = args[m]
-            lens[3 + m] = arg_lens[m]
-        self._reserve(1, frl_encoded_size(argc, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, argc, argc, argv, lens)
-        self._set_script(script, argc, lens)
-        return 0
+        self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
+        return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
 
     def release(self, key, token, bint wait=True):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
 
         ``wait=False`` writes the release and returns without waiting for any answer.
         """
-        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        cdef const char *args[2]
-        cdef Py_ssize_t lens[2]
-        _arg(args, lens, 0, k)
-        _arg(args, lens, 1, t)
-        self._script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens)
-        return self._run(KIND_SCRIPT, 1, 1, (0,), wait)[0]
+        self._enc.release(_as_bytes(key), _as_bytes(token))
+        return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
-        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        cdef const char *args[3]
-        cdef Py_ssize_t lens[3]
-        cdef char ttl[24]
-        _arg(args, lens, 0, k)
-        _arg(args, lens, 1, t)
-        args[2] = ttl; lens[2] = frl_fmt_ll(ttl, ttl_ms)
-        self._script1(_EXTEND_SHA, _EXTEND, b"1", 3, args, lens)
-        return self._run(KIND_SCRIPT, 1, 1, (ttl_ms,), True)[0]
+        self._enc.extend(_as_bytes(key), _as_bytes(token), ttl_ms)
+        return self._run(KIND_SCRIPT, 1, (ttl_ms,), True)[0]
 
     def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.
 
         ``values`` holds each granting master's counter.
         """
-        cdef bytes k = _as_bytes(key), f = _as_bytes(fence_key), t = _as_bytes(token)
-        cdef const char *args[4]
-        cdef Py_ssize_t lens[4]
-        cdef char ttl[24]
-        _arg(args, lens, 0, k)
-        _arg(args, lens, 1, f)
-        _arg(args, lens, 2, t)
-        args[3] = ttl; lens[3] = frl_fmt_ll(ttl, ttl_ms)
-        self._script1(_FENCED_ACQUIRE_SHA, _FENCED_ACQUIRE, b"2", 4, args, lens)
-        return self._run(KIND_FENCED, 1, 1, (ttl_ms,), True)[0]
+        self._enc.acquire_fenced(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token), ttl_ms)
+        return self._run(KIND_FENCED, 1, (ttl_ms,), True)[0]
 
     def write_fence(self, key, fence_key, token, fence, retention_ms):
         """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
-        cdef bytes k = _as_bytes(key), f = _as_bytes(fence_key), t = _as_bytes(token)
-        cdef bytes fb = b"%d" % fence, rb = b"%d" % retention_ms
-        cdef const char *args[5]
-        cdef Py_ssize_t lens[5]
-        _arg(args, lens, 0, k)
-        _arg(args, lens, 1, f)
-        _arg(args, lens, 2, t)
-        _arg(args, lens, 3, fb)
-        _arg(args, lens, 4, rb)
-        self._script1(_FENCE_WRITE_SHA, _FENCE_WRITE, b"2", 5, args, lens)
-        return self._run(KIND_SCRIPT, 1, 1, (0,), True)[0]
+        self._enc.write_fence(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token),
+                              b"%d" % fence, b"%d" % retention_ms)
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
 
     # --- operations on many keys, pipelined in one write per master --------------------------
     def acquire_many(self, keys, tokens, long long ttl_ms):
         """``SET keys[i] tokens[i] NX PX ttl_ms`` for every i, in one round (one timing window)."""
         cdef list kbs, tbs
         kbs, tbs = _pairs(keys, tokens)
-        cdef Py_ssize_t kk = len(kbs), j, size = 0, pos = 0
-        cdef const char *argv[6]
-        cdef Py_ssize_t lens[6]
-        cdef char ttl[24]
-        cdef bytes kb, tb
-        if kk == 0:
+        if not kbs:
             return []
-        argv[0] = b"SET"; lens[0] = 3
-        argv[3] = b"NX"; lens[3] = 2
-        argv[4] = b"PX"; lens[4] = 2
-        argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
-        for j in range(kk):
-            lens[1] = PyBytes_GET_SIZE(<bytes>kbs[j])
-            lens[2] = PyBytes_GET_SIZE(<bytes>tbs[j])
-            size += frl_encoded_size(6, lens)
-        self._reserve(kk, size)
-        for j in range(kk):
-            kb = <bytes>kbs[j]
-            tb = <bytes>tbs[j]
-            argv[1] = PyBytes_AS_STRING(kb); lens[1] = PyBytes_GET_SIZE(kb)
-            argv[2] = PyBytes_AS_STRING(tb); lens[2] = PyBytes_GET_SIZE(tb)
-            self._cmd_off[j] = pos
-            pos += frl_encode(self._cmd + pos, 6, 6, argv, lens)
-        self._cmd_off[kk] = pos
-        self._script = None
-        return self._run(KIND_SET, kk, kk, (ttl_ms,) * kk, True)
+        self._enc.acquire_many(kbs, tbs, ttl_ms)
+        return self._run(KIND_SET, len(kbs), (ttl_ms,) * len(kbs), True)
 
     def acquire_all(self, keys, token, long long ttl_ms):
         """Set every key to ``token`` on each master, or none of them there (one script per master)."""
-        cdef list parts = [b"EVALSHA", _ACQUIRE_ALL_SHA, b"%d" % len(keys)]
+        cdef list parts = [b"EVALSHA", ACQUIRE_ALL_SHA, b"%d" % len(keys)]
         parts.extend([_as_bytes(k) for k in keys])
         parts.append(_as_bytes(token))
         parts.append(b"%d" % ttl_ms)
-        self._encode_one(parts, _ACQUIRE_ALL)
-        return self._run(KIND_SCRIPT_ACQUIRE, 1, 1, (ttl_ms,), True)[0]
+        self._enc.parts(parts, ACQUIRE_ALL)
+        return self._run(KIND_SCRIPT_ACQUIRE, 1, (ttl_ms,), True)[0]
 
     def release_many(self, keys, tokens, bint wait=True):
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
 
-        ``wait=False``: write and return at once; every outcome is PENDING.
-        Two keys or more go to each master in one script call (``RELEASE_MANY``), far cheaper for
-        the master than one call per key.
+        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
+        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
         """
         cdef list kbs, tbs
         kbs, tbs = _pairs(keys, tokens)
-        cdef Py_ssize_t kk = len(kbs), j, size = 0, pos = 0
-        cdef const char *argv[5]
-        cdef Py_ssize_t lens[5]
-        cdef bytes kb, tb
-        cdef list parts
-        if kk == 0:
+        if not kbs:
             return []
-        if kk >= 2:
-            parts = [b"EVALSHA", _RELEASE_MANY_SHA, b"%d" % kk]
-            parts.extend(kbs)
-            parts.extend(tbs)
-            self._encode_one(parts, _RELEASE_MANY)
-            return self._run(KIND_BITS, 1, kk, (0,) * kk, wait)
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_RELEASE_SHA); lens[1] = PyBytes_GET_SIZE(_RELEASE_SHA)
-        argv[2] = b"1"; lens[2] = 1
-        kb = <bytes>kbs[0]
-        tb = <bytes>tbs[0]
-        argv[3] = PyBytes_AS_STRING(kb); lens[3] = PyBytes_GET_SIZE(kb)
-        argv[4] = PyBytes_AS_STRING(tb); lens[4] = PyBytes_GET_SIZE(tb)
-        self._reserve(1, frl_encoded_size(5, lens))
-        self._cmd_off[0] = 0
-        self._cmd_off[1] = frl_encode(self._cmd, 5, 5, argv, lens)
-        self._set_script(_RELEASE, 5, lens)
-        return self._run(KIND_SCRIPT, 1, 1, (0,), wait)
+        if len(kbs) >= 2:
+            self._enc.release_many(kbs, tbs)
+            return self._run(KIND_BITS, len(kbs), (0,) * len(kbs), wait)
+        self._enc.release(<bytes>kbs[0], <bytes>tbs[0])
+        return self._run(KIND_SCRIPT, 1, (0,), wait)
 
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
         cdef list triples = [(_as_bytes(k), _as_bytes(t), <long long>ttl)
                              for k, t, ttl in zip(keys, tokens, ttls_ms)]
-        cdef Py_ssize_t kk = len(triples), j, size = 0, pos = 0
-        cdef const char *argv[6]
-        cdef Py_ssize_t lens[6]
-        cdef char ttl_buf[24]
-        cdef bytes kb, tb
-        cdef long long ttl_ms
-        if kk == 0:
+        if not triples:
             return []
-        argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_EXTEND_SHA); lens[1] = PyBytes_GET_SIZE(_EXTEND_SHA)
-        argv[2] = b"1"; lens[2] = 1
-        argv[5] = ttl_buf
-        lens[5] = 20
-        for kb, tb, ttl_ms in triples:
-            lens[3] = PyBytes_GET_SIZE(kb)
-            lens[4] = PyBytes_GET_SIZE(tb)
-            size += frl_encoded_size(6, lens)
-        self._reserve(kk, size)
-        j = 0
-        for kb, tb, ttl_ms in triples:
-            argv[3] = PyBytes_AS_STRING(kb); lens[3] = PyBytes_GET_SIZE(kb)
-            argv[4] = PyBytes_AS_STRING(tb); lens[4] = PyBytes_GET_SIZE(tb)
-            lens[5] = frl_fmt_ll(ttl_buf, ttl_ms)
-            self._cmd_off[j] = pos
-            pos += frl_encode(self._cmd + pos, 6, 6, argv, lens)
-            j += 1
-        self._cmd_off[kk] = pos
-        self._set_script(_EXTEND, 6, lens)
-        return self._run(KIND_SCRIPT, kk, kk, tuple([t[2] for t in triples]), True)
-
-    # --- buffers and encoding -----------------------------------------------------------------
-    cdef int _reserve(self, Py_ssize_t k, Py_ssize_t size) except -1:
-        """Room for k commands of ``size`` encoded bytes in all."""
-        cdef Py_ssize_t cap
-        if size > self._cmd_cap or self._cmd == NULL:
-            cap = size if size > 512 else 512
-            self._cmd = <char *>_grow(self._cmd, cap)
-            self._cmd_cap = cap
-        if k > self._kcap or self._cmd_off == NULL:
-            self._cmd_off = <Py_ssize_t *>_grow(self._cmd_off, (k + 1) * sizeof(Py_ssize_t))
-            self._kcap = k
-        return 0
-
-    cdef int _encode_one(self, list parts, bytes script) except -1:
-        """The round's only command, from a list of bytes (for variable-length commands)."""
-        cdef Py_ssize_t argc = len(parts), i
-        cdef const char **argv = <const char **>malloc((argc + 1) * sizeof(char *))
-        cdef Py_ssize_t *lens = <Py_ssize_t *>malloc((argc + 1) * sizeof(Py_ssize_t))
-        try:
-            if argv == NULL or lens == NULL:
-                raise MemoryError()
-            for i in range(argc):
-                argv[i] = PyBytes_AS_STRING(parts[i])
-                lens[i] = PyBytes_GET_SIZE(parts[i])
-            self._reserve(1, frl_encoded_size(<int>argc, lens))
-            self._cmd_off[0] = 0
-            self._cmd_off[1] = frl_encode(self._cmd, <int>argc, <int>argc, argv, lens)
-            self._set_script(script, <int>argc, lens)
-        finally:
-            free(argv)
-            free(lens)
-        return 0
-
-    cdef void _set_script(self, bytes script, int argc, Py_ssize_t *lens) noexcept:
-        """This round's commands are ``EVALSHA <sha> ...`` of ``script``; EVAL is their fallback."""
-        self._script = script
-        self._argc = argc
-        self._sha_head = frl_head_len(argc, 2, lens)
-
-    def _fallbacks(self):
-        """``EVAL <script> ...`` for every command of the round, derived from the EVALSHA bytes
-        (asked for by the session on the first NOSCRIPT, or for a master nobody waits for)."""
-        cdef const char *argv[2]
-        cdef Py_ssize_t lens[2]
-        cdef Py_ssize_t head, tail, j, pos
-        cdef char *buf
-        cdef list out = []
-        argv[0] = b"EVAL"; lens[0] = 4
-        argv[1] = PyBytes_AS_STRING(self._script); lens[1] = PyBytes_GET_SIZE(self._script)
-        head = frl_encoded_size(2, lens)
-        for j in range(self._ncmd):
-            tail = self._cmd_off[j + 1] - self._cmd_off[j] - self._sha_head
-            buf = <char *>_grow(NULL, head + tail)
-            try:
-                pos = frl_encode(buf, self._argc, 2, argv, lens)
-                memcpy(buf + pos, self._cmd + self._cmd_off[j] + self._sha_head, tail)
-                out.append(PyBytes_FromStringAndSize(buf, pos + tail))
-            finally:
-                free(buf)
-        return out
+        ttls = [t[2] for t in triples]
+        self._enc.extend_many([t[0] for t in triples], [t[1] for t in triples], ttls)
+        return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True)
 
     # --- the round ----------------------------------------------------------------------------
-    cdef list _run(self, int kind, Py_ssize_t k, Py_ssize_t rows, tuple ttls_ms, bint wait):
-        """Run the ``k`` encoded commands on every master: until the session says the round is
-        over, poll and hand it what happens; return its Rounds, one per key."""
+    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait):
+        """Run the encoded commands on every master: until the session says the round is over,
+        poll and hand it what happens; return its Rounds, one per key (``rows``)."""
         cdef Session s = self._s
         cdef Py_ssize_t n = self.n, i
         cdef double now, first, swept = -1.0, wait_ms
         cdef int timeout_ms
-        self._ncmd = k
-        s.begin(kind, k, rows, PyBytes_FromStringAndSize(self._cmd, self._cmd_off[k]),
-                self._script is not None, self._fb_maker, ttls_ms, wait, frl_now())
+        cdef Commands enc = self._enc
+        s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
+                ttls_ms, wait, frl_now())
         for i in range(n):
             self._sync(i)
         while True:
