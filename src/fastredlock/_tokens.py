@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Tokens that identify one acquisition across all clients.
 
 A token is a per-process random prefix of 128 bits from the OS CSPRNG plus a counter. The prefix is

@@ -3,6 +3,7 @@
 # into the executor's compiled hot path.
 cimport cython
 from ._executor cimport Executor
+from ._tokens cimport new_token
 
 cdef class Lock:
     cdef public object _client
