@@ -255,6 +255,10 @@ class Executor:
         """The carrier of an acquisition ``rnd`` made in a ``with executor.core(...)`` block."""
         return _carrier(core, rnd)
 
+    def carriers(self, core: Any, rounds: Sequence[Any]) -> List[Any]:
+        """:meth:`carrier` of each of a batch's ``rounds``."""
+        return [_carrier(core, rnd) for rnd in rounds]
+
     def outcomes(self, rnd: Any) -> List[MasterOutcome]:
         """The per-master outcomes of ``rnd``, its stragglers' answers filled in first."""
         if _PENDING in rnd.outcomes:

@@ -240,8 +240,7 @@ class Redlock:
             if failed:
                 # Written behind the SETs on each connection; no need to wait for the answers.
                 core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
-        carriers = [executor.carrier(core, rnd) for rnd in rounds]
-        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, carriers)
+        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, executor.carriers(core, rounds))
 
     def release_many(self, locks: Sequence[Lock]) -> List[bool]:
         """Release several held locks in one round; return, per lock, whether a quorum still held it.
@@ -252,18 +251,7 @@ class Redlock:
         many locks it carries; see :meth:`acquire_many`) may still delete the key when it gets
         to it, or the key stays until its TTL.
         """
-        held: List[Lock] = []
-        keys: List[bytes] = []
-        tokens: List[bytes] = []
-        carriers = []
-        for lock in locks:
-            if not isinstance(lock, Lock):
-                raise TypeError(f"locks must hold Lock objects, not {type(lock).__name__}")
-            key, token, carrier = lock.release_args()  # raises if the handle does not hold it
-            held.append(lock)
-            keys.append(key)
-            tokens.append(token)
-            carriers.append(carrier)
+        held, keys, tokens, carriers = Lock.release_args_of(locks)  # raises if a handle holds nothing
         if not held:
             return []
         executor = self.executor
@@ -275,8 +263,7 @@ class Redlock:
             with executor.core(carrying=carriers) as core:
                 rounds = core.release_many(keys, tokens)
         finally:
-            for j, lock in enumerate(held):
-                lock.released(rounds[j] if rounds is not None else None)
+            Lock.released_all(held, rounds)
         return [bool(rnd.ok) for rnd in rounds]
 
     def lock_all(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> Optional[List[Lock]]:

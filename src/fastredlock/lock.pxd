@@ -29,3 +29,12 @@ cdef class Lock:
     @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint)
     cpdef bint acquire(self, bint blocking=*, object timeout=*) except -1
     cpdef _reset(self)
+    cpdef bytes _require_token(self)
+
+@cython.locals(lock=Lock, result=list, j=Py_ssize_t, valid_until=double, have_validity=bint)
+cpdef list _held_locks(object cls, object client, list names, list keys, double ttl, object ttl_ms, list tokens,
+                       list rounds, list carriers)
+@cython.locals(lock=Lock, handles=list, keys=list, tokens=list, carriers=list)
+cpdef tuple _release_args_of(object locks)
+@cython.locals(lock=Lock, j=Py_ssize_t)
+cpdef _released_all(list handles, object rounds)

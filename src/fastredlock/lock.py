@@ -12,8 +12,8 @@ or renewal failed, or its validity ran out while held. Then :attr:`Lock.lost` is
 :class:`LockLostError`, and a ``with`` block raises :class:`LockLostError` at its exit.
 
 The client and its watchdog change a handle's state only through the methods of the section
-"for the client and its watchdog" (:meth:`Lock.held`, :meth:`Lock.release_args`,
-:meth:`Lock.released`, :meth:`Lock.watch_info`, :meth:`Lock.renewed`, :meth:`Lock.lose`).
+"for the client and its watchdog" (:meth:`Lock.held`, :meth:`Lock.release_args_of`,
+:meth:`Lock.released_all`, :meth:`Lock.watch_info`, :meth:`Lock.renewed`, :meth:`Lock.lose`).
 """
 from __future__ import annotations
 
@@ -378,52 +378,20 @@ class Lock:
         built here directly in the held state (the plain options of :meth:`Redlock.lock`), without
         the per-handle checks of ``__init__``: a batch of 64 spends far less time in Python.
         """
-        new = cls.__new__
-        executor = client.executor
-        generation = _fork.generation
-        now = monotonic()
-        result: List[Optional[Lock]] = []
-        append = result.append
-        valid_until = None
-        for name, key, token, rnd, carrier in zip(names, keys, tokens, rounds, carriers):
-            if not rnd.ok:
-                append(None)
-                continue
-            if valid_until is None:  # one timing window and one TTL: the same for every key
-                valid_until = rnd.valid_until
-            lock = new(cls)
-            lock._client = client
-            lock._executor = executor
-            lock.name = name
-            lock.key = key
-            lock._ttl_ms = ttl_ms
-            lock.ttl = ttl
-            lock.auto_extend = False
-            lock.max_hold = None
-            lock.on_lost = None
-            lock.fencing = False
-            lock.token = token
-            lock.fence = None
-            lock._valid_until = valid_until
-            lock._last = rnd
-            lock._lost = False
-            lock._acquired_at = now
-            lock._generation = generation
-            lock._carrier = carrier
-            append(lock)
-        return result
+        return _held_locks(cls, client, list(names), list(keys), ttl, ttl_ms, list(tokens), list(rounds),
+                           list(carriers))
 
-    def release_args(self) -> Tuple[bytes, bytes, Any]:
-        """``(key, token, carrier)`` of the acquisition a batch release is about to undo; raises
-        :class:`LockError` if the handle does not hold it (or its parent process does)."""
-        token = self._require_token()
-        return self.key, token, self._carrier
+    @staticmethod
+    def release_args_of(locks: Sequence["Lock"]) -> Tuple[List["Lock"], List[bytes], List[bytes], List[Any]]:
+        """``(handles, keys, tokens, carriers)`` of the acquisitions a batch release is about to
+        undo; raises :class:`TypeError` for an object that is not a Lock, and :class:`LockError`
+        for a handle that does not hold its lock (or whose parent process does)."""
+        return _release_args_of(locks)
 
-    def released(self, rnd: Any) -> None:
-        """A batch release ended: the handle holds nothing; ``rnd``: its round (None if it failed)."""
-        self._reset()
-        if rnd is not None:
-            self._last = rnd
+    @staticmethod
+    def released_all(handles: Sequence["Lock"], rounds: Optional[Sequence[Any]]) -> None:
+        """A batch release ended: the handles hold nothing; ``rounds``: theirs (None if it failed)."""
+        _released_all(list(handles), None if rounds is None else list(rounds))
 
     def watch_info(self) -> Tuple[Optional[bytes], float, float, int, Any]:
         """``(token, valid_until, acquired_at, ttl_ms, carrier)``: what the watchdog decides on
@@ -495,3 +463,66 @@ class Lock:
             state = f"held, validity={self.validity:.3f}s"
         fence = f" fence={self.fence}" if self.fence is not None else ""
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
+
+
+def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers):
+    """:meth:`Lock.held`, one loop (compiled: the handles' fields are set as C struct fields)."""
+    executor = client.executor
+    generation = _fork.generation
+    now = monotonic()
+    result = []
+    valid_until = 0.0
+    have_validity = False
+    for j in range(len(keys)):
+        rnd = rounds[j]
+        if not rnd.ok:
+            result.append(None)
+            continue
+        if not have_validity:  # one timing window and one TTL: the same for every key
+            valid_until = rnd.valid_until
+            have_validity = True
+        lock = cls.__new__(cls)
+        lock._client = client
+        lock._executor = executor
+        lock.name = names[j]
+        lock.key = keys[j]
+        lock._ttl_ms = ttl_ms
+        lock.ttl = ttl
+        lock.auto_extend = False
+        lock.max_hold = None
+        lock.on_lost = None
+        lock.fencing = False
+        lock.token = tokens[j]
+        lock.fence = None
+        lock._valid_until = valid_until
+        lock._last = rnd
+        lock._lost = False
+        lock._acquired_at = now
+        lock._generation = generation
+        lock._carrier = carriers[j]
+        result.append(lock)
+    return result
+
+
+def _release_args_of(locks):
+    """:meth:`Lock.release_args_of`, one loop."""
+    handles, keys, tokens, carriers = [], [], [], []
+    for obj in locks:
+        if not isinstance(obj, Lock):
+            raise TypeError(f"locks must hold Lock objects, not {type(obj).__name__}")
+        lock = obj
+        token = lock._require_token()
+        handles.append(lock)
+        keys.append(lock.key)
+        tokens.append(token)
+        carriers.append(lock._carrier)
+    return handles, keys, tokens, carriers
+
+
+def _released_all(handles, rounds):
+    """:meth:`Lock.released_all`, one loop."""
+    for j in range(len(handles)):
+        lock = handles[j]
+        lock._reset()
+        if rounds is not None:
+            lock._last = rounds[j]
