@@ -3,11 +3,10 @@
 # the pool) then runs as C from one call of Lock.
 cimport cython
 from ._combine cimport Combiner
+from .protocol.plans cimport may_hold, release_decided
 
 cdef int _PENDING, _TIMEOUT, _NO, _SKIPPED
 
-@cython.locals(code=object)
-cpdef bint may_hold(object rnd) except -1
 @cython.locals(outcomes=tuple)
 cpdef object _carrier(object core, object rnd)
 @cython.locals(outcomes=tuple)

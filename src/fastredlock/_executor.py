@@ -38,22 +38,15 @@ from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
 from .errors import MasterOutcome
+from .protocol.plans import may_hold, release_decided
 
-__all__ = ["Executor", "may_hold"]
+__all__ = ["Executor"]
 
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
 _NO = oc.NO
 _SKIPPED = oc.SKIPPED
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
-
-
-def may_hold(rnd: Any) -> bool:
-    """Whether a failed acquisition may have left its key somewhere (anything but a clear no or a skip)."""
-    for code in rnd.outcomes:
-        if code != _NO and code != _SKIPPED:
-            return True
-    return False
 
 
 def _carrier(core: Any, rnd: Any) -> Any:
@@ -212,7 +205,7 @@ class Executor:
                 core.restart_grace_ms = self._grace_ms
             try:
                 rnd = core.acquire(key, token, ttl_ms)
-                if not rnd.ok and may_hold(rnd):
+                if not rnd.ok and may_hold(rnd.outcomes):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
@@ -448,7 +441,7 @@ class Executor:
             acq_rounds: List[Any] = []
             if acquiring is not None:
                 acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)
-                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and may_hold(rnd)]
+                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and may_hold(rnd.outcomes)]
                 if failed:  # written behind their SETs, not awaited (see acquire_one)
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
                 if rels:
@@ -474,15 +467,9 @@ class Executor:
             core.settle()
             return
         quorum, n = self.quorum, self.n
-        limit = n - quorum + 1
 
         def decided() -> bool:
-            for rnd in rounds:
-                if rnd.successes < quorum:
-                    outcomes = rnd.outcomes
-                    if n - outcomes.count(_PENDING) - rnd.successes < limit:
-                        return False
-            return True
+            return release_decided(rounds, quorum, n)
 
         if not decided():
             core.settle(until=decided)

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence
 
 from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
 from ._cores import core_class
-from ._executor import Executor, may_hold
+from ._executor import Executor
+from .protocol.plans import may_hold
 from ._masters import MasterSpec, parse_masters
 from ._tokens import new_token, new_tokens
 from .lock import Lock
@@ -236,7 +237,7 @@ class Redlock:
         executor = self.executor
         with executor.core(acquiring=(keys, tokens)) as core:
             rounds = core.acquire_many(keys, tokens, ttl_ms)
-            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd)]
+            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd.outcomes)]
             if failed:
                 # Written behind the SETs on each connection; no need to wait for the answers.
                 core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
@@ -278,7 +279,7 @@ class Redlock:
         executor = self.executor
         with executor.core(acquiring=(keys, tokens)) as core:
             rnd = core.acquire_all(keys, tokens[0], ttl_ms)
-            if not rnd.ok and may_hold(rnd):
+            if not rnd.ok and may_hold(rnd.outcomes):
                 core.release_many(keys, tokens, False)
         if not rnd.ok:
             return None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 from . import _fork
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of
-from ._executor import may_hold
+from .protocol.plans import fence_of, fenced_held, may_hold
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 
@@ -234,18 +234,18 @@ class Lock:
             first = core.acquire_fenced(key, fkey, token, self._ttl_ms)
             self._last = first
             if first.ok:
-                fence = max(v for v in first.values if v is not None) + 1
+                fence = fence_of(first.values)
                 retention_ms = int(self._client.fence_retention * 1000)
                 second = core.write_fence(key, fkey, token, fence, retention_ms)
                 # validity still runs from before the first round: the second round only uses it up
                 valid_until = first.valid_until
-                if second.ok and monotonic() < valid_until:
+                if fenced_held(second.ok, valid_until, monotonic()):
                     self.fence = fence
                     self._valid_until = valid_until
                     self._carrier = executor.carrier(core, first)
                     return True
                 self._last = second
-            if may_hold(first):
+            if may_hold(first.outcomes):
                 core.release(key, token, False)
         return False
 

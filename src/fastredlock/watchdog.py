@@ -16,7 +16,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
-from .protocol import outcomes as oc
+from .protocol.plans import LOST, RENEWED, RETRY, renewal_verdict  # noqa: F401 (LOST, RETRY: the verdicts)
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock
@@ -28,25 +28,6 @@ log = logging.getLogger("fastredlock")
 RENEW_FRACTION = 1.0 / 3.0
 #: How long the thread waits with nothing to watch before it exits.
 IDLE_EXIT = 5.0
-#: Outcomes after which a failed renewal is worth retrying (the master may still hold the key).
-_TRANSIENT = frozenset({oc.TIMEOUT, oc.CONN_ERROR, oc.ERROR_REPLY, oc.PROTOCOL_ERROR, oc.PENDING, oc.SKIPPED})
-
-#: The verdicts of :func:`renewal_verdict`.
-RENEWED, RETRY, LOST = "renewed", "retry", "lost"
-
-
-def renewal_verdict(rnd: Any, quorum: int, valid_until: float, now: float) -> str:
-    """What a renewal round means for its lock: :data:`RENEWED`; :data:`RETRY` (some masters did
-    not answer, so a quorum may still hold the key, and the validity has not run out: try again
-    soon); else :data:`LOST`."""
-    if rnd.ok:
-        return RENEWED
-    maybe = rnd.successes + sum(1 for c in rnd.outcomes if c in _TRANSIENT)
-    if maybe >= quorum and now < valid_until:
-        return RETRY
-    return LOST
-
-
 class Watchdog:
     """Renews and watches the locks of one client; see the module docstring.
 
@@ -158,9 +139,9 @@ class Watchdog:
                     continue  # released (and maybe acquired again) while the round was in flight
                 now = monotonic()
                 verdict = renewal_verdict(rnd, client.quorum, valid_until, now)
-                if verdict is RENEWED:
+                if verdict == RENEWED:
                     entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
-                elif verdict is RETRY:
+                elif verdict == RETRY:
                     entry[1] = min(now + client.retry_delay, valid_until)
                 else:
                     lost.append(lock)
