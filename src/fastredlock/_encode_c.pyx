@@ -38,30 +38,6 @@ cdef inline void _arg(const char **args, Py_ssize_t *lens, int m, bytes value) n
     lens[m] = PyBytes_GET_SIZE(value)
 
 
-def encode_command(*args):
-    """Encode one command as a RESP array of bulk strings (binary-safe: names may hold CRLF)."""
-    cdef Py_ssize_t argc = len(args), i, length
-    cdef list parts = [a if type(a) is bytes else bytes(memoryview(a)) for a in args]
-    cdef const char **argv = <const char **>malloc((argc + 1) * sizeof(char *))
-    cdef Py_ssize_t *lens = <Py_ssize_t *>malloc((argc + 1) * sizeof(Py_ssize_t))
-    cdef char *out = NULL
-    try:
-        if argv == NULL or lens == NULL:
-            raise MemoryError()
-        for i in range(argc):
-            argv[i] = PyBytes_AS_STRING(parts[i])
-            lens[i] = PyBytes_GET_SIZE(parts[i])
-        out = <char *>malloc(frl_encoded_size(<int>argc, lens))
-        if out == NULL:
-            raise MemoryError()
-        length = frl_encode(out, <int>argc, <int>argc, argv, lens)
-        return PyBytes_FromStringAndSize(out, length)
-    finally:
-        free(argv)
-        free(lens)
-        free(out)
-
-
 @cython.final
 cdef class Commands:
     """The encoded commands of the round in progress (one per core, reused round after round)."""

@@ -5,11 +5,11 @@ cimport cython
 from ._combine cimport Combiner
 from .protocol.plans cimport may_hold, release_decided
 
-cdef int _PENDING, _TIMEOUT, _NO, _SKIPPED
+cdef int _PENDING, _TIMEOUT
 
 @cython.locals(outcomes=tuple)
+cdef bint _outstanding(object rnd) except -1
 cpdef object _carrier(object core, object rnd)
-@cython.locals(outcomes=tuple)
 cpdef object _carrying_core(object carrier)
 
 @cython.final

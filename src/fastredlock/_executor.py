@@ -44,27 +44,25 @@ __all__ = ["Executor"]
 
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
-_NO = oc.NO
-_SKIPPED = oc.SKIPPED
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+
+
+def _outstanding(rnd: Any) -> bool:
+    """Whether some master's answer to ``rnd`` may still be on its way (pending, or late)."""
+    outcomes = rnd.outcomes
+    return _PENDING in outcomes or _TIMEOUT in outcomes
 
 
 def _carrier(core: Any, rnd: Any) -> Any:
     """The carrier of an acquisition ``rnd`` made on ``core``: None once every master answered."""
-    outcomes = rnd.outcomes
-    if _PENDING in outcomes or _TIMEOUT in outcomes:
-        return (core, rnd)
-    return None
+    return (core, rnd) if _outstanding(rnd) else None
 
 
 def _carrying_core(carrier: Any) -> Any:
     """The core a carrier still pins (some answer to its acquisition is outstanding), else None."""
-    if carrier is None:
+    if carrier is None or not _outstanding(carrier[1]):
         return None
-    outcomes = carrier[1].outcomes
-    if _PENDING in outcomes or _TIMEOUT in outcomes:
-        return carrier[0]
-    return None
+    return carrier[0]
 
 
 class _Checkout:

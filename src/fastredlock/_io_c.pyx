@@ -40,7 +40,6 @@ import os
 
 import hiredis
 
-from ._encode_c import encode_command
 
 from .protocol.session cimport Session
 from .protocol.link cimport Link
@@ -50,7 +49,7 @@ from .protocol import replies as _replies
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
-from .protocol.resp import MAX_BULK, MAX_LINE
+from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",

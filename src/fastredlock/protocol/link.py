@@ -81,7 +81,7 @@ class Link:
 
     def expecting(self):
         """Whether replies are still to be read on this connection (owed, or this round's)."""
-        return bool(self.owed) or self.head < self.end or self.requeued is not None
+        return bool(self.owed) or self.waiting()
 
     def waiting(self):
         """Whether this round's commands are not all answered yet."""

@@ -13,6 +13,8 @@ from .handshake cimport hello_reply
 from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result cimport decide, set_outcome, settle_sink
 
+cdef bint _waits_for(Link link, bint decided) except -1
+
 @cython.final
 cdef class Session:
     cdef public list links

@@ -37,6 +37,12 @@ from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acq
 from .result import decide, set_outcome, settle_sink
 
 
+def _waits_for(link, decided):
+    """Whether a round still waits for ``link``: commands to write (unless best effort), or
+    answers it needs (until the round is ``decided``)."""
+    return link.polled and ((link.unsent() and not link.best_effort) or (link.waited and not decided))
+
+
 class Session:
     """N links and the round that drives them. Not thread-safe: one per concurrent caller."""
 
@@ -192,17 +198,15 @@ class Session:
         first = -1.0
         decided = self.decided
         for link in self.links:
-            if link.polled and ((link.unsent() and not link.best_effort) or (link.waited and not decided)):
-                if first < 0.0 or link.deadline < first:
-                    first = link.deadline
+            if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
+                first = link.deadline
         return first
 
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
-        decided = self.decided
+        decided = self.decided  # as the sweep began: a timeout in it may decide the round
         for link in self.links:
-            if link.polled and link.deadline <= now and (
-                    (link.unsent() and not link.best_effort) or (link.waited and not decided)):
+            if link.deadline <= now and _waits_for(link, decided):
                 self._timeout(link, now)
 
     def finish(self, now):
