@@ -32,7 +32,7 @@ NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
 PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "plans")
 #: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
 #: path (a thread alone locking and unlocking) then crosses from Python into C once per call.
-SEAM_MODULES = ("_executor", "_combine", "lock", "_tokens")
+SEAM_MODULES = ("_executor", "_combine", "lock", "_tokens", "_fork", "_checks")
 DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
 
 if not NO_EXTENSIONS and sys.platform == "win32":

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Argument checks shared by the front-ends: numbers, TTLs, lock names and keys.
 
 Each check returns the value in the form the engine uses (a float, milliseconds, the key as bytes)
@@ -70,7 +71,10 @@ def ttl_ms_of(ttl: Any, drift_factor: float) -> int:
 def key_of(prefix: bytes, name: Union[str, bytes]) -> bytes:
     """Return the key of lock ``name``: ``prefix`` + the name as bytes (UTF-8 for a str)."""
     if isinstance(name, str):
-        raw = name.encode("utf-8", "surrogatepass")
+        try:
+            raw = name.encode("utf-8")  # one C call when compiled
+        except UnicodeEncodeError:  # lone surrogates: kept, as the name's bytes
+            raw = name.encode("utf-8", "surrogatepass")
     elif isinstance(name, bytes):
         raw = name
     else:

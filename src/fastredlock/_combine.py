@@ -67,9 +67,11 @@ class Combiner:
     def __init__(self, run: Callable[[List[Request]], None], abandon: Callable[[Request], None]) -> None:
         self._run = run
         self._abandon = abandon
-        #: Held by the thread that leads (a round is in flight); handed on held to a follower.
-        #: Taken without the mutex by :meth:`enter` (the lean path of a thread alone: one C call).
-        self._lead_lock = allocate_lock()
+        #: The lead, as a token: a list holding one item while nobody leads. Taking it is one
+        #: ``pop()`` and giving it up one ``append()``, each atomic under the GIL (interpreted or
+        #: compiled), so :meth:`enter` and :meth:`leave` take no lock: the lean path of a thread
+        #: alone stays a few C instructions. Handed on *taken* to a follower (see _pass_lead).
+        self._lead_token = [True]
         #: Guards the queue; a request is queued (under it) only while the lead is held. Whoever
         #: gives up the lead looks at the queue again afterwards, and a request that was queued
         #: retries the lead (see leave/submit), so no request waits unled.
@@ -81,12 +83,12 @@ class Combiner:
     @property
     def _busy(self) -> bool:
         """Whether a round is in flight (its leader has not passed the lead on or given it up)."""
-        return self._lead_lock.locked()
+        return not self._lead_token
 
     def enter(self) -> bool:
         """Take the lead if no round is in flight: the caller then runs its own request as a round
         of one (its lean path) and must call :meth:`leave` after it. False: :meth:`submit` it."""
-        return self._lead_lock.acquire(False)
+        return self._take_lead()
 
     def leave(self) -> None:
         """End a round run after :meth:`enter`: hand the lead to the first request that waited."""
@@ -96,15 +98,22 @@ class Combiner:
             # Nobody waited: give the lead up without the mutex, then look again. A follower
             # that queued between the look and the release retries the lead after queuing
             # (see submit), so one of us two always picks it up.
-            self._lead_lock.release()
-            if self._queue and self._lead_lock.acquire(False):
+            self._lead_token.append(True)
+            if self._queue and self._take_lead():
                 self._pass_lead()
+
+    def _take_lead(self) -> bool:
+        """Take the lead if nobody holds it (one atomic ``pop``)."""
+        try:
+            self._lead_token.pop()
+        except IndexError:
+            return False
+        return True
 
     def submit(self, req: Request) -> None:
         """Run ``req`` in the next round; return when its result is in (or raise the round's error)."""
-        lead_lock = self._lead_lock
         with self._mutex:
-            if lead_lock.acquire(False):
+            if self._take_lead():
                 follow = False
             else:
                 req.gate = gate = allocate_lock()
@@ -113,7 +122,7 @@ class Combiner:
                 # The leader may have let go after we failed to take the lead and before we
                 # queued (leave() does not take the mutex): take it now, or it is taken by a
                 # leader that will see us in the queue.
-                if lead_lock.acquire(False):
+                if self._take_lead():
                     self._queue.remove(req)
                     follow = False
                 else:
@@ -170,7 +179,7 @@ class Combiner:
                 nxt.lead = True
                 nxt.gate.release()
             else:
-                self._lead_lock.release()
+                self._lead_token.append(True)
 
     def _wait(self, req: Request) -> None:
         try:

@@ -3,11 +3,12 @@
 # the pool) then runs as C from one call of Lock.
 cimport cython
 from ._combine cimport Combiner
+from ._fork cimport fork_generation
 from .protocol.plans cimport may_hold, release_decided
 
 cdef int _PENDING, _TIMEOUT
 
-@cython.locals(outcomes=tuple)
+@cython.locals(code=int)
 cdef bint _outstanding(object rnd) except -1
 cpdef object _carrier(object core, object rnd)
 cpdef object _carrying_core(object carrier)
@@ -33,13 +34,12 @@ cdef class Executor:
     cdef Py_ssize_t _waiters
     cdef object _returned
     cdef object _local
-    cdef object _generation
+    cdef Py_ssize_t _generation
     cdef bint _closed
     cdef public Py_ssize_t n
     cdef public Py_ssize_t quorum
     cdef public list _pool
     cdef public Combiner combiner
-    cdef dict __dict__  # tests may wrap a method of an instance to watch it
 
     @cython.locals(combiner=Combiner)
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
@@ -48,3 +48,4 @@ cdef class Executor:
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)
+    cpdef object ttl_ms(self, object ttl)

@@ -33,7 +33,7 @@ import time
 from time import monotonic
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _fork
+from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
@@ -49,8 +49,10 @@ _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
 
 def _outstanding(rnd: Any) -> bool:
     """Whether some master's answer to ``rnd`` may still be on its way (pending, or late)."""
-    outcomes = rnd.outcomes
-    return _PENDING in outcomes or _TIMEOUT in outcomes
+    for code in rnd.outcomes:
+        if code == _PENDING or code == _TIMEOUT:
+            return True
+    return False
 
 
 def _carrier(core: Any, rnd: Any) -> Any:
@@ -137,7 +139,7 @@ class Executor:
         self._returned = threading.Condition(threading.Lock())
         #: The core each thread used last (it gets it back if free: its SETs' connections).
         self._local = threading.local()
-        self._generation = _fork.generation
+        self._generation = fork_generation()
         self._closed = False
         first = self._new_core()
         #: Number of masters and the quorum, as the core computes them.
@@ -150,7 +152,7 @@ class Executor:
     # --- what the front-ends call ------------------------------------------------------------
     def ttl_ms(self, ttl: Any) -> int:
         """Return ``ttl`` (seconds) in milliseconds, checked; the largest seen sets the restart grace."""
-        cls = ttl.__class__
+        cls = type(ttl)
         if cls is float or cls is int:  # not bool: it must still be refused
             known = self._ttls_ms.get(ttl)  # the TTLs a client uses are few: checked once each
             if known is not None:
@@ -300,7 +302,7 @@ class Executor:
         """Take a core from the pool: ``carrier_core`` itself if given (waiting while another
         thread uses it; any core if it no longer belongs to this client), else the core this
         thread used last if it is free, else any, else a new one. Give it back with :meth:`checkin`."""
-        if self._generation != _fork.generation:
+        if self._generation != fork_generation():
             self._after_fork()
         pool = self._pool
         if carrier_core is not None:
@@ -328,7 +330,7 @@ class Executor:
         """Give back a core; ``clean=False``: a round on it was interrupted (it is closed first)."""
         if not clean:
             core.close()  # replies may still be in flight
-        if self._generation == _fork.generation and not self._closed:
+        if self._generation == fork_generation() and not self._closed:
             self._pool.append(core)
             if len(self._live) > 1:  # which core is whose matters only when there are several
                 self._local.core = core
@@ -392,7 +394,7 @@ class Executor:
         self.watchdog = None  # its thread does not exist here; the parent's locks are not ours
         self.combiner = Combiner(self._run_batch, self._abandon)
         self.health.after_fork()
-        self._generation = _fork.generation
+        self._generation = fork_generation()
         for core in pool:
             core.close()
 

@@ -201,6 +201,11 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
 
 # --- the core ----------------------------------------------------------------------------------
 @cython.final
+cdef inline bint _asks(Link link) noexcept:
+    """Whether the link asks the twin for anything (:meth:`Core._sync` would do nothing else)."""
+    return link.closing or link.opening or PyBytes_GET_SIZE(link.out) != 0
+
+
 cdef class Core:
     """N connections to the masters, driven by one compiled protocol :class:`Session`. Not thread-safe."""
 
@@ -421,7 +426,8 @@ cdef class Core:
             self._readable(i)  # non-blocking: whatever already arrived is not late
         self._s.tidy_all(now)
         for i in range(self.n):
-            self._sync(i)
+            if _asks(<Link>self._links[i]):
+                self._sync(i)
         return 0
 
     cdef int _poll(self, int timeout_ms) except -1:
@@ -568,7 +574,7 @@ cdef class Core:
                     return self._sync(i)
             if pos == got:
                 s.drained(i, False, now)
-                return self._sync(i)
+                return self._sync(i) if _asks(link) else 0
         if not s.received(i, self._rbuf, pos, got, now):
             return self._sync(i)
         reader = self._readers[i]

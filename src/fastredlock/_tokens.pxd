@@ -1,7 +1,10 @@
 # Compiled with Cython for the C build (pure-Python mode: _tokens.py is the source).
-cdef bytes _prefix
+cimport cython
+
+cdef str _prefix
 cdef object _counter
 cdef list _INDEX
 
+@cython.locals(count=cython.ulonglong)
 cpdef bytes new_token()
 cpdef list new_tokens(Py_ssize_t count)

@@ -12,31 +12,32 @@ import itertools
 import os
 from typing import List
 
-_prefix = b""
+_prefix = ""
 _counter = itertools.count(1)
 
 
 def _reseed() -> None:
     global _prefix, _counter
-    _prefix = os.urandom(16).hex().encode() + b":"
+    _prefix = os.urandom(16).hex() + ":"
     _counter = itertools.count(1)
 
 
 def new_token() -> bytes:
     """Return a token never returned before by any process (with overwhelming probability)."""
-    return _prefix + b"%x" % next(_counter)
-
-
-# hex suffixes of batch indexes, made once
-_INDEX = [b"%x" % i for i in range(1024)]
+    count = next(_counter)  # atomic under the GIL (``+= 1`` on a global would not be, interpreted)
+    return f"{_prefix}{count:x}".encode("ascii")  # compiled: the hex digits are formatted in C
 
 
 def new_tokens(count: int) -> List[bytes]:
     """Return ``count`` distinct tokens for one batch, none ever returned before (see the docstring)."""
-    base = _prefix + b"%x." % next(_counter)
+    base = f"{_prefix}{next(_counter):x}.".encode("ascii")
     if count <= len(_INDEX):
         return [base + index for index in _INDEX[:count]]
     return [base + b"%x" % i for i in range(count)]
+
+
+# hex suffixes of batch indexes, made once
+_INDEX = [b"%x" % i for i in range(1024)]
 
 
 _reseed()

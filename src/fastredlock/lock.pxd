@@ -4,6 +4,8 @@
 cimport cython
 from ._executor cimport Executor
 from ._tokens cimport new_token
+from ._fork cimport fork_generation
+from ._checks cimport key_of
 
 cdef class Lock:
     cdef public object _client
@@ -22,7 +24,7 @@ cdef class Lock:
     cdef public object on_lost
     cdef public bint _lost
     cdef public double _acquired_at
-    cdef public object _generation
+    cdef public Py_ssize_t _generation
     cdef public object _carrier
     cdef object __weakref__
 
@@ -31,7 +33,7 @@ cdef class Lock:
     cpdef _reset(self)
     cpdef bytes _require_token(self)
 
-@cython.locals(lock=Lock, result=list, j=Py_ssize_t, valid_until=double, have_validity=bint)
+@cython.locals(lock=Lock, result=list, j=Py_ssize_t, valid_until=double, have_validity=bint, generation=Py_ssize_t)
 cpdef list _held_locks(object cls, object client, list names, list keys, double ttl, object ttl_ms, list tokens,
                        list rounds, list carriers)
 @cython.locals(lock=Lock, handles=list, keys=list, tokens=list, carriers=list)

@@ -23,7 +23,7 @@ import time
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from . import _fork
+from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of
 from .protocol.plans import fence_of, fenced_held, may_hold
@@ -108,7 +108,7 @@ class Lock:
         self._last = None
         self._lost = False
         self._acquired_at = 0.0
-        self._generation = _fork.generation
+        self._generation = fork_generation()
         #: The executor's carrier of the current acquisition (None once every master answered):
         #: release and extend go through it (see fastredlock._executor).
         self._carrier = None
@@ -223,7 +223,7 @@ class Lock:
         self._carrier = None
         self._lost = False
         self._valid_until = 0.0
-        self._generation = _fork.generation
+        self._generation = fork_generation()
 
     def _attempt_fenced(self, token: bytes) -> bool:
         """Two rounds: SET NX + read counters, then write max+1 back to a quorum (DESIGN §1)."""
@@ -357,7 +357,7 @@ class Lock:
     def _require_token(self) -> bytes:
         if self.token is None:
             raise LockError(f"lock {self.name!r} is not held by this handle", self.name)
-        if self._generation != _fork.generation:
+        if self._generation != fork_generation():
             raise LockError(
                 f"lock {self.name!r} was acquired by the parent process; a fork child cannot release "
                 "or extend it",
@@ -468,7 +468,7 @@ class Lock:
 def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers):
     """:meth:`Lock.held`, one loop (compiled: the handles' fields are set as C struct fields)."""
     executor = client.executor
-    generation = _fork.generation
+    generation = fork_generation()
     now = monotonic()
     result = []
     valid_until = 0.0

@@ -2,6 +2,9 @@ cimport cython
 from .resp cimport ReplyGuard
 from .voting cimport MasterClock
 
+cdef double _STALE_AFTER
+cdef Py_ssize_t _MAX_OWED
+
 @cython.final
 @cython.freelist(16)
 cdef class Owed:
@@ -48,7 +51,7 @@ cdef class Link:
     cpdef bint overdue(self, double now)
     @cython.locals(entry=Owed, struck=bint)
     cpdef bint expire(self, double now, bint everything)
-    @cython.locals(owed=list)
+    @cython.locals(owed=list, entry=Owed)
     cpdef bint stale(self, double now)
     @cython.locals(entry=Owed)
     cpdef drop_owed(self, int code, object detail)

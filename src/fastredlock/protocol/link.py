@@ -23,6 +23,8 @@ from .voting import MasterClock
 STALE_AFTER = 1.0
 #: A connection that owes more replies than this is closed (a master silent under a heavy load).
 MAX_OWED = 4096
+_STALE_AFTER = STALE_AFTER  # C copies when compiled
+_MAX_OWED = MAX_OWED
 
 
 class Owed:
@@ -179,7 +181,10 @@ class Link:
     def stale(self, now):
         """Whether the connection must be closed: it owes too much, or for too long."""
         owed = self.owed
-        return bool(owed) and (len(owed) > MAX_OWED or owed[0].deadline + STALE_AFTER < now)
+        if not owed:
+            return False
+        entry = owed[0]
+        return len(owed) > _MAX_OWED or entry.deadline + _STALE_AFTER < now
 
     def drop_owed(self, code, detail):
         """Forget the owed replies (the connection is closing): PENDING outcomes become ``code``."""

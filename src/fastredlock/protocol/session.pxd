@@ -75,7 +75,7 @@ cdef class Session:
     @cython.locals(link=Link)
     cpdef bint received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
     cpdef parse_failed(self, Py_ssize_t i, object detail, double now)
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, entry=Owed)
     cpdef int next_kind(self, Py_ssize_t i) except -2
     @cython.locals(link=Link)
     cpdef partial(self, Py_ssize_t i)
@@ -89,7 +89,7 @@ cdef class Session:
     cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list)
     cdef bint _owed_reply(self, Link link, object reply, object error, double now) except -1
-    @cython.locals(entry=Owed, i=Py_ssize_t)
+    @cython.locals(entry=Owed, i=Py_ssize_t, owed=list)
     cdef bint _owed_answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(j=Py_ssize_t)
     cdef _fail(self, Link link, int code, object detail, int counter, bint strike, double now)

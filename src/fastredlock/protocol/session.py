@@ -283,7 +283,8 @@ class Session:
         if link.skip >= 0:
             return -1
         if link.owed:
-            return link.owed[0].kind
+            entry = link.owed[0]
+            return entry.kind
         if link.waiting():
             return self.kind
         return -1
@@ -399,7 +400,7 @@ class Session:
             codes = bits(reply, rows)
             if codes is None:
                 return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
-            link.owed.pop(0)
+            del link.owed[0]
             if entry.expired:
                 self.health.count(link.index, C_LATE)
                 return True
@@ -412,7 +413,9 @@ class Session:
         return self._owed_answer(link, code, detail, value, now)
 
     def _owed_answer(self, link, code, detail, value, now):
-        entry = link.owed.pop(0)
+        owed = link.owed
+        entry = owed[0]
+        del owed[0]  # compiled: a C call (pop(0) is a method call)
         i = link.index
         if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and (
                 (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and entry.retried)):
