@@ -252,9 +252,10 @@ class Executor:
         """:meth:`carrier` of each of a batch's ``rounds``."""
         return [_carrier(core, rnd) for rnd in rounds]
 
-    def outcomes(self, rnd: Any) -> List[MasterOutcome]:
-        """The per-master outcomes of ``rnd``, its stragglers' answers filled in first."""
-        if _PENDING in rnd.outcomes:
+    def outcomes(self, rnd: Any, settle: bool = True) -> List[MasterOutcome]:
+        """The per-master outcomes of ``rnd``, its stragglers' answers filled in first (unless
+        ``settle`` is false: the asyncio front-end reads them on its loop, never blocking it)."""
+        if settle and _PENDING in rnd.outcomes:
             self._settle(rnd)
         details = rnd.details or (None,) * self.n
         return [
@@ -341,9 +342,14 @@ class Executor:
             core.close()
 
     def _use(self, core: Any, acquiring: Any) -> _Checkout:
-        if acquiring is not None and self._restart_aware:
-            core.restart_grace_ms = self._grace_ms
+        if acquiring is not None:
+            self.for_acquiring(core)
         return _Checkout(self, core, acquiring)
+
+    def for_acquiring(self, core: Any) -> None:
+        """Before an acquiring round on ``core``: the restart grace it applies (restart-aware voting)."""
+        if self._restart_aware:
+            core.restart_grace_ms = self._grace_ms
 
     def _interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
         """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed

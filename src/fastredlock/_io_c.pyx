@@ -224,6 +224,8 @@ cdef class Core:
     cdef Commands _enc          # the encoded commands of the round
     cdef bytearray _rbuf
     cdef char *_rbufp
+    cdef bint _stepped          # start(): begin the round and return; the caller drives it
+    cdef Py_ssize_t _opened     # sockets opened or closed so far (the caller's watch list changes)
 
     def __cinit__(self):
         self._fds = NULL
@@ -394,6 +396,8 @@ cdef class Core:
                 ttls_ms, wait, frl_now())
         for i in range(n):
             self._sync(i)
+        if self._stepped:
+            return [None] * rows  # start(): the caller drives the round (see start)
         while True:
             first = s.next_deadline()
             if first < 0.0:
@@ -460,18 +464,23 @@ cdef class Core:
             i = self._pidx[q]
             if ev == 0 or self._fds[i] != pfds[q].fd:
                 continue
-            link = <Link>self._links[i]
-            if ev & POLLOUT:
-                if link.connecting:
-                    err = frl_sock_error(self._fds[i])
-                    if err:
-                        self._s.connect_failed(i, _os_strerror(err), frl_now())
-                        self._sync(i)
-                        continue
-                    link.connecting = False
-                self._sync(i)
-            if ev & POLL_IN and self._fds[i] >= 0:
-                self._readable(i)
+            self._serve(i, ev & POLL_IN, ev & POLLOUT)
+        return 0
+
+    cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
+        """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
+        cdef Link link = <Link>self._links[i]
+        cdef int err
+        if writable:
+            if link.connecting:
+                err = frl_sock_error(self._fds[i])
+                if err:
+                    self._s.connect_failed(i, _os_strerror(err), frl_now())
+                    return self._sync(i)
+                link.connecting = False
+            self._sync(i)
+        if readable and self._fds[i] >= 0:
+            self._readable(i)
         return 0
 
     cdef int _sync(self, Py_ssize_t i) except -1:
@@ -486,6 +495,7 @@ cdef class Core:
                 if self._fds[i] >= 0:
                     c_close(self._fds[i])  # close only: never shutdown, a fork sibling may share it
                     self._fds[i] = -1
+                    self._opened += 1
             if link.opening:
                 link.opening = False
                 detail = self._open(i)
@@ -533,6 +543,7 @@ cdef class Core:
         if fd == -3:
             return "AF_UNIX path too long"
         self._fds[i] = fd
+        self._opened += 1
         (<Link>self._links[i]).connecting = connecting != 0
         if self._readers[i] is None or self._dirty[i]:
             self._readers[i] = _Reader()
@@ -600,6 +611,82 @@ cdef class Core:
             self._dirty[i] = False  # the reader is clean again: the fast path may serve
         s.drained(i, leftover, now)
         return self._sync(i)
+
+    # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
+    def start(self, op, *args):
+        """Begin operation ``op`` (the name of one of the operations above, with its arguments)
+        and return at once: its commands are written, or queued where a socket does not take them
+        yet. The caller then drives the round: it watches :meth:`watched`, reports readiness with
+        :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
+        :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
+        """
+        if self._s.in_round:
+            raise RuntimeError("this core is already running a round")
+        self._stepped = True
+        try:
+            getattr(self, op)(*args)
+        finally:
+            self._stepped = False
+
+    def watched(self):
+        """``(changes, writing)``: ``changes`` counts sockets opened or closed so far (when it
+        moved, see :meth:`fds`); ``writing`` the masters whose socket the round waits to write to
+        (a tuple, empty almost always: a send normally takes the whole round at once)."""
+        cdef Py_ssize_t i
+        cdef Link link
+        writing = None
+        for i in range(self.n):
+            link = <Link>self._links[i]
+            if self._fds[i] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+                if writing is None:
+                    writing = []
+                writing.append(i)
+        return self._opened, (() if writing is None else tuple(writing))
+
+    def fds(self):
+        """The open sockets' fds by master (-1: none)."""
+        return [self._fds[i] for i in range(self.n)]
+
+    def ready(self, Py_ssize_t i, bint readable, bint writable):
+        """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
+        replies that arrive between rounds are read this way too."""
+        if self._fds[i] >= 0:
+            self._serve(i, readable, writable)
+
+    def next_deadline(self):
+        """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
+        return self._s.next_deadline()
+
+    def overdue(self):
+        """A deadline passed: read what already arrived on the round's sockets, then call late
+        the masters still missing."""
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if (<Link>self._links[i]).polled and self._fds[i] >= 0:
+                self._readable(i)
+        self._s.expire_due(frl_now())
+        for i in range(self.n):
+            self._sync(i)
+
+    def finish(self):
+        """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
+        rounds = self._s.finish(frl_now())
+        self._tidy()
+        return rounds
+
+    def tidy(self):
+        """Between rounds: expire owed replies past their deadline (reading what arrived first);
+        close a connection that owes too much or too long."""
+        self._tidy()
+
+    def owed_deadline(self):
+        """The earliest deadline of an owed reply someone waits for, or -1.0."""
+        return self._s.first_owed_deadline()
+
+    @staticmethod
+    def now():
+        """The clock of the deadlines (monotonic seconds)."""
+        return frl_now()
 
     # --- outside rounds ---------------------------------------------------------------------------
     def settle(self, timeout=None, until=None):

@@ -112,6 +112,8 @@ class Core:
         self.restart_aware = bool(restart_aware)
         self._socks: List[Optional[socket.socket]] = [None] * self.n
         self._readers: List[Optional[hiredis.Reader]] = [None] * self.n
+        self._stepped = False  # start(): begin the round and return; the caller drives it
+        self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
 
     # --- settings and state --------------------------------------------------------------------
     @property
@@ -220,6 +222,8 @@ class Core:
         poller = _new_poller()
         for link in self._links:
             self._sync(link)
+        if self._stepped:
+            return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
         swept = -1.0
         while True:
             first = session.next_deadline()
@@ -267,22 +271,26 @@ class Core:
             link = registered.get(fd)
             if link is None or self._socks[link.index] is None:
                 continue
-            if ev & _POLLOUT:
-                if link.connecting:
-                    err = self._socks[link.index].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                    if err:
-                        self._session.connect_failed(link.index, os.strerror(err), monotonic())
-                        self._sync(link)
-                        continue
-                    link.connecting = False
-                self._sync(link)
-            if ev & _POLLIN and self._socks[link.index] is not None:
-                self._readable(link)
+            self._serve(link, ev & _POLLIN, ev & _POLLOUT)
         for fd in registered:
             try:
                 poller.unregister(fd)
             except (KeyError, ValueError, OSError):
                 pass
+
+    def _serve(self, link, readable: bool, writable: bool) -> None:
+        """The link's socket can be written and/or read: finish a connect, write, read."""
+        if writable:
+            if link.connecting:
+                err = self._socks[link.index].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    self._session.connect_failed(link.index, os.strerror(err), monotonic())
+                    self._sync(link)
+                    return
+                link.connecting = False
+            self._sync(link)
+        if readable and self._socks[link.index] is not None:
+            self._readable(link)
 
     def _sync(self, link) -> None:
         """Carry out what the link asks for: close, open, write."""
@@ -294,6 +302,7 @@ class Core:
                 self._socks[i] = None
                 self._readers[i] = None
                 if sock is not None:
+                    self._opened += 1
                     try:
                         sock.close()  # close only: never shutdown, a fork sibling may share the socket
                     except OSError:
@@ -306,6 +315,7 @@ class Core:
                     self._session.connect_failed(i, exc.strerror or str(exc), monotonic())
                     continue
                 self._socks[i] = sock
+                self._opened += 1
                 self._readers[i] = hiredis.Reader()
             if not link.out or link.connecting or self._socks[i] is None:
                 return
@@ -359,6 +369,75 @@ class Core:
                 return
         session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
         self._sync(link)
+
+    # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
+    def start(self, op: str, *args) -> None:
+        """Begin operation ``op`` (the name of one of the operations above, with its arguments)
+        and return at once: its commands are written, or queued where a socket does not take them
+        yet. The caller then drives the round: it watches :meth:`watched`, reports readiness with
+        :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
+        :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
+        """
+        if self._session.in_round:
+            raise RuntimeError("this core is already running a round")
+        self._stepped = True
+        try:
+            getattr(self, op)(*args)
+        finally:
+            self._stepped = False
+
+    def watched(self) -> Tuple[int, Tuple[int, ...]]:
+        """``(changes, writing)``: ``changes`` counts sockets opened or closed so far (when it
+        moved, see :meth:`fds`); ``writing`` the masters whose socket the round waits to write to
+        (a tuple, empty almost always: a send normally takes the whole round at once)."""
+        socks = self._socks
+        writing = tuple(link.index for link in self._links
+                        if (link.out or link.connecting) and socks[link.index] is not None)
+        return self._opened, writing
+
+    def fds(self) -> List[int]:
+        """The open sockets' fds by master (-1: none)."""
+        return [-1 if sock is None else sock.fileno() for sock in self._socks]
+
+    def ready(self, i: int, readable: bool, writable: bool) -> None:
+        """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
+        replies that arrive between rounds are read this way too."""
+        if self._socks[i] is not None:
+            self._serve(self._links[i], readable, writable)
+
+    def next_deadline(self) -> float:
+        """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
+        return self._session.next_deadline()
+
+    def overdue(self) -> None:
+        """A deadline passed: read what already arrived on the round's sockets, then call late
+        the masters still missing."""
+        for link in self._links:
+            if link.polled and self._socks[link.index] is not None:
+                self._readable(link)
+        self._session.expire_due(monotonic())
+        for link in self._links:
+            self._sync(link)
+
+    def finish(self) -> List[Round]:
+        """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
+        rounds = self._session.finish(monotonic())
+        self._tidy()
+        return rounds
+
+    def tidy(self) -> None:
+        """Between rounds: expire owed replies past their deadline (reading what arrived first);
+        close a connection that owes too much or too long."""
+        self._tidy()
+
+    def owed_deadline(self) -> float:
+        """The earliest deadline of an owed reply someone waits for, or -1.0."""
+        return self._session.first_owed_deadline()
+
+    @staticmethod
+    def now() -> float:
+        """The clock of the deadlines (monotonic seconds)."""
+        return monotonic()
 
     # --- outside rounds ------------------------------------------------------------------------------
     def settle(self, timeout: Optional[float] = None, until: Optional[Callable[[], bool]] = None) -> None:

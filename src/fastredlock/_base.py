@@ -1,0 +1,166 @@
+"""What the sync and the asyncio clients share: their options, checked once, and the executor
+they build from them; the masters, their statistics, and the checks of a batch's names.
+
+:class:`fastredlock.Redlock` and :class:`fastredlock.asyncio.Redlock` subclass
+:class:`RedlockBase`; each adds its own (sync or awaitable) operations and its watchdog.
+"""
+from __future__ import annotations
+
+import weakref
+from time import monotonic
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
+from ._cores import core_class
+from ._executor import Executor
+from ._masters import MasterSpec, parse_masters
+
+__all__ = ["COOLDOWN", "FENCE_RETENTION", "MAX_COOLDOWN", "MasterStats", "RedlockBase"]
+
+#: Default lifetime of a fence counter after its last use, in seconds (30 days).
+FENCE_RETENTION = 30 * 86400.0
+#: Default first cool-down of a master that timed out or refused a connection, seconds.
+COOLDOWN = 0.1
+#: Default longest cool-down (it doubles at each failure in a row), seconds.
+MAX_COOLDOWN = 5.0
+# (MAX_TTL, MAX_NAME_BYTES and MAX_WAIT are defined in _checks and importable from here.)
+
+
+class MasterStats(NamedTuple):
+    """One master's counters and health, as :meth:`Redlock.stats` reports them.
+
+    Counters are cumulative since the client was created (monotonic: export them as counters).
+    """
+
+    #: The master as configured, e.g. ``"127.0.0.1:7001"``.
+    master: str
+    #: Replies received in time (each reply of a batch counts; a straggler's reply read after its
+    #: round returned early counts too).
+    replies: int
+    #: Rounds whose round trip to this master was measured (the count behind ``latency_avg``).
+    rounds_timed: int
+    #: Times the master missed a deadline (at most one per round).
+    timeouts: int
+    #: Connections refused or failed (including a connection reset before any reply).
+    connect_errors: int
+    #: Established connections that broke.
+    connection_errors: int
+    #: Error replies (``-ERR``, ``NOPERM``, ``WRONGTYPE``, a failed ``AUTH``, ...).
+    error_replies: int
+    #: Replies that were not valid RESP, or not of the expected shape.
+    protocol_errors: int
+    #: Rounds that did not ask this master because it was cooling down.
+    skipped: int
+    #: Replies that came after their deadline (read and dropped).
+    late_replies: int
+    #: Mean and largest time, in seconds, from a round's first write to this master's last reply
+    #: of that round (over the rounds that waited for it).
+    latency_avg: float
+    latency_max: float
+    #: Seconds of cool-down left (0.0: the master is asked normally).
+    cooling_down: float
+    #: Failures in a row (timeouts and refused connections) since its last reply in time.
+    failures_in_a_row: int
+    #: The last failure, e.g. ``"timeout"`` or ``"connection error (Connection refused)"``, or None.
+    last_failure: Optional[str]
+
+
+class RedlockBase:
+    """The options and the executor of a client (see :class:`fastredlock.Redlock` for them all)."""
+
+    def __init__(
+        self,
+        masters: Iterable[Any],
+        *,
+        retry_count: int = 3,
+        retry_delay: float = 0.2,
+        retry_jitter: float = 0.2,
+        drift_factor: float = 0.01,
+        io_timeout: float = 0.05,
+        connect_timeout: float = 0.1,
+        wait_for_all: bool = False,
+        cooldown: float = COOLDOWN,
+        max_cooldown: float = MAX_COOLDOWN,
+        prefix: Union[str, bytes] = "",
+        restart_aware: bool = True,
+        restart_grace: Optional[float] = None,
+        backoff: Optional[Callable[[int], float]] = None,
+        fence_retention: float = FENCE_RETENTION,
+        auto_pipeline: bool = True,
+        core: Optional[str] = None,
+    ) -> None:
+        if isinstance(retry_count, bool) or not isinstance(retry_count, int):
+            raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
+        if retry_count < 0:
+            raise ValueError(f"retry_count must be >= 0, got {retry_count}")
+        self.retry_count = retry_count
+        self.retry_delay = check_number(retry_delay, "retry_delay", maximum=MAX_WAIT)
+        self.retry_jitter = check_number(retry_jitter, "retry_jitter", maximum=MAX_WAIT)
+        self.drift_factor = check_number(drift_factor, "drift_factor")
+        if self.drift_factor >= 1.0:
+            raise ValueError(f"drift_factor must be < 1, got {drift_factor}")
+        self.io_timeout = check_number(io_timeout, "io_timeout", strict=True, maximum=MAX_WAIT)
+        self.connect_timeout = check_number(connect_timeout, "connect_timeout", maximum=MAX_WAIT)
+        if not isinstance(wait_for_all, bool):
+            raise TypeError(f"wait_for_all must be a bool, not {type(wait_for_all).__name__}")
+        self.wait_for_all = wait_for_all
+        self.cooldown = check_number(cooldown, "cooldown", maximum=MAX_WAIT)
+        self.max_cooldown = check_number(max_cooldown, "max_cooldown", maximum=MAX_WAIT)
+        if self.max_cooldown < self.cooldown:
+            raise ValueError(f"max_cooldown must be >= cooldown, got {max_cooldown:g} < {cooldown:g}")
+        if isinstance(prefix, str):
+            prefix = prefix.encode()
+        elif not isinstance(prefix, bytes):
+            raise TypeError(f"prefix must be str or bytes, not {type(prefix).__name__}")
+        self.prefix: bytes = prefix
+        if backoff is not None and not callable(backoff):
+            raise TypeError(f"backoff must be callable, not {type(backoff).__name__}")
+        self.backoff = backoff
+        if not isinstance(auto_pipeline, bool):
+            raise TypeError(f"auto_pipeline must be a bool, not {type(auto_pipeline).__name__}")
+        self.auto_pipeline = auto_pipeline
+        self.restart_aware = bool(restart_aware)
+        self.restart_grace = None if restart_grace is None else check_number(restart_grace, "restart_grace")
+        #: Seconds a fence counter outlives its last use (fencing locks only).
+        self.fence_retention = check_number(fence_retention, "fence_retention", strict=True)
+        core_cls = core_class(core)
+        self.core: str = "python" if core_cls.__module__.endswith("_io_py") else "cython"
+        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
+        ref = weakref.ref(self)  # the watchdog must not keep the client alive
+        #: The seam the handles and the watchdog run their rounds through (not for applications).
+        self.executor = Executor(
+            self._specs, core_cls, io_timeout=self.io_timeout, connect_timeout=self.connect_timeout,
+            drift_factor=self.drift_factor, wait_for_all=wait_for_all, cooldown=self.cooldown,
+            max_cooldown=self.max_cooldown, restart_aware=self.restart_aware, restart_grace=self.restart_grace,
+            auto_pipeline=auto_pipeline, watchdog=lambda: self._new_watchdog(ref),
+        )
+        #: Masters that must agree: ``N // 2 + 1``.
+        self.quorum: int = self.executor.quorum
+
+    # --- public API -------------------------------------------------------------------------
+    @property
+    def masters(self) -> Tuple[str, ...]:
+        """The masters' labels (``host:port[/db]`` or ``unix:///path``), in the order given."""
+        return tuple(spec.label for spec in self._specs)
+
+    def stats(self) -> List[MasterStats]:
+        """Per master, in the order given: counters, latency and health (see :class:`MasterStats`).
+
+        Cheap (no I/O); shared by every thread and core of this client. For metrics, e.g.
+        ``{s.master: s.timeouts for s in dlm.stats()}``.
+        """
+        now = monotonic()
+        return [MasterStats(spec.label, *row) for spec, row in zip(self._specs, self.executor.health.snapshot(now))]
+
+    def _batch_args(self, names: Sequence[Union[str, bytes]], ttl: float) -> Tuple[List[Any], List[bytes], int]:
+        """The names of a batch as a list, their keys and the TTL in ms, checked once for the batch."""
+        names = name_list(names)
+        ttl_ms = self.executor.ttl_ms(ttl)
+        return names, keys_of(self.prefix, names), ttl_ms
+
+    def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
+        """A new watchdog for the client ``ref()`` (the executor makes one on first use)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"Redlock(masters={list(self.masters)!r}, quorum={self.quorum}, core={self.core!r})"

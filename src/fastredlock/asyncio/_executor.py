@@ -1,0 +1,340 @@
+"""The asyncio executor: one core per client, driven by the client's event loop; tasks ride together.
+
+The sync :class:`~fastredlock._executor.Executor` stays the client's bookkeeper (TTL checks and
+the restart grace, health, quorum, outcome reports); this executor takes its first core and runs
+every round of the client on it, one round at a time, from the loop. There is no pool: the loop
+is one thread, and instead of a core per concurrent caller, requests that tasks make while a
+round is in flight (or in the same loop iteration) wait in a queue and the next round carries them
+all: per master, the releases in one write and the acquisitions behind them, answered in one
+read (the asyncio analogue of the threads' automatic pipelining, :mod:`fastredlock._combine`).
+
+Because everything a client does goes out on the same connections in order, a release is always
+written behind the SET it undoes. A task cancelled while its request waits withdraws it; once its
+round has started, the round runs to its end, and an acquisition nobody will hold any more is
+released behind it (cancelled in a release, the release still goes out).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
+
+from ..protocol import outcomes as oc
+from ..protocol.plans import may_hold, release_decided
+from ._loop_io import LoopCore
+
+__all__ = ["AsyncExecutor", "MAX_BATCH"]
+
+#: Most single-lock requests one round carries (the rest wait for the next round).
+MAX_BATCH = 64
+
+
+def _ignore_result(fut: asyncio.Future) -> None:
+    """Done callback of a future nobody awaits: retrieve its exception (no "never retrieved")."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+class _Request:
+    """One lock's acquire (``ttl_ms`` > 0) or owner-checked release (``ttl_ms`` 0) waiting for a round."""
+
+    __slots__ = ("key", "token", "ttl_ms", "future", "rnd", "ok", "abandoned")
+
+    def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: asyncio.Future) -> None:
+        self.key = key
+        self.token = token
+        self.ttl_ms = ttl_ms
+        self.future = future
+        self.rnd: Any = None
+        self.ok = False
+        #: The task that asked was cancelled after its round took the request.
+        self.abandoned = False
+
+
+class _Job:
+    """An operation that needs the core alone (an extension, a fenced acquisition, a batch)."""
+
+    __slots__ = ("run", "future")
+
+    def __init__(self, run: Callable[[LoopCore], Awaitable[Any]], future: asyncio.Future) -> None:
+        self.run = run
+        self.future = future
+
+
+class AsyncExecutor:
+    """Runs one client's rounds on its event loop (see the module docstring).
+
+    :param executor: the client's sync executor: its first core becomes this one's, and its
+        bookkeeping (``ttl_ms``, ``health``, ``quorum``, ``outcomes``...) is shared.
+    """
+
+    def __init__(self, executor: Any) -> None:
+        self.executor = executor
+        self.n: int = executor.n
+        self.quorum: int = executor.quorum
+        self._wait_for_all = bool(executor._wait_for_all)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lc: Optional[LoopCore] = None
+        self._queue: Deque[Any] = deque()
+        self._runner: Optional[asyncio.Task] = None
+        self._busy = False  # a caller's task runs a round of its own (see _submit)
+        self._closed = False
+        #: Requests that rode in a round with others (a count, for tests and curiosity).
+        self.carried = 0
+
+    # --- the loop this client belongs to -----------------------------------------------------------
+    def _bind(self) -> LoopCore:
+        loop = asyncio.get_running_loop()
+        if self._lc is not None and self._loop is loop:
+            return self._lc
+        if self._closed:
+            raise RuntimeError("this Redlock client is closed")
+        if self._loop is not None and self._loop is not loop:
+            raise RuntimeError(
+                "this fastredlock.asyncio.Redlock belongs to another event loop; make one client per loop"
+            )
+        core = self.executor.checkout()
+        self._loop = loop
+        self._lc = LoopCore(core, loop)
+        return self._lc
+
+    # --- single-lock requests (ride together) ----------------------------------------------------
+    async def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
+        """The round of one ``SET NX PX`` on every master (a failed attempt that may have landed
+        somewhere is released behind its SETs, not awaited)."""
+        req = await self._submit(key, token, ttl_ms)
+        return req.rnd
+
+    async def release_one(self, key: bytes, token: bytes) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release (``ok``: a quorum still held ``token``)."""
+        req = await self._submit(key, token, 0)
+        return req.rnd, req.ok
+
+    async def _submit(self, key: bytes, token: bytes, ttl_ms: int) -> _Request:
+        lc = self._bind()
+        if not self._busy and self._runner is None:
+            # Nothing in flight: a round of one, run by the caller's own task (no hand-off).
+            # Requests made meanwhile queue up; the runner takes them when this round is done.
+            req = _Request(key, token, ttl_ms, None)
+            self._busy = True
+            try:
+                await self._run_batch([req])
+            finally:
+                cancelled = lc.take_cancelled()
+                self._busy = False
+                if self._queue and self._runner is None:
+                    self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+            if cancelled is not None:
+                if req.ttl_ms and req.ok:
+                    self._undo(req)  # nobody will hold it
+                raise cancelled
+            return req
+        req = _Request(key, token, ttl_ms, self._loop.create_future())  # type: ignore[union-attr]
+        self._enqueue(req)
+        try:
+            await req.future
+        except asyncio.CancelledError:
+            if req.future.cancelled() and not self._closed:
+                try:
+                    self._queue.remove(req)  # no round took it yet: withdrawn
+                except ValueError:
+                    req.abandoned = True  # its round undoes it (see _finish_batch)
+            raise
+        return req
+
+    # --- operations that need the core alone -----------------------------------------------------
+    async def run(self, op: str, *args: Any) -> List[Any]:
+        """Run core operation ``op`` alone in its turn; its rounds. Cancelling the caller does not
+        interrupt the round (see :meth:`LoopCore.run`)."""
+        return await self.job(lambda lc: lc.run(op, *args))
+
+    async def job(self, run: Callable[[LoopCore], Awaitable[Any]]) -> Any:
+        """Run ``await run(loop_core)`` with the core alone, in its turn; its result."""
+        self._bind()
+        job = _Job(run, self._loop.create_future())  # type: ignore[union-attr]
+        self._enqueue(job)
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            if job.future.cancelled():
+                try:
+                    self._queue.remove(job)
+                except ValueError:
+                    pass  # running: it runs to its end
+            raise
+
+    async def settled(self, rnd: Any, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until no answer to ``rnd`` is pending any more."""
+        lc = self._bind()
+        deadline = lc.core.now() + timeout
+        while oc.PENDING in rnd.outcomes and not self._closed and lc.core.now() < deadline:
+            if lc.core.owed_deadline() < 0.0:
+                return
+            await lc.activity()
+
+    # --- the runner ------------------------------------------------------------------------------
+    def _enqueue(self, item: Any) -> None:
+        self._queue.append(item)
+        if self._runner is None and not self._busy:
+            self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+
+    async def _run_queue(self) -> None:
+        """Serve the queue until it is empty: a job alone, or a batch of the requests at its head."""
+        queue = self._queue
+        try:
+            while queue and not self._closed:
+                head = queue[0]
+                if isinstance(head, _Job):
+                    queue.popleft()
+                    if head.future.done():
+                        continue
+                    try:
+                        self.executor.for_acquiring(self._lc.core)  # type: ignore[union-attr]
+                        try:
+                            result = await head.run(self._lc)  # type: ignore[arg-type]
+                        finally:
+                            cancelled = self._lc.take_cancelled()  # type: ignore[union-attr]
+                        if cancelled is not None:
+                            raise cancelled
+                    except BaseException as exc:
+                        if not head.future.done():
+                            head.future.set_exception(exc)
+                        if not isinstance(exc, Exception):
+                            raise
+                    else:
+                        if not head.future.done():
+                            head.future.set_result(result)
+                    continue
+                batch = self._take_batch()
+                try:
+                    try:
+                        await self._run_batch(batch)
+                    finally:
+                        cancelled = self._lc.take_cancelled()  # type: ignore[union-attr]
+                    if cancelled is not None:
+                        raise cancelled
+                except BaseException as exc:
+                    for req in batch:
+                        if not req.future.done():
+                            req.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                self._finish_batch(batch)
+        finally:
+            self._runner = None
+            if queue and not self._closed:  # a request queued while the runner was ending
+                self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+
+    def _take_batch(self) -> List[_Request]:
+        """The requests at the head of the queue that can share a round: up to MAX_BATCH, the
+        acquisitions with one TTL (a round has one)."""
+        queue = self._queue
+        batch: List[_Request] = []
+        ttl_ms = 0
+        while queue and len(batch) < MAX_BATCH:
+            req = queue[0]
+            if isinstance(req, _Job):
+                break
+            if req.ttl_ms and ttl_ms and req.ttl_ms != ttl_ms:
+                break
+            queue.popleft()
+            if req.future.done():  # cancelled before its round: withdrawn
+                continue
+            ttl_ms = ttl_ms or req.ttl_ms
+            batch.append(req)
+        self.carried += max(0, len(batch) - 1)
+        return batch
+
+    async def _run_batch(self, batch: List[_Request]) -> None:
+        """One round trip for ``batch`` (see :meth:`Executor._run_batch`, the threads' version):
+        releases first, acquisitions behind them on the same connections, a failed acquisition
+        that may hold released behind its SETs; the releases' answers are awaited last."""
+        lc = self._lc
+        acqs = [r for r in batch if r.ttl_ms]
+        rels = [r for r in batch if not r.ttl_ms]
+        rel_rounds: List[Any] = []
+        if rels:
+            if len(rels) == 1 and not acqs:
+                rel_rounds = await lc.run("release", rels[0].key, rels[0].token)  # type: ignore[union-attr]
+            else:
+                rel_rounds = await lc.run(  # type: ignore[union-attr]
+                    "release_many", [r.key for r in rels], [r.token for r in rels], not acqs)
+        if acqs:
+            self.executor.for_acquiring(lc.core)  # type: ignore[union-attr]
+            if len(acqs) == 1:
+                acq_rounds = await lc.run("acquire", acqs[0].key, acqs[0].token, acqs[0].ttl_ms)  # type: ignore[union-attr]
+            else:
+                acq_rounds = await lc.run(  # type: ignore[union-attr]
+                    "acquire_many", [r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
+            for req, rnd in zip(acqs, acq_rounds):
+                req.rnd = rnd
+                req.ok = rnd.ok
+            failed = [r for r in acqs if not r.ok and may_hold(r.rnd.outcomes)]
+            if failed:  # written behind their SETs, not awaited
+                await self._release_behind(failed)
+            if rels:
+                await self._releases_decided(rel_rounds)
+        for req, rnd in zip(rels, rel_rounds):
+            req.rnd = rnd
+            req.ok = rnd.successes >= self.quorum
+
+    async def _release_behind(self, reqs: Sequence[_Request]) -> None:
+        if len(reqs) == 1:
+            await self._lc.run("release", reqs[0].key, reqs[0].token, False)  # type: ignore[union-attr]
+        else:
+            await self._lc.run("release_many", [r.key for r in reqs], [r.token for r in reqs], False)  # type: ignore[union-attr]
+
+    async def _releases_decided(self, rounds: List[Any]) -> None:
+        """Releases written ahead of acquisitions: wait until each is decided (a quorum confirmed
+        it or cannot any more; with ``wait_for_all``, until every master answered or is late)."""
+        lc = self._lc
+        quorum, n = self.quorum, self.n
+        while not self._closed:
+            if self._wait_for_all:
+                if not any(oc.PENDING in rnd.outcomes for rnd in rounds):
+                    return
+            elif release_decided(rounds, quorum, n):
+                return
+            if lc.core.owed_deadline() < 0.0:  # type: ignore[union-attr]
+                return
+            await lc.activity()  # type: ignore[union-attr]
+
+    def _finish_batch(self, batch: List[_Request]) -> None:
+        """Hand each request its result; undo an acquisition whose task went away meanwhile."""
+        undo = []
+        for req in batch:
+            if req.abandoned or req.future.done():
+                if req.ttl_ms and req.ok:
+                    undo.append(req)
+                continue
+            req.future.set_result(req)
+        for req in undo:
+            self._undo(req)
+
+    def _undo(self, req: _Request) -> None:
+        """Release an acquisition nobody will hold, in the next round, behind its SETs; nobody
+        waits for the answer."""
+        fut = self._loop.create_future()  # type: ignore[union-attr]
+        fut.add_done_callback(_ignore_result)
+        self._enqueue(_Request(req.key, req.token, 0, fut))
+
+    # --- closing ---------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Let the queued work finish, then close the connections; later use raises RuntimeError."""
+        if self._closed:
+            return
+        runner = self._runner
+        if runner is not None and self._loop is asyncio.get_running_loop():
+            try:
+                await asyncio.shield(runner)
+            except Exception:
+                pass
+        self._closed = True
+        for item in list(self._queue):
+            if not item.future.done():
+                item.future.set_exception(RuntimeError("this Redlock client is closed"))
+        self._queue.clear()
+        if self._lc is not None:
+            self._lc.close()
+        self.executor.close()

@@ -1,0 +1,216 @@
+"""One core driven by an asyncio event loop instead of ``poll(2)``.
+
+The core (either I/O twin) does the socket work and the protocol decides; this module only tells
+the loop what to watch and tells the core what the loop saw. A reader callback stays on every
+open socket for as long as it is open, so owed replies that arrive between rounds are read when
+they come (their rounds' outcomes are filled in); a writer callback is on only while a round waits
+to write (a connect in progress, or bytes a full socket did not take); one timer stands for the
+round's next deadline, and between rounds for the owed replies' first deadline. No thread, no
+executor: every callback runs on the loop, non-blocking.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Dict, List, Optional, Set
+
+
+class LoopCore:
+    """Drives the rounds of ``core`` on ``loop``; one round at a time (the caller serializes)."""
+
+    def __init__(self, core: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.core = core
+        self.loop = loop
+        self._changes = -1                 # the core's socket open/close count when last synced
+        self._readers: Dict[int, int] = {}  # master -> fd with a reader callback
+        self._writers: Dict[int, int] = {}  # master -> fd with a writer callback
+        self._round: Optional[asyncio.Future] = None   # set while a round runs
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_at = -1.0
+        self._waiters: List[asyncio.Future] = []  # see activity()
+        self._cancelled: Optional[BaseException] = None  # see take_cancelled()
+        self._closed = False
+
+    # --- rounds ---------------------------------------------------------------------------------
+    async def run(self, op: str, *args: Any) -> List[Any]:
+        """Run core operation ``op`` (e.g. ``"acquire"``) on the loop; return its rounds.
+
+        Not interruptible half-way: if the awaiting task is cancelled, the round still runs to
+        its end (its outcomes and owed replies stay right) and returns; the cancellation is held
+        back until the caller's plan is complete (:meth:`take_cancelled`).
+        """
+        if self._closed:
+            raise RuntimeError("this Redlock client is closed")
+        core = self.core
+        core.start(op, *args)
+        cancelled = None
+        try:
+            while core.next_deadline() >= 0.0:
+                self._round = fut = self.loop.create_future()
+                self._sync()  # may already resolve it
+                try:
+                    await fut
+                except asyncio.CancelledError as exc:
+                    if self._closed:
+                        raise
+                    cancelled = exc  # the round runs to its end; the cancellation is raised after
+        except BaseException:
+            # The client is closing, or something broke: end the round (what was not answered
+            # stays owed) and close the connections, whose replies could be out of step now.
+            self._round = None
+            core.finish()
+            if not self._closed:
+                core.close()
+                self._sync()
+            raise
+        self._round = None
+        rounds = core.finish()
+        self._sync()
+        if cancelled is not None and self._cancelled is None:
+            self._cancelled = cancelled
+        return rounds
+
+    def take_cancelled(self) -> Optional[BaseException]:
+        """The cancellation :meth:`run` held back, if any (and forget it): the caller raises it
+        once the plan that ran the rounds is complete, so a cancelled task still ends cancelled."""
+        exc, self._cancelled = self._cancelled, None
+        return exc
+
+    async def activity(self) -> None:
+        """Return after the next read or deadline sweep between rounds (stragglers' answers)."""
+        fut = self.loop.create_future()
+        self._waiters.append(fut)
+        self._arm(self.core.owed_deadline())
+        await fut
+
+    def close(self) -> None:
+        """Stop watching; close the core's connections (a round in progress ends with an error)."""
+        self._closed = True
+        if self._round is not None and not self._round.done():
+            self._round.cancel()
+        self._unwatch_all()
+        self.core.close()
+        self._wake()
+
+    # --- what the loop sees -----------------------------------------------------------------------
+    def _on_readable(self, i: int) -> None:
+        self._serve(i, True, False)
+
+    def _on_writable(self, i: int) -> None:
+        self._serve(i, False, True)
+
+    def _serve(self, i: int, readable: bool, writable: bool) -> None:
+        try:
+            self.core.ready(i, readable, writable)
+        except BaseException as exc:  # a bug or an OSError: the round must not hang on it
+            self._fail(exc)
+            return
+        self._sync()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = -1.0
+        if self._round is None and self.core.owed_deadline() < 0.0:
+            return  # set for a round that ended in time: nothing is due
+        try:
+            if self._round is not None:
+                self.core.overdue()
+            else:
+                self.core.tidy()
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        self._sync()
+
+    def _fail(self, exc: BaseException) -> None:
+        fut = self._round
+        if fut is not None and not fut.done():
+            fut.set_exception(exc)
+        else:
+            self.loop.call_exception_handler({"message": "fastredlock: error between rounds", "exception": exc})
+        self._wake()
+
+    # --- keeping the loop's watch list in step with the core -------------------------------------
+    def _sync(self) -> None:
+        """After anything the core did: readers on its open sockets, writers where the round waits
+        to write, the timer on the next deadline; resolve the round when it is over."""
+        core = self.core
+        changes, writing = core.watched()
+        if changes != self._changes:
+            self._changes = changes
+            self._watch_readers(core.fds())
+        if writing or self._writers:
+            self._watch_writers(core.fds(), set(writing) if self._round is not None else set())
+        fut = self._round
+        if fut is not None:
+            first = core.next_deadline()
+            if first < 0.0:
+                if not fut.done():
+                    fut.set_result(None)
+                return
+            self._arm(first)
+        else:
+            self._arm(core.owed_deadline())
+            self._wake()
+
+    def _watch_readers(self, fds: List[int]) -> None:
+        loop = self.loop
+        for i, fd in enumerate(fds):
+            old = self._readers.get(i)
+            if old == fd:
+                continue
+            if old is not None:
+                # The socket was closed (maybe replaced by one with the same number): forget the
+                # old registration; the selector ignores the closed fd's removal error.
+                loop.remove_reader(old)
+                del self._readers[i]
+                if self._writers.get(i) == old:
+                    loop.remove_writer(old)
+                    del self._writers[i]
+            if fd >= 0:
+                loop.add_reader(fd, self._on_readable, i)
+                self._readers[i] = fd
+
+    def _watch_writers(self, fds: List[int], writing: Set[int]) -> None:
+        loop = self.loop
+        for i, fd in list(self._writers.items()):
+            if i not in writing or fds[i] != fd:
+                loop.remove_writer(fd)
+                del self._writers[i]
+        for i in writing:
+            if i not in self._writers:
+                loop.add_writer(fds[i], self._on_writable, i)
+                self._writers[i] = fds[i]
+
+    def _unwatch_all(self) -> None:
+        for fd in self._readers.values():
+            self.loop.remove_reader(fd)
+        for fd in self._writers.values():
+            self.loop.remove_writer(fd)
+        self._readers.clear()
+        self._writers.clear()
+        self._changes = -1
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = -1.0
+
+    def _arm(self, at: float) -> None:
+        """Make sure the timer fires by ``at`` (the core's monotonic clock; -1.0: nothing due).
+
+        Lazy: a timer already set to fire earlier is kept (when it fires, the deadline that is
+        due then is looked at and the timer set again). Each round's deadline lies beyond the
+        previous one's, so most rounds set no timer at all.
+        """
+        timer_at = self._timer_at
+        if at < 0.0 or (self._timer is not None and timer_at <= at):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_later(max(0.0, at - self.core.now()), self._on_timer)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)

@@ -1,0 +1,120 @@
+"""``Redlock`` for asyncio: the sync client's options and answers, awaitable, on one event loop.
+
+A client belongs to the event loop that first uses it (one client per loop; using it from another
+raises ``RuntimeError``). Its rounds run on that loop through the readiness callbacks of the raw
+sockets (:mod:`._loop_io`), one at a time, carrying every request tasks made meanwhile
+(:mod:`._executor`). Options are those of :class:`fastredlock.Redlock` (``auto_pipeline`` is
+accepted and ignored: tasks always ride together).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
+
+from .._base import RedlockBase
+from .._tokens import new_token, new_tokens
+from ..protocol.plans import may_hold
+from ._executor import AsyncExecutor
+from .lock import Lock
+from .watchdog import Watchdog
+
+__all__ = ["Redlock"]
+
+
+class Redlock(RedlockBase):
+    """A Redlock client for asyncio over N independent Redis masters.
+
+    Takes the options of :class:`fastredlock.Redlock`. Close it with ``await dlm.aclose()`` or use
+    ``async with Redlock(...) as dlm``.
+    """
+
+    def __init__(self, masters: Iterable[Any], **options: Any) -> None:
+        super().__init__(masters, **options)
+        self._aexec = AsyncExecutor(self.executor)
+        self._dog: Optional[Watchdog] = None
+
+    def lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 10.0,
+        *,
+        auto_extend: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lock], object]] = None,
+        fencing: bool = False,
+    ) -> Lock:
+        """Return a handle for the lock called ``name`` (see :meth:`fastredlock.Redlock.lock`);
+        ``on_lost`` may be a plain or an async callable (awaited on the watchdog task)."""
+        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+
+    async def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
+        """Try to acquire K independent locks in one round (see :meth:`fastredlock.Redlock.acquire_many`)."""
+        names, keys, ttl_ms = self._batch_args(names, ttl)
+        tokens = new_tokens(len(keys))
+
+        async def plan(lc: Any) -> List[Any]:
+            rounds = await lc.run("acquire_many", keys, tokens, ttl_ms)
+            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd.outcomes)]
+            if failed:  # written behind the SETs, not awaited
+                await lc.run("release_many", [keys[j] for j in failed], [tokens[j] for j in failed], False)
+            return rounds
+
+        rounds = await self._aexec.job(plan)
+        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [None] * len(keys))
+
+    async def release_many(self, locks: Sequence[Lock]) -> List[bool]:
+        """Release several held locks in one round; per lock, whether a quorum still held it
+        (see :meth:`fastredlock.Redlock.release_many`)."""
+        held, keys, tokens, _carriers = Lock.release_args_of(locks)  # raises if a handle holds nothing
+        if not held:
+            return []
+        for lock in held:
+            self._unwatch(lock)
+        rounds = None
+        try:
+            rounds = await self._aexec.run("release_many", keys, tokens)
+        finally:
+            Lock.released_all(held, rounds)
+        return [bool(rnd.ok) for rnd in rounds]
+
+    async def lock_all(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> Optional[List[Lock]]:
+        """Acquire several names together, all or none (see :meth:`fastredlock.Redlock.lock_all`)."""
+        names, keys, ttl_ms = self._batch_args(names, ttl)
+        tokens = [new_token()] * len(keys)
+
+        async def plan(lc: Any) -> Any:
+            rnd = (await lc.run("acquire_all", keys, tokens[0], ttl_ms))[0]
+            if not rnd.ok and may_hold(rnd.outcomes):
+                await lc.run("release_many", keys, tokens, False)
+            return rnd
+
+        rnd = await self._aexec.job(plan)
+        if not rnd.ok:
+            return None
+        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, [rnd] * len(keys), [None] * len(keys))
+
+    async def aclose(self) -> None:
+        """Stop the watchdog, let queued work finish, close every connection. Locks still held
+        stay until their TTL."""
+        if self._dog is not None:
+            await self._dog.stop()
+        await self._aexec.aclose()
+
+    async def __aenter__(self) -> "Redlock":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- for the handles (not for applications) -----------------------------------------------
+    def _watchdog(self) -> Watchdog:
+        if self._dog is None:
+            self._dog = Watchdog(self)
+        return self._dog
+
+    def _unwatch(self, lock: Lock) -> None:
+        if self._dog is not None:
+            self._dog.unwatch(lock)
+
+    def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
+        raise RuntimeError("the asyncio client's watchdog is a task (see Redlock._watchdog)")

@@ -1,0 +1,271 @@
+"""``Lock`` for asyncio: the sync handle's state and checks, with awaitable operations.
+
+A subclass of :class:`fastredlock.Lock`: construction, the checks of its arguments, ``validity``,
+``locked()``, ``lost``, ``check()``, ``token``, ``fence`` and its repr are the sync handle's. What
+talks to the masters is awaitable and runs on the client's event loop (see
+:mod:`fastredlock.asyncio._executor`): ``acquire``, ``release``, ``extend``, ``lose``, and
+``async with``. The Redlock plans (:mod:`fastredlock.protocol.plans`) decide as they do for the
+sync handle.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from time import monotonic
+from typing import TYPE_CHECKING, Any, List, Optional, Union
+
+from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from ..lock import Lock as _SyncLock, fence_key
+from ..protocol import outcomes as oc
+from ..protocol.plans import fence_of, fenced_held, may_hold
+from .._checks import check_timeout
+from .._tokens import new_token
+
+if TYPE_CHECKING:  # type names only
+    from .client import Redlock
+
+__all__ = ["Lock"]
+
+log = logging.getLogger("fastredlock")
+
+
+class Lock(_SyncLock):
+    """A handle on the lock called ``name``; get one from :meth:`fastredlock.asyncio.Redlock.lock`.
+
+    Use it from the event loop its client belongs to. A handle holds at most one acquisition at a
+    time; take one handle per task.
+    """
+
+    # --- acquire ----------------------------------------------------------------------------
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:  # type: ignore[override]
+        """Try to acquire the lock; return whether it is now held (see :meth:`fastredlock.Lock.acquire`).
+
+        Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter.
+        Cancelled while a round runs for it, the round ends and the acquisition is released behind
+        its SETs: no key is left behind.
+        """
+        if self.token is not None and not self._lost:
+            raise LockError("this handle already holds the lock; release it first", self.name)
+        deadline = None
+        if timeout is not None:
+            if not blocking:
+                raise ValueError("timeout cannot be used with blocking=False")
+            deadline = monotonic() + check_timeout(timeout)
+        self._reset()
+        aexec = self._client._aexec
+        attempts = 0
+        while True:
+            attempts += 1
+            token = new_token()
+            if self.fencing:
+                ok = await self._attempt_fenced(token)
+            else:
+                rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
+                self._last = rnd
+                ok = rnd.ok
+                if ok:
+                    self._valid_until = rnd.valid_until
+            if ok:
+                self.token = token
+                self._acquired_at = monotonic()
+                if self.auto_extend or self.on_lost is not None:
+                    self._client._watchdog().watch(self)
+                return True
+            if not blocking or not await self._pause_async(attempts, deadline):
+                return False
+
+    async def _pause_async(self, attempts: int, deadline: Optional[float]) -> bool:
+        """Sleep before attempt ``attempts + 1``; False: no attempt is left (count or deadline)."""
+        client = self._client
+        if deadline is None and attempts > client.retry_count:
+            return False
+        if client.backoff is not None:
+            delay = float(client.backoff(attempts))
+        else:
+            delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
+        if deadline is not None:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return False
+            delay = min(delay, remaining)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return True
+
+    async def _attempt_fenced(self, token: bytes) -> bool:  # type: ignore[override]
+        """Two rounds with the core alone: SET NX + read counters, then max+1 to a quorum."""
+        key, ttl_ms = self.key, self._ttl_ms
+        retention_ms = int(self._client.fence_retention * 1000)
+
+        async def plan(lc: Any) -> bool:
+            fkey = fence_key(key)
+            first = (await lc.run("acquire_fenced", key, fkey, token, ttl_ms))[0]
+            self._last = first
+            if first.ok:
+                fence = fence_of(first.values)
+                second = (await lc.run("write_fence", key, fkey, token, fence, retention_ms))[0]
+                valid_until = first.valid_until  # validity runs from before the first round
+                if fenced_held(second.ok, valid_until, monotonic()):
+                    self.fence = fence
+                    self._valid_until = valid_until
+                    return True
+                self._last = second
+            if may_hold(first.outcomes):
+                await lc.run("release", key, token, False)
+            return False
+
+        return await self._client._aexec.job(plan)
+
+    # --- release and extend -------------------------------------------------------------------
+    async def release(self, token: Union[str, bytes, None] = None) -> None:  # type: ignore[override]
+        """Release the lock on every master (see :meth:`fastredlock.Lock.release`).
+
+        Cancelled while its round runs, the release still goes out (and the handle holds nothing).
+        """
+        if token is not None:
+            await self._release_token_async(token)
+            return
+        token = self._require_token()
+        client = self._client
+        client._unwatch(self)
+        was_lost = self.lost
+        try:
+            rnd, ok = await client._aexec.release_one(self.key, token)
+        finally:
+            self.token = None
+            self.fence = None
+            self._carrier = None
+            self._valid_until = 0.0
+        self._last = rnd
+        executor = self._executor
+        if was_lost:
+            self._lost = False
+            raise LockLostError(
+                f"lock {self.name!r} had been lost before it was released", self.name, await self._outcomes_of(rnd)
+            )
+        if not ok:
+            outcomes = await self._outcomes_of(rnd)
+            silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
+            tail = f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
+            raise LockNotOwnedError(
+                f"lock {self.name!r} was not confirmed held on a quorum when released "
+                f"({rnd.successes}/{executor.quorum} needed){tail}{executor.down_note(outcomes)}",
+                self.name,
+                outcomes,
+            )
+
+    async def _release_token_async(self, token: Union[str, bytes]) -> None:
+        if isinstance(token, str):
+            token = token.encode("utf-8", "surrogatepass")
+        elif isinstance(token, (bytes, bytearray)):
+            token = bytes(token)
+        else:
+            raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
+        if not token:
+            raise ValueError("token must not be empty")
+        own = token == self.token
+        if own:
+            self._client._unwatch(self)
+        try:
+            rnd, ok = await self._client._aexec.release_one(self.key, token)
+        finally:
+            if own:
+                self._reset()
+        self._last = rnd
+        if not ok:
+            raise LockNotOwnedError(
+                f"lock {self.name!r} was not held with that token on a quorum "
+                f"({rnd.successes}/{self._executor.quorum} needed) when released",
+                self.name,
+                await self._outcomes_of(rnd),
+            )
+
+    async def extend(self, ttl: Optional[float] = None) -> None:  # type: ignore[override]
+        """Reset the time to live to ``ttl`` seconds (see :meth:`fastredlock.Lock.extend`); if a
+        quorum did not confirm it, the lock is lost: released, ``on_lost`` called, and
+        :class:`LockLostError` raised."""
+        token = self._require_token()
+        if self._lost:
+            raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
+        executor = self._executor
+        ttl_ms = self._ttl_ms if ttl is None else executor.ttl_ms(ttl)
+        rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
+        self._last = rnd
+        if rnd.ok:
+            self._valid_until = rnd.valid_until
+            if ttl is not None:
+                self.ttl, self._ttl_ms = float(ttl), ttl_ms
+            return
+        await self.lose()
+        outcomes = await self._outcomes_of(rnd)
+        raise LockLostError(
+            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{executor.quorum} needed); "
+            f"it is lost and was released{executor.down_note(outcomes)}",
+            self.name,
+            outcomes,
+        )
+
+    async def lose(self) -> None:  # type: ignore[override]
+        """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once
+        (awaited if it is a coroutine function). Called by the watchdog and by :meth:`extend`."""
+        if self._lost:
+            return
+        self._lost = True
+        self._valid_until = 0.0
+        self._client._unwatch(self)
+        token = self.token
+        if token is not None:
+            try:
+                await self._client._aexec.release_one(self.key, token)
+            except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
+                log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
+        if self.on_lost is not None:
+            try:
+                result = self.on_lost(self)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
+
+    # --- outcomes ------------------------------------------------------------------------------
+    @property
+    def outcomes(self) -> List[MasterOutcome]:
+        """What each master answered in this handle's last round, as known now: a master whose
+        answer is still on its way says ``pending`` (see :meth:`settled_outcomes`)."""
+        return self._executor.outcomes(self._last, False) if self._last is not None else []
+
+    async def settled_outcomes(self) -> List[MasterOutcome]:
+        """:attr:`outcomes` once the stragglers' answers are in (or their deadlines passed)."""
+        return await self._outcomes_of(self._last) if self._last is not None else []
+
+    async def _outcomes_of(self, rnd: Any) -> List[MasterOutcome]:
+        client = self._client
+        await client._aexec.settled(rnd, client.io_timeout + client.connect_timeout + 1.0)
+        return self._executor.outcomes(rnd, False)
+
+    # --- context manager --------------------------------------------------------------------
+    async def __aenter__(self) -> "Lock":
+        if not await self.acquire():
+            outcomes = await self.settled_outcomes()
+            raise LockNotAcquiredError(
+                f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
+            )
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            await self.release()
+        except LockError as error:
+            if exc_type is not None:
+                return  # the body's own exception is the one to see
+            if isinstance(error, LockNotOwnedError) and not isinstance(error, LockLostError):
+                # the body ran without the lock for part of its time: say so
+                raise LockLostError(str(error), self.name, error.outcomes) from error
+            raise
+
+    def __enter__(self) -> "Lock":
+        raise TypeError("use 'async with' with a fastredlock.asyncio lock")
+
+    def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raised
+        pass
