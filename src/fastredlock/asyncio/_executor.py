@@ -78,6 +78,7 @@ class AsyncExecutor:
         self._queue: Deque[Any] = deque()
         self._runner: Optional[asyncio.Task] = None
         self._busy = False  # a caller's task runs a round of its own (see _submit)
+        self._idle_waiters: List[asyncio.Future] = []  # aclose() waits for the work in flight
         self._closed = False
         #: Requests that rode in a round with others (a count, for tests and curiosity).
         self.carried = 0
@@ -124,6 +125,7 @@ class AsyncExecutor:
                 self._busy = False
                 if self._queue and self._runner is None:
                     self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+                self._check_idle()
             if cancelled is not None:
                 if req.ttl_ms and req.ok:
                     self._undo(req)  # nobody will hold it
@@ -225,6 +227,15 @@ class AsyncExecutor:
             self._runner = None
             if queue and not self._closed:  # a request queued while the runner was ending
                 self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if self._busy or self._runner is not None:
+            return
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def _take_batch(self) -> List[_Request]:
         """The requests at the head of the queue that can share a round: up to MAX_BATCH, the
@@ -324,12 +335,11 @@ class AsyncExecutor:
         """Let the queued work finish, then close the connections; later use raises RuntimeError."""
         if self._closed:
             return
-        runner = self._runner
-        if runner is not None and self._loop is asyncio.get_running_loop():
-            try:
-                await asyncio.shield(runner)
-            except Exception:
-                pass
+        if self._loop is asyncio.get_running_loop():
+            while self._busy or self._runner is not None:  # the round in flight, and the queue
+                fut = self._loop.create_future()
+                self._idle_waiters.append(fut)
+                await fut
         self._closed = True
         for item in list(self._queue):
             if not item.future.done():

@@ -51,7 +51,7 @@ class LoopCore:
                     await fut
                 except asyncio.CancelledError as exc:
                     if self._closed:
-                        raise
+                        raise RuntimeError("this Redlock client was closed during the round") from exc
                     cancelled = exc  # the round runs to its end; the cancellation is raised after
         except BaseException:
             # The client is closing, or something broke: end the round (what was not answered

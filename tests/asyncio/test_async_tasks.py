@@ -1,0 +1,187 @@
+"""Tasks on one asyncio client: they ride together, exclude each other, and cancelling one at any
+await point leaves no key (and no task) behind."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fastredlock.asyncio import Redlock
+
+
+def test_tasks_ride_together_and_never_hold_one_name_twice(arun, aclient, masters, name, keys_on):
+    async def main():
+        async with aclient(masters.urls, retry_count=1000, retry_delay=0.001, retry_jitter=0.001) as dlm:
+            inside = 0
+            overlaps = 0
+            counter = 0
+
+            async def worker(k):
+                nonlocal inside, overlaps, counter
+                for i in range(30):
+                    # a name of its own (these ride with the others' requests) ...
+                    own = dlm.lock(f"{name}:{k}", ttl=5.0)
+                    assert await own.acquire(blocking=False)
+                    await own.release()
+                    # ... and one shared name: an independent count of holders at once
+                    async with dlm.lock(name, ttl=5.0):
+                        inside += 1
+                        overlaps += inside != 1
+                        value = counter
+                        await asyncio.sleep(0)  # a holder yields; nobody else may get in
+                        counter = value + 1
+                        inside -= 1
+
+            await asyncio.gather(*(worker(k) for k in range(16)))
+            assert overlaps == 0 and counter == 16 * 30
+            assert dlm._aexec.carried > 0  # requests rode in rounds other tasks started
+            assert keys_on(masters, name) == 0
+
+    arun(main())
+
+
+def _cancel_after(iterations):
+    """Let the loop run ``iterations`` times, then cancel ``task``."""
+
+    async def cancel(task):
+        for _ in range(iterations):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    return cancel
+
+
+async def _no_keys_soon(masters, key, keys_on):
+    """Wait (bounded) for what a cancelled task wrote behind its SETs to reach the masters."""
+    for _ in range(100):
+        if keys_on(masters, key) == 0:
+            return 0
+        await asyncio.sleep(0.01)
+    return keys_on(masters, key)
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 2, 3, 4, 6, 10])
+def test_cancelled_acquire_leaves_no_key(arun, aclient, masters, name, keys_on, iterations):
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            lock = dlm.lock(name, ttl=10.0)
+            result = await _cancel_after(iterations)(asyncio.ensure_future(lock.acquire()))
+            if result is True:  # it finished before the cancellation came: an ordinary holder
+                await lock.release()
+            assert await _no_keys_soon(masters, name, keys_on) == 0
+            # the client still works, and the name is free
+            again = dlm.lock(name, ttl=10.0)
+            assert await again.acquire(blocking=False)
+            await again.release()
+
+    arun(main())
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 2, 3, 5])
+def test_cancelled_acquire_behind_other_tasks_leaves_no_key(arun, aclient, masters, name, keys_on, iterations):
+    # queued behind a round another task runs: cancelled while waiting (withdrawn) or while its
+    # shared round runs (undone behind its SETs)
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            others = [asyncio.ensure_future(dlm.lock(f"{name}:o{i}").acquire()) for i in range(3)]
+            lock = dlm.lock(name, ttl=10.0)
+            result = await _cancel_after(iterations)(asyncio.ensure_future(lock.acquire()))
+            if result is True:
+                await lock.release()
+            held = await asyncio.gather(*others)
+            assert held == [True] * 3
+            assert await _no_keys_soon(masters, name, keys_on) == 0
+
+    arun(main())
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 2, 3, 5])
+def test_cancelled_release_still_goes_out(arun, aclient, masters, name, keys_on, iterations):
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            lock = dlm.lock(name, ttl=10.0)
+            assert await lock.acquire()
+            await _cancel_after(iterations)(asyncio.ensure_future(lock.release()))
+            if iterations == 0:  # cancelled before its first step: release() never ran
+                assert lock.token is not None and keys_on(masters, name) == 5
+                await lock.release()
+            assert lock.token is None  # once release() ran, the handle holds nothing either way
+            assert await _no_keys_soon(masters, name, keys_on) == 0
+
+    arun(main())
+
+
+def test_asyncio_timeout_around_acquire_on_a_stalled_quorum(arun, aclient, fault_masters, name, keys_on):
+    # three of five masters stalled: every round waits io_timeout; wait_for cancels the attempt
+    # mid-round, and nothing is left once the masters come back
+    async def main():
+        async with aclient(fault_masters.urls, io_timeout=0.2, cooldown=0, retry_count=50) as dlm:
+            for m in fault_masters[:3]:
+                m.pause()
+            try:
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(dlm.lock(name, ttl=10.0).acquire(), 0.1)
+            finally:
+                for m in fault_masters[:3]:
+                    m.resume()
+            await asyncio.sleep(0.3)  # the stalled masters answer the SETs, then the releases
+            assert await _no_keys_soon(fault_masters, name, keys_on) == 0
+
+    arun(main())
+
+
+def test_one_stalled_master_does_not_stall_the_tasks(arun, aclient, fault_masters, name, keys_on):
+    async def main():
+        async with aclient(fault_masters.urls, io_timeout=0.1) as dlm:
+            fault_masters[4].pause()
+            try:
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+
+                async def one(i):
+                    lock = dlm.lock(f"{name}:{i}", ttl=10.0)
+                    assert await lock.acquire(blocking=False)
+                    await lock.release()
+
+                await asyncio.gather(*(one(i) for i in range(20)))
+                assert loop.time() - started < 2.0  # early decision at quorum; no hang
+            finally:
+                fault_masters[4].resume()
+            await asyncio.sleep(0.3)
+            assert sum(keys_on(fault_masters, f"{name}:{i}") for i in range(20)) == 0
+
+    arun(main())
+
+
+def test_quorum_impossible_fails_fast(arun, aclient, fault_masters, name):
+    async def main():
+        async with aclient(fault_masters.urls, io_timeout=0.2) as dlm:
+            for m in fault_masters[:3]:
+                m.kill()
+            lock = dlm.lock(name, ttl=10.0)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert not await lock.acquire(blocking=False)
+            assert loop.time() - started < 0.5
+            outcomes = [o.outcome for o in await lock.settled_outcomes()]
+            assert outcomes.count("ok") == 2 or outcomes.count("ok") == 0  # released behind, or refused
+
+    arun(main())
+
+
+def test_aclose_while_tasks_wait(core, masters, name):
+    async def main():
+        dlm = Redlock(masters.urls, core=core, restart_aware=False)
+        locks = [dlm.lock(f"{name}:{i}", ttl=10.0) for i in range(10)]
+        tasks = [asyncio.ensure_future(lock.acquire()) for lock in locks]
+        await asyncio.sleep(0)
+        await dlm.aclose()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for r in results:
+            assert r is True or isinstance(r, RuntimeError), r
+
+    asyncio.run(main())
