@@ -226,6 +226,7 @@ cdef class Core:
     cdef char *_rbufp
     cdef bint _stepped          # start(): begin the round and return; the caller drives it
     cdef Py_ssize_t _opened     # sockets opened or closed so far (the caller's watch list changes)
+    cdef Py_ssize_t _seen       # _opened when watched() last told the caller
 
     def __cinit__(self):
         self._fds = NULL
@@ -641,6 +642,7 @@ cdef class Core:
                 if writing is None:
                     writing = []
                 writing.append(i)
+        self._seen = self._opened
         return self._opened, (() if writing is None else tuple(writing))
 
     def fds(self):
@@ -649,21 +651,49 @@ cdef class Core:
 
     def ready(self, Py_ssize_t i, bint readable, bint writable):
         """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
-        replies that arrive between rounds are read this way too."""
+        replies that arrive between rounds are read this way too.
+
+        Returns what the caller must look at (0 almost always, so an event loop's callback stays
+        short): ``READY_OVER`` (1) the round in progress is over; ``READY_WATCH`` (2) sockets were
+        opened or closed since :meth:`watched`, or one waits to be written; ``READY_IDLE`` (4)
+        no round is in progress (an owed reply was read).
+        """
+        cdef int code = 0
+        cdef Link link
+        cdef Py_ssize_t j
         if self._fds[i] >= 0:
             self._serve(i, readable, writable)
+        if not self._s.in_round:
+            code |= 4
+        elif self._s.next_deadline() < 0.0:
+            code |= 1
+        if self._opened != self._seen:
+            code |= 2
+        else:
+            for j in range(self.n):
+                link = <Link>self._links[j]
+                if self._fds[j] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+                    code |= 2
+                    break
+        return code
 
     def next_deadline(self):
         """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
         return self._s.next_deadline()
 
-    def overdue(self):
-        """A deadline passed: read what already arrived on the round's sockets, then call late
-        the masters still missing."""
+    def sweep(self):
+        """Read what already arrived on the sockets the round waits for (non-blocking): an event
+        loop that saw one socket ready need not go round again for the others."""
         cdef Py_ssize_t i
         for i in range(self.n):
             if (<Link>self._links[i]).polled and self._fds[i] >= 0:
                 self._readable(i)
+
+    def overdue(self):
+        """A deadline passed: read what already arrived on the round's sockets, then call late
+        the masters still missing."""
+        cdef Py_ssize_t i
+        self.sweep()
         self._s.expire_due(frl_now())
         for i in range(self.n):
             self._sync(i)

@@ -114,6 +114,7 @@ class Core:
         self._readers: List[Optional[hiredis.Reader]] = [None] * self.n
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
+        self._seen = 0         # _opened when watched() last told the caller
 
     # --- settings and state --------------------------------------------------------------------
     @property
@@ -393,28 +394,50 @@ class Core:
         socks = self._socks
         writing = tuple(link.index for link in self._links
                         if (link.out or link.connecting) and socks[link.index] is not None)
+        self._seen = self._opened
         return self._opened, writing
 
     def fds(self) -> List[int]:
         """The open sockets' fds by master (-1: none)."""
         return [-1 if sock is None else sock.fileno() for sock in self._socks]
 
-    def ready(self, i: int, readable: bool, writable: bool) -> None:
+    def ready(self, i: int, readable: bool, writable: bool) -> int:
         """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
-        replies that arrive between rounds are read this way too."""
+        replies that arrive between rounds are read this way too.
+
+        Returns what the caller must look at (0 almost always, so an event loop's callback stays
+        short): ``READY_OVER`` (1) the round in progress is over; ``READY_WATCH`` (2) sockets were
+        opened or closed since :meth:`watched`, or one waits to be written; ``READY_IDLE`` (4)
+        no round is in progress (an owed reply was read).
+        """
         if self._socks[i] is not None:
             self._serve(self._links[i], readable, writable)
+        session = self._session
+        code = 0
+        if not session.in_round:
+            code |= 4
+        elif session.next_deadline() < 0.0:
+            code |= 1
+        if self._opened != self._seen or any(
+                (link.out or link.connecting) and self._socks[link.index] is not None for link in self._links):
+            code |= 2
+        return code
 
     def next_deadline(self) -> float:
         """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
         return self._session.next_deadline()
 
-    def overdue(self) -> None:
-        """A deadline passed: read what already arrived on the round's sockets, then call late
-        the masters still missing."""
+    def sweep(self) -> None:
+        """Read what already arrived on the sockets the round waits for (non-blocking): an event
+        loop that saw one socket ready need not go round again for the others."""
         for link in self._links:
             if link.polled and self._socks[link.index] is not None:
                 self._readable(link)
+
+    def overdue(self) -> None:
+        """A deadline passed: read what already arrived on the round's sockets, then call late
+        the masters still missing."""
+        self.sweep()
         self._session.expire_due(monotonic())
         for link in self._links:
             self._sync(link)

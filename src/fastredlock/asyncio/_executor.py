@@ -119,7 +119,15 @@ class AsyncExecutor:
             req = _Request(key, token, ttl_ms, None)
             self._busy = True
             try:
-                await self._run_batch([req])
+                if ttl_ms:
+                    self.executor.for_acquiring(lc.core)
+                    rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
+                    req.ok = rnd.ok
+                    if not rnd.ok and may_hold(rnd.outcomes):  # released behind its SETs, not awaited
+                        await lc.run("release", key, token, False)
+                else:
+                    rnd = req.rnd = (await lc.run("release", key, token))[0]
+                    req.ok = rnd.successes >= self.quorum
             finally:
                 cancelled = lc.take_cancelled()
                 self._busy = False

@@ -93,15 +93,18 @@ class LoopCore:
 
     # --- what the loop sees -----------------------------------------------------------------------
     def _on_readable(self, i: int) -> None:
-        self._serve(i, True, False)
+        try:
+            code = self.core.ready(i, True, False)
+        except BaseException as exc:  # a bug or an OSError: the round must not hang on it
+            self._fail(exc)
+            return
+        if code:  # the round is over, the watch list changed, or an owed reply came between rounds
+            self._sync()
 
     def _on_writable(self, i: int) -> None:
-        self._serve(i, False, True)
-
-    def _serve(self, i: int, readable: bool, writable: bool) -> None:
         try:
-            self.core.ready(i, readable, writable)
-        except BaseException as exc:  # a bug or an OSError: the round must not hang on it
+            self.core.ready(i, False, True)
+        except BaseException as exc:
             self._fail(exc)
             return
         self._sync()
