@@ -68,6 +68,16 @@ def _exceptions() -> Any:
     return exceptions
 
 
+def _check_seconds(value: Any, what: str, *, none_ok: bool = False) -> None:
+    """Refuse a duration redis-py would have sent the server (or slept) and failed on later."""
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds{' or None' if none_ok else ''}, not {type(value).__name__}")
+    if not value >= 0:
+        raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
+
+
 class AsyncLock:
     """A lock on the key ``name`` of the server ``redis`` points at; see the module docstring.
 
@@ -90,6 +100,9 @@ class AsyncLock:
     ) -> None:
         if not hasattr(redis, "connection_pool"):
             raise TypeError(f"redis must be a redis.asyncio.Redis client, not {type(redis).__name__}")
+        _check_seconds(timeout, "timeout", none_ok=True)
+        _check_seconds(sleep, "sleep")
+        _check_seconds(blocking_timeout, "blocking_timeout", none_ok=True)
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -232,9 +245,11 @@ class AsyncLock:
         return True
 
     def _raise_failed(self, error: _LockError) -> None:
-        """Raise the redis-py error of a server that failed (not one that answered), if any."""
-        failed = redis_errors(error.outcomes)
-        if failed:
+        """Raise a redis-py error if the server did not answer "ok" or "no" (it failed, or its
+        answer is unknown): the key may still hold the token, so the caller keeps it."""
+        unknown = [o for o in error.outcomes if o.outcome not in ("ok", "no")]
+        if unknown:
+            failed = redis_errors(unknown) or [_exceptions().ConnectionError(str(unknown[0]))]
             raise failed[0] from error
 
     # --- context manager ------------------------------------------------------------------------
