@@ -1,13 +1,14 @@
 """Fixtures of the compat tests: shims on the core under test (or only the active one, for argument
-checks), and a master that is not there."""
+checks), a master that is not there, and ``arun`` for the asyncio shims."""
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
 
 import fastredlock.compat
-from fastredlock.compat._common import close_clients
+from fastredlock.compat._common import aclose_clients, close_clients
 
 
 def _shims_on(core):
@@ -36,3 +37,26 @@ def dead_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def arun():
+    """``arun(coro)``: run a coroutine on a fresh event loop, then close the shims' clients of that
+    loop and fail if the coroutine left tasks running (as ``tests/asyncio``; no pytest plugin)."""
+
+    def run(coro):
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.run_until_complete(aclose_clients())
+            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            assert not left, f"tasks left running after the test: {left}"
+
+    return run

@@ -6,6 +6,7 @@ Library replaced              Change
 redlock-py (SPSCommerce)      ``from fastredlock.compat.redlock_py import Redlock``
 redlock (glasslion)           ``from fastredlock.compat.redlock import RedLock``
 pottery (``Redlock`` only)    ``from fastredlock.compat.pottery import Redlock``
+redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
 ============================  ==========================================================
 
 Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),

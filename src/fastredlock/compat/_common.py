@@ -8,15 +8,21 @@ credentials are read. redis-py is imported only where one of these needs it.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+import weakref
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..client import MAX_TTL, Redlock
 from ..errors import LockError, LockNotOwnedError, MasterOutcome
 from .._masters import MasterSpec, parse_masters
 
+if TYPE_CHECKING:  # type names only: the asyncio client is imported by the asyncio shims
+    from ..asyncio import Redlock as AsyncRedlock
+
 __all__ = [
     "Masters",
+    "aclose_clients",
     "configure",
     "encode_key",
     "error_outcomes",
@@ -36,6 +42,11 @@ _DEFAULT_OPTIONS: Dict[str, Any] = {
 _options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
 _clients: Dict[Tuple[Any, ...], Redlock] = {}
 _clients_lock = threading.Lock()
+#: The asyncio clients: one per event loop (a fastredlock.asyncio client belongs to one loop), per
+#: master set and options. A loop that is garbage collected takes its entry with it.
+_aio_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Dict[Tuple[Any, ...], AsyncRedlock]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 #: The fastredlock dict keys a master dict may use without redis-py.
 _PLAIN_KEYS = frozenset({"host", "port", "db", "username", "password", "path", "unix_socket_path"})
@@ -71,12 +82,45 @@ def options() -> Dict[str, Any]:
 
 
 def close_clients() -> None:
-    """Close every client the shims built (tests; a process about to exit)."""
+    """Close every client the shims built (tests; a process about to exit).
+
+    The asyncio clients of loops that are no longer running have their connections closed here;
+    those of a running loop are closed with :func:`aclose_clients`, on that loop.
+    """
     with _clients_lock:
         clients = list(_clients.values())
         _clients.clear()
+        stale = []
+        for loop in list(_aio_clients):
+            if not loop.is_running():
+                stale.extend(_aio_clients.pop(loop).values())
     for client in clients:
         client.close()
+    for aio in stale:
+        aio.executor.close()
+
+
+async def aclose_clients() -> None:
+    """Close the asyncio clients the shims built for the running event loop (call it on that loop
+    before closing it; locks still held stay until their TTL)."""
+    with _clients_lock:
+        clients = list(_aio_clients.pop(asyncio.get_running_loop(), {}).values())
+    for client in clients:
+        await client.aclose()
+
+
+def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
+    from ..asyncio import Redlock as AsyncRedlock
+
+    loop = asyncio.get_running_loop()  # RuntimeError outside a coroutine, as the client would raise
+    key = (specs, tuple(sorted(_options.items())))
+    with _clients_lock:
+        per_loop = _aio_clients.setdefault(loop, {})
+        client = per_loop.get(key)
+        if client is None:
+            client = AsyncRedlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **_options)
+            per_loop[key] = client
+    return client
 
 
 def _client_for(specs: Tuple[MasterSpec, ...]) -> Redlock:
@@ -154,6 +198,11 @@ class Masters:
     def client(self) -> Redlock:
         """The fastredlock client for these masters (one per master set and options, per process)."""
         return _client_for(self.specs)
+
+    def aio_client(self) -> "AsyncRedlock":
+        """The :mod:`fastredlock.asyncio` client for these masters on the running event loop (one
+        per loop, master set and options, per process)."""
+        return _aio_client_for(self.specs)
 
     @property
     def quorum(self) -> int:
