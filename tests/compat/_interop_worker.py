@@ -4,7 +4,7 @@ Run as a script in its own process (the original's folder, or nothing, on ``PYTH
 
     python _interop_worker.py LIB SIDE SPEC
 
-LIB is ``redlock-py``, ``redlock`` or ``pottery``; SIDE ``original`` or ``shim``; SPEC a JSON object
+LIB is ``redlock-py``, ``redlock``, ``pottery`` or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object
 with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for
 the shim, ``core``. Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
@@ -79,6 +79,28 @@ def lockers(lib: str, side: str, spec: dict):
         masters = [Redis(host="127.0.0.1", port=p, socket_timeout=1) for p in ports]
         lock = Redlock(key=resource, masters=masters, auto_release_time=ttl_ms / 1000)
         return (lambda: lock.acquire(blocking=False)), lock.release
+    if lib == "aioredlock":
+        import asyncio
+
+        if side == "original":
+            from aioredlock import Aioredlock, LockAcquiringError
+        else:
+            from fastredlock.compat.aioredlock import Aioredlock, LockAcquiringError
+        loop = asyncio.new_event_loop()
+        manager = Aioredlock(dicts, retry_count=1, retry_delay_min=0.001, retry_delay_max=0.002)
+        held = {}
+
+        def acquire():
+            try:
+                held["lock"] = loop.run_until_complete(manager.lock(resource, ttl_ms / 1000))
+            except LockAcquiringError:  # held by the other side; any other error is reported
+                return False
+            return True
+
+        def release():
+            loop.run_until_complete(manager.unlock(held.pop("lock")))
+
+        return acquire, release
     raise SystemExit(f"unknown library {lib!r}")
 
 

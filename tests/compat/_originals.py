@@ -62,7 +62,13 @@ ORIGINALS: Dict[str, Original] = {
                         ("tests/test_lock.py", "tests/test_factory.py"), (_REDIS_PY,)),
     "pottery": Original("pottery", "3.0.1", "fastredlock.compat.pottery", ("tests/test_redlock.py",), (_REDIS_PY,),
                         (("pottery/redlock.py", "pottery.redlock"),)),
+    # Its sdist ships no tests (tests/compat/test_compat_aioredlock.py checks its documented behaviour);
+    # it needs aioredis 1.x, which still runs on the Pythons we test (3.11 here), for the interop run.
+    "aioredlock": Original("aioredlock", "0.7.3", "fastredlock.compat.aioredlock", (), ("aioredis==1.3.1",)),
 }
+
+#: The originals whose sdists ship a test suite (run by test_compat_suites.py).
+WITH_SUITES = [name for name, orig in ORIGINALS.items() if orig.tests]
 
 
 class Unavailable(Exception):

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import fastredlock
 from fastredlock.testing import LocalMaster
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -25,11 +26,17 @@ WORKER = os.path.join(os.path.dirname(__file__), "_interop_worker.py")
 SECONDS = 3.0
 
 
-def _env(path):
+def _env(path, *, shim):
+    """The worker's environment: the original's folder (or the shim's pinned dependencies) on
+    PYTHONPATH and, for the shim, the fastredlock under test after them (not whichever one the
+    interpreter would find on its own, such as another checkout's editable install)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    if path is not None:
-        env["PYTHONPATH"] = str(path)
+    paths = [str(path)] if path is not None else []
+    if shim:
+        paths.append(os.path.dirname(os.path.dirname(fastredlock.__file__)))
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
@@ -61,7 +68,7 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
     procs = [
         subprocess.Popen(
             [sys.executable, WORKER, lib, side, json.dumps(spec)],
-            env=_env(original_path if side == "original" else shim_path),
+            env=_env(original_path if side == "original" else shim_path, shim=side == "shim"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -48,7 +48,7 @@ def _fetch(lib):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lib", list(_originals.ORIGINALS))
+@pytest.mark.parametrize("lib", _originals.WITH_SUITES)
 def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
     _fetch(lib)
     if lib not in _original_runs:

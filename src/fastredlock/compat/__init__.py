@@ -7,6 +7,7 @@ redlock-py (SPSCommerce)      ``from fastredlock.compat.redlock_py import Redloc
 redlock (glasslion)           ``from fastredlock.compat.redlock import RedLock``
 pottery (``Redlock`` only)    ``from fastredlock.compat.pottery import Redlock``
 redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
+aioredlock (asyncio)          ``from fastredlock.compat.aioredlock import Aioredlock``
 ============================  ==========================================================
 
 Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),
@@ -15,8 +16,10 @@ with ``SET key value NX PX ttl``, and releases with the same owner check (``GET 
 a rolling migration. What differs from each original (the bugs that were not kept) is listed in
 each shim's module docstring and in README.md ("Migrating").
 
-All shims of a process share one :class:`fastredlock.Redlock` client per set of masters (one
-connection per master, reused), built with the options of :func:`configure`.
+All synchronous shims of a process share one :class:`fastredlock.Redlock` client per set of masters
+(one connection per master, reused), built with the options of :func:`configure`; each
+``aioredlock.Aioredlock`` has its own :class:`fastredlock.asyncio.Redlock` (one client per event
+loop), built with the same options.
 """
 from __future__ import annotations
 
