@@ -33,6 +33,9 @@ PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result"
 #: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
 #: path (a thread alone locking and unlocking) then crosses from Python into C once per call.
 SEAM_MODULES = ("_executor", "_combine", "lock", "_tokens", "_fork", "_checks")
+#: The asyncio front-end's hot path (its coroutines and the event loop's callbacks), compiled too:
+#: a compiled coroutine does not go through the interpreter's eval loop at each step.
+ASYNCIO_MODULES = ("_loop_io", "_executor", "lock")
 DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
 
 if not NO_EXTENSIONS and sys.platform == "win32":
@@ -95,6 +98,10 @@ else:
     ext_modules += [
         Extension(f"fastredlock.{name}", [f"src/fastredlock/{name}.py"], extra_compile_args=cflags)
         for name in SEAM_MODULES
+    ]
+    ext_modules += [
+        Extension(f"fastredlock.asyncio.{name}", [f"src/fastredlock/asyncio/{name}.py"], extra_compile_args=cflags)
+        for name in ASYNCIO_MODULES
     ]
     cmdclass = {"build_ext": BuildCore}
 

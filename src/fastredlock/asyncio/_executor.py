@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The asyncio executor: one core per client, driven by the client's event loop; tasks ride together.
 
 The sync :class:`~fastredlock._executor.Executor` stays the client's bookkeeper (TTL checks and

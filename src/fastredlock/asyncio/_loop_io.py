@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """One core driven by an asyncio event loop instead of ``poll(2)``.
 
 The core (either I/O twin) does the socket work and the protocol decides; this module only tells

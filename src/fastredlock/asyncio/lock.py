@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """``Lock`` for asyncio: the sync handle's state and checks, with awaitable operations.
 
 A subclass of :class:`fastredlock.Lock`: construction, the checks of its arguments, ``validity``,
