@@ -191,6 +191,42 @@ class FastredlockPython(FastredlockAdapter):
     core = "python"
 
 
+class FastredlockAsync(Adapter):
+    """fastredlock.asyncio: ``await Redlock(urls).lock(name, ttl).acquire()`` on the Cython core,
+    the default event loop."""
+
+    is_async = True
+    dists = ("fastredlock", "hiredis")
+    module = "fastredlock"
+
+    async def setup(self) -> None:
+        from fastredlock.asyncio import Redlock
+
+        self.dlm = Redlock(self.urls, core="cython")
+
+    async def acquire(self, name: str) -> Any:
+        lock = self.dlm.lock(name, ttl=self.ttl)
+        return lock if await lock.acquire() else None
+
+    async def release(self, lock: Any) -> None:
+        await lock.release()
+
+    async def aclose(self) -> None:
+        await self.dlm.aclose()
+
+
+class FastredlockAsyncUvloop(FastredlockAsync):
+    """:class:`FastredlockAsync` on uvloop."""
+
+    dists = ("fastredlock", "hiredis", "uvloop")
+
+    @staticmethod
+    def new_loop() -> asyncio.AbstractEventLoop:
+        import uvloop
+
+        return uvloop.new_event_loop()
+
+
 class RedlockPy(Adapter):
     """redlock-py: ``Redlock([urls]).lock(resource, ttl_ms) -> Lock | False``, ``unlock(lock)``."""
 
@@ -543,6 +579,8 @@ class RawMux(Adapter):
 ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
+    "fastredlock-async": FastredlockAsync,
+    "fastredlock-async-uvloop": FastredlockAsyncUvloop,
     "redlock-py": RedlockPy,
     "redlock-glasslion": RedlockGlasslion,
     "redlock-ng": RedlockNg,
@@ -569,7 +607,7 @@ class Runner:
     def __init__(self, cls: Callable[..., Adapter], urls: List[str], ttl: float) -> None:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         if getattr(cls, "is_async", False):
-            self.loop = asyncio.new_event_loop()
+            self.loop = getattr(cls, "new_loop", asyncio.new_event_loop)()
             asyncio.set_event_loop(self.loop)
             self.ad = cls(urls, ttl)
             self.loop.run_until_complete(self.ad.setup())  # type: ignore[attr-defined]
@@ -740,8 +778,8 @@ def scenario_seq(run: Runner, job: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def scenario_threads(run: Runner, job: Dict[str, Any]) -> Dict[str, Any]:
-    """T threads (async clients: T tasks on one loop) sharing one client, distinct names."""
-    n = job["threads"]
+    """T threads (async clients: ``tasks`` tasks on one loop) sharing one client, distinct names."""
+    n = job.get("tasks", job["threads"]) if run.loop is not None else job["threads"]
     warmup(run, job["tag"], job["warmup"])
     parts = [Stats() for _ in range(n)]
     if run.loop is not None:

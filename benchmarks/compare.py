@@ -87,6 +87,10 @@ CONFIGS: List[Config] = [
            "one multiplexed round, C core, EVALSHA", scenarios=FAST, fast=True),
     Config("fastredlock-python", "fastredlock (pure core)",
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
+    Config("fastredlock-async", "fastredlock.asyncio (Cython core)",
+           "one multiplexed round, C core, default loop; tasks ride together", scenarios=FULL + ("seq1",), fast=True),
+    Config("fastredlock-async-uvloop", "fastredlock.asyncio on uvloop",
+           "one multiplexed round, C core, uvloop; tasks ride together", scenarios=FULL + ("seq1",), fast=True),
     Config("redlock-py", "redlock-py", "sync, sequential, EVAL", "redlock-py"),
     Config("redlock-glasslion", "redlock (glasslion)", "sync, sequential, EVALSHA", "redlock-glasslion"),
     Config("redlock-ng", "redlock-ng", "sync, sequential, EVAL", "redlock-ng"),
@@ -119,6 +123,7 @@ class Settings:
     contend_duration: float = 4.0
     warmup: int = 200
     threads: int = 4
+    tasks: int = 64
     procs: int = 4
     attempts: int = 4
     hang_limit: float = 2.0
@@ -387,7 +392,7 @@ class Bench:
         job = {
             "config": cfg.id, "urls": self.urls(cfg, n), "ttl": self.s.ttl,
             "tag": f"{cfg.id}:{kind}:{rnd}", "duration": self.s.duration,
-            "warmup": self.s.warmup, "threads": self.s.threads,
+            "warmup": self.s.warmup, "threads": self.s.threads, "tasks": self.s.tasks,
             "scenario": {"seq5": "seq", "seq1": "seq", "batch": "x64"}.get(kind, kind),
             "batch": 64,
         }
@@ -850,8 +855,8 @@ class Report:
             rate = statistics.median(x["rate"] for x in r)
             user = med(x["user_ms_per_1000"] for x in r)
             sys_ = med(x["sys_ms_per_1000"] for x in r)
-            adapter_async = c.id.endswith("-async") or c.id in ("pottery-aio", "aioredlock")
-            mode = f"{self.b.s.threads} asyncio tasks, one loop" if adapter_async else f"{self.b.s.threads} threads"
+            adapter_async = "-async" in c.id or c.id in ("pottery-aio", "aioredlock")
+            mode = f"{self.b.s.tasks} asyncio tasks, one loop" if adapter_async else f"{self.b.s.threads} threads"
             ratio = f"{fast / rate:.2f}x" if fast else "–"
             rows.append((rate, [
                 f"**{c.label}**" if c.fast else c.label, mode, fnum(rate), frange([x["rate"] for x in r]),
@@ -864,7 +869,8 @@ class Report:
         if not rows:
             return []
         rows.sort(key=lambda t: -t[0])
-        out = [f"### {self.b.s.threads} threads sharing one client (N=5; redis-py Lock N=1)", "",
+        out = [f"### {self.b.s.threads} threads (asyncio clients: {self.b.s.tasks} tasks) sharing one client "
+               "(N=5; redis-py Lock N=1)", "",
                "| client | concurrency | cycles/s (all threads) | rounds (min..max) | acquire p50 / p99 µs "
                "| CPU ms / 1000 cycles (user+sys) | client CPU util | fails | leftover keys "
                f"| {fast_label or 'fastredlock'} ÷ this |",
@@ -1093,6 +1099,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--attempts", type=int, help="acquire attempts per fault sample (default 4)")
     p.add_argument("--hang-limit", type=float, help="an answer later than this (s) counts as hung (default 2)")
     p.add_argument("--threads", type=int, default=4, help="threads sharing one client (default 4)")
+    p.add_argument("--tasks", type=int, default=64, help="asyncio tasks sharing one async client (default 64)")
     p.add_argument("--procs", type=int, default=4, help="processes in the contention scenario (default 4)")
     p.add_argument("--ttl", type=float, help="lock TTL in seconds (default 10; --quick: 3)")
     p.add_argument("--hold-ms", type=float, default=0.0, help="time each contention holder sleeps inside (default 0)")
@@ -1122,7 +1129,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         v = getattr(args, name)
         if v is not None:
             setattr(s, name, v)
-    s.threads, s.procs, s.hold_ms = args.threads, args.procs, args.hold_ms
+    s.threads, s.tasks, s.procs, s.hold_ms = args.threads, args.tasks, args.procs, args.hold_ms
     if s.rounds < 1 or s.duration <= 0 or s.procs < 2 or s.threads < 1:
         raise SystemExit("--rounds >= 1, --duration > 0, --procs >= 2 and --threads >= 1, please")
     return s
