@@ -5,6 +5,7 @@
     python benchmarks/memory_soak.py --minutes 10          # stop each core's run after 10 minutes
     python benchmarks/memory_soak.py --straggle 2          # 2 of 5 masters answer 2 ms late
     python benchmarks/memory_soak.py --threads 4           # 4 threads share the client (pipelined)
+    python benchmarks/memory_soak.py --tasks 64            # fastredlock.asyncio: 64 tasks, one client
 
 Each core runs in a fresh process: a warm-up of ``--warmup`` cycles (connections, caches, the
 allocator's arenas), then the measured cycles; RSS (``VmRSS``) is sampled every 10% and the growth
@@ -15,7 +16,9 @@ With ``--straggle MS`` two of the five masters sit behind a :class:`~fastredlock
 that delays their replies: every acquisition returns before they answer, so every cycle leaves
 owed replies for the next round to read (the early-return machinery under load). With ``--threads
 T`` the cycles are shared by T threads on one client, whose requests ride together in shared rounds
-(the automatic pipelining path: requests, gates, lead hand-offs).
+(the automatic pipelining path: requests, gates, lead hand-offs). With ``--tasks T`` the client
+is :mod:`fastredlock.asyncio`'s and T tasks on one event loop share it (their requests ride
+together: queue, runner, futures, the loop's callbacks).
 """
 from __future__ import annotations
 
@@ -109,6 +112,55 @@ def run(core: str, urls: List[str], cycles: int, warmup: int, minutes: float, th
     }
 
 
+def run_async(core: str, urls: List[str], cycles: int, warmup: int, minutes: float, tasks: int) -> Dict[str, object]:
+    """:func:`run` for the asyncio client: ``tasks`` tasks, each cycling through 64 names of its own."""
+    import asyncio
+
+    from fastredlock.asyncio import Redlock
+
+    async def main() -> Dict[str, object]:
+        dlm = Redlock(urls, core=core, restart_aware=False)
+        names = [f"soak:{core}:{k}" for k in range(64 * tasks)]
+
+        async def body(i: int, t: int) -> None:
+            for j in range(i, i + 50):
+                lock = dlm.lock(names[(j & 63) + 64 * t], ttl=10.0)
+                if not await lock.acquire(blocking=False):
+                    raise AssertionError(f"uncontended acquire failed: {lock.outcomes}")
+                await lock.release()
+
+        async def cycle(i: int) -> None:  # 50 cycles per task, the tasks at once
+            await asyncio.gather(*(body(i, t) for t in range(tasks)))
+
+        units, warm = max(1, cycles // (50 * tasks)), max(1, warmup // (50 * tasks))
+        for i in range(warm):
+            await cycle(i)
+        began = time.monotonic()
+        end = began + minutes * 60.0
+        samples = [(0, _status("VmRSS"))]
+        step = max(1, units // 10)
+        done = 0
+        for i in range(units):
+            await cycle(i)
+            done = i + 1
+            if done % step == 0:
+                samples.append((done * 50 * tasks, _status("VmRSS")))
+                if time.monotonic() > end:
+                    break
+        took = time.monotonic() - began
+        await dlm.aclose()
+        rss = [mb for _, mb in samples]
+        total = done * 50 * tasks
+        return {
+            "core": core, "cycles": total, "seconds": round(took, 1), "cycles_per_s": round(total / took),
+            "rss_start_mb": round(rss[0], 2), "rss_end_mb": round(rss[-1], 2),
+            "growth_mb": round(rss[-1] - rss[0], 2), "max_growth_mb": round(max(rss) - rss[0], 2),
+            "peak_mb": round(_status("VmHWM"), 2), "samples": samples, "not_waited_for": "-",
+        }
+
+    return asyncio.run(main())
+
+
 def main(argv: List[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=1_000_000)
@@ -117,10 +169,14 @@ def main(argv: List[str] = None) -> int:
     parser.add_argument("--minutes", type=float, default=60.0, help="stop a core's run after this long")
     parser.add_argument("--straggle", type=float, default=0.0, help="ms of reply latency on 2 of 5 masters")
     parser.add_argument("--threads", type=int, default=1, help="threads sharing the client")
+    parser.add_argument("--tasks", type=int, default=0, help="asyncio tasks sharing an asyncio client")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:  # one core, in its own process
         job = json.loads(args.child)
+        if args.tasks:
+            print(json.dumps(run_async(job["core"], job["urls"], args.cycles, args.warmup, args.minutes, args.tasks)))
+            return 0
         print(json.dumps(run(job["core"], job["urls"], args.cycles, args.warmup, args.minutes, args.threads)))
         return 0
 
@@ -139,7 +195,8 @@ def main(argv: List[str] = None) -> int:
             job = json.dumps({"core": core, "urls": urls})
             out = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", job, "--cycles", str(args.cycles),
-                 "--warmup", str(args.warmup), "--minutes", str(args.minutes), "--threads", str(args.threads)],
+                 "--warmup", str(args.warmup), "--minutes", str(args.minutes), "--threads", str(args.threads),
+                 "--tasks", str(args.tasks)],
                 capture_output=True, text=True,
             )
             if out.returncode:
