@@ -122,3 +122,59 @@ def run_contenders(target, count: int, args, extra=()):
         p.join(10)
         assert p.exitcode == 0
     return reports
+
+
+def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, result_queue, ready_queue, go) -> None:
+    """``tasks`` asyncio tasks of this process contend through one shared ``fastredlock.asyncio``
+    client, on the default loop or uvloop (``loop_kind``); the counter is read over an asyncio
+    connection of each task's own. Reports per-task ``(held, overlaps, errors)`` and how many
+    requests rode in rounds other tasks started."""
+    import asyncio
+
+    from fastredlock.asyncio import Redlock as AsyncRedlock
+
+    async def call(reader, writer, *args: bytes) -> int:
+        writer.write(encode_command(*args))
+        line = await reader.readline()  # INCR/DECR answer ":<n>\r\n"
+        return int(line[1:])
+
+    async def body(dlm) -> tuple:
+        reader, writer = await asyncio.open_connection("127.0.0.1", counter_port)
+        held = overlaps = errors = 0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            lock = dlm.lock(name, ttl=2.0)
+            try:
+                if not await lock.acquire(timeout=0.5):
+                    continue
+            except Exception:
+                errors += 1
+                continue
+            try:
+                if await call(reader, writer, b"INCR", b"holders") != 1:
+                    overlaps += 1
+                await asyncio.sleep(0.0002)
+                await call(reader, writer, b"DECR", b"holders")
+                held += 1
+            finally:
+                await lock.release()
+        writer.close()
+        return held, overlaps, errors
+
+    async def main() -> tuple:
+        async with AsyncRedlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False) as dlm:
+            totals = await asyncio.gather(*(body(dlm) for _ in range(tasks)))
+            return totals, dlm._aexec.carried
+
+    ready_queue.put(1)
+    go.wait(60)
+    if loop_kind == "uvloop":
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    try:
+        result_queue.put(loop.run_until_complete(main()))
+    finally:
+        loop.close()

@@ -201,3 +201,43 @@ def test_closed_client_refuses_work(arun, aclient, masters, name):
         await dlm.aclose()  # twice is fine
 
     arun(main())
+
+
+def test_restart_aware_voting_distrusts_young_masters(arun, aclient, fault_masters, name, keys_on):
+    # masters started just now are younger than the TTL: their OKs do not count, the attempt fails
+    # and is released behind its SETs; with a grace the masters' age passed, the lock is taken
+    async def main():
+        async with aclient(fault_masters.urls, restart_aware=True, retry_count=0) as dlm:
+            lock = dlm.lock(name, ttl=10.0)
+            assert not await lock.acquire()
+            assert {o.outcome for o in await lock.settled_outcomes()} == {"restarted recently"}
+        await asyncio.sleep(0.2)
+        assert keys_on(fault_masters, name) == 0
+        async with aclient(fault_masters.urls, restart_aware=True, restart_grace=0.0) as dlm:
+            lock = dlm.lock(name, ttl=10.0)
+            assert await lock.acquire()
+            await lock.release()
+
+    arun(main())
+
+
+@pytest.mark.parametrize("case", ["garbage", "wrong type", "error", "truncated", "half then close", "never-ending line", "silent"])
+def test_a_hostile_master_counts_as_no(arun, aclient, masters, name, keys_on, case):
+    from fastredlock.testing import HOSTILE_REPLIES, FakeMaster
+
+    async def main():
+        with FakeMaster(HOSTILE_REPLIES[case]) as fake:
+            async with aclient(masters.urls[:4] + [fake.url], retry_count=0, connect_timeout=0.02) as dlm:
+                lock = dlm.lock(name, ttl=5.0)
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                assert await lock.acquire()
+                assert loop.time() - started < 1.0
+                outcomes = await lock.settled_outcomes()
+                assert [o.outcome for o in outcomes[:4]] == ["ok"] * 4
+                assert outcomes[4].outcome in ("protocol error", "error reply", "timeout", "connection error", "no")
+                assert outcomes[4].outcome != "ok"
+                await lock.release()  # 4 of 5 confirm: no exception
+        assert keys_on(masters, name) == 0
+
+    arun(main())

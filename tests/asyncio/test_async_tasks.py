@@ -185,3 +185,27 @@ def test_aclose_while_tasks_wait(core, masters, name):
             assert r is True or isinstance(r, RuntimeError), r
 
     asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_tasks_in_several_processes_never_overlap(core, loop_kind, masters, name, keys_on):
+    import os
+    import sys
+
+    from fastredlock.testing import LocalMaster
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: shared helpers
+    from _contender import contend_tasks, run_contenders
+
+    counter = LocalMaster().start()
+    try:
+        reports = run_contenders(contend_tasks, 3, (masters.urls, core, name, counter.port, 2.0, 8, loop_kind))
+        per_task = [t for totals, _carried in reports for t in totals]
+        assert sum(t[1] for t in per_task) == 0, f"two holders at once: {per_task}"
+        assert sum(t[2] for t in per_task) == 0
+        assert sum(t[0] for t in per_task) > 30, per_task  # the test really exercised the lock
+        assert sum(1 for t in per_task if t[0] > 0) >= 6  # many tasks made progress
+        assert keys_on(masters, name) == 0
+        assert counter.command("GET", "holders") == b"0"
+    finally:
+        counter.stop()
