@@ -191,6 +191,87 @@ class FastredlockPython(FastredlockAdapter):
     core = "python"
 
 
+class RawMuxAsync(Adapter):
+    """Reference for asyncio clients: the raw mux on an event loop. ``SET k tok NX PX`` written to
+    all N non-blocking sockets, the replies read by ``loop.add_reader`` callbacks (hiredis.Reader),
+    one future per round; the same for the EVALSHA release. No retries, no validity maths, no early
+    return: what any asyncio client pays for the loop itself."""
+
+    is_async = True
+    thread_safe = False
+    dists = ("hiredis",)
+    module = "hiredis"
+
+    async def setup(self) -> None:
+        import hashlib
+
+        import hiredis
+
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.socks, self.readers = [], []
+        for u in self.urls:
+            s = socket.create_connection(host_port(u), timeout=5.0)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.setblocking(False)
+            self.socks.append(s)
+            self.readers.append(hiredis.Reader())
+        self.sha = hashlib.sha1(RELEASE_SCRIPT.encode()).hexdigest().encode()
+        self.quorum = len(self.urls) // 2 + 1
+        self.ttl_b = str(self.ttl_ms).encode()
+        self.prefix = os.urandom(8).hex().encode()
+        self.n = 0
+        self.fut: Any = None
+        self.replies: List[Any] = []
+        for i, s in enumerate(self.socks):
+            loop.add_reader(s.fileno(), self._on_read, i)
+        await self._round(encode(b"SCRIPT", b"LOAD", RELEASE_SCRIPT.encode()))
+
+    def _on_read(self, i: int) -> None:
+        data = self.socks[i].recv(65536)
+        r = self.readers[i]
+        r.feed(data)
+        reply = r.gets()
+        while reply is not False:
+            self.replies.append(reply)
+            reply = r.gets()
+        if len(self.replies) >= len(self.socks) and self.fut is not None and not self.fut.done():
+            self.fut.set_result(None)
+
+    async def _round(self, request: bytes) -> List[Any]:
+        self.replies = []
+        self.fut = self.loop.create_future()
+        for s in self.socks:
+            s.send(request)
+        await self.fut
+        return self.replies
+
+    async def acquire(self, name: str) -> Any:
+        self.n += 1
+        key = name.encode()
+        token = b"%s%d" % (self.prefix, self.n)
+        replies = await self._round(encode(b"SET", key, token, b"NX", b"PX", self.ttl_b))
+        if sum(1 for r in replies if r == b"OK") >= self.quorum:
+            return key, token
+        await self.release((key, token))
+        return None
+
+    async def release(self, handle: Any) -> None:
+        await self._round(encode(b"EVALSHA", self.sha, b"1", handle[0], handle[1]))
+
+
+class RawMuxAsyncUvloop(RawMuxAsync):
+    """:class:`RawMuxAsync` on uvloop."""
+
+    dists = ("hiredis", "uvloop")
+
+    @staticmethod
+    def new_loop() -> asyncio.AbstractEventLoop:
+        import uvloop
+
+        return uvloop.new_event_loop()
+
+
 class FastredlockAsync(Adapter):
     """fastredlock.asyncio: ``await Redlock(urls).lock(name, ttl).acquire()`` on the Cython core,
     the default event loop."""
@@ -594,6 +675,8 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "ref-redis-py": RefRedisPy,
     "ref-raw-mux": RawMux,
     "ref-raw-x64": RawMux,
+    "ref-aio-mux": RawMuxAsync,
+    "ref-aio-mux-uvloop": RawMuxAsyncUvloop,
 }
 
 

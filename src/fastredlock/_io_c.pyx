@@ -227,6 +227,7 @@ cdef class Core:
     cdef bint _stepped          # start(): begin the round and return; the caller drives it
     cdef Py_ssize_t _opened     # sockets opened or closed so far (the caller's watch list changes)
     cdef Py_ssize_t _seen       # _opened when watched() last told the caller
+    cdef public object on_close  # on_close(i, fd): called before master i's socket is closed
 
     def __cinit__(self):
         self._fds = NULL
@@ -494,6 +495,8 @@ cdef class Core:
             if link.closing:
                 link.closing = False
                 if self._fds[i] >= 0:
+                    if self.on_close is not None:
+                        self.on_close(i, self._fds[i])  # an event loop forgets the fd first
                     c_close(self._fds[i])  # close only: never shutdown, a fork sibling may share it
                     self._fds[i] = -1
                     self._opened += 1

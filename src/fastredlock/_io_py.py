@@ -115,6 +115,9 @@ class Core:
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
         self._seen = 0         # _opened when watched() last told the caller
+        #: ``on_close(i, fd)``: called before master ``i``'s socket is closed (an event loop that
+        #: watches the fd must forget it first: a closed fd's number is reused at once).
+        self.on_close: Optional[Callable[[int, int], None]] = None
 
     # --- settings and state --------------------------------------------------------------------
     @property
@@ -304,6 +307,8 @@ class Core:
                 self._readers[i] = None
                 if sock is not None:
                     self._opened += 1
+                    if self.on_close is not None:
+                        self.on_close(i, sock.fileno())  # an event loop forgets the fd first
                     try:
                         sock.close()  # close only: never shutdown, a fork sibling may share the socket
                     except OSError:

@@ -209,3 +209,53 @@ def test_tasks_in_several_processes_never_overlap(core, loop_kind, masters, name
         assert counter.command("GET", "holders") == b"0"
     finally:
         counter.stop()
+
+
+def test_wait_for_cancelling_queued_acquires_leaves_no_key(arun, aclient, masters, keys_on, name):
+    # a request queued behind other tasks' round, cancelled by wait_for at random moments, also
+    # just after its round finished (the result is in, the task not yet resumed): undone each time
+    import random
+
+    async def main():
+        async with aclient(masters.urls, retry_delay=0.001, retry_jitter=0.001) as dlm:
+            rng = random.Random(7)
+            names = []
+            for k in range(60):
+                n = f"{name}:{k}"
+                names.append(n)
+                others = [asyncio.ensure_future(dlm.lock(f"{n}:o{i}").acquire()) for i in range(rng.randint(0, 3))]
+                lock = dlm.lock(n, ttl=10.0)
+                try:
+                    if await asyncio.wait_for(lock.acquire(), rng.uniform(0, 0.002)):
+                        await lock.release()
+                except asyncio.TimeoutError:
+                    pass
+                assert all(await asyncio.gather(*others))
+            for n in names:
+                assert await _no_keys_soon(masters, n, keys_on) == 0, n
+
+    arun(main())
+
+
+def test_a_socket_closed_between_rounds_is_forgotten_by_the_loop(arun, aclient, masters, name, keys_on, dead_port):
+    # one master refuses connections: its socket is closed by the core outside a round; another
+    # library's socket then gets the same fd number, and the client must neither touch it nor fail
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        async with aclient(masters.urls[:2] + [f"redis://127.0.0.1:{dead_port}"]) as dlm:
+            lock = dlm.lock(name, ttl=5.0)
+            assert await lock.acquire()
+            reader, writer = await asyncio.open_connection("127.0.0.1", masters[0].port)
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            assert await reader.readline() == b"+PONG\r\n"
+            await lock.extend()
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            assert await reader.readline() == b"+PONG\r\n"  # its reader still works
+            await lock.release()
+            writer.close()
+        assert errors == []
+        assert keys_on(masters, name) == 0
+
+    arun(main())

@@ -15,6 +15,13 @@ cdef class _Request:
     cdef public bint abandoned
 
 @cython.final
+cdef class _Job:
+    cdef public object run
+    cdef public object future
+    cdef public object undo
+    cdef public bint abandoned
+
+@cython.final
 cdef class AsyncExecutor:
     cdef public object executor
     cdef public Py_ssize_t n
@@ -35,3 +42,4 @@ cdef class AsyncExecutor:
     cdef list _take_batch(self)
     cdef _finish_batch(self, list batch)
     cdef _undo(self, _Request req)
+    cpdef release_later(self, object key, object token)

@@ -39,8 +39,6 @@ def _ignore_result(fut: asyncio.Future) -> None:
 class _Request:
     """One lock's acquire (``ttl_ms`` > 0) or owner-checked release (``ttl_ms`` 0) waiting for a round."""
 
-    __slots__ = ("key", "token", "ttl_ms", "future", "rnd", "ok", "abandoned")
-
     def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: asyncio.Future) -> None:
         self.key = key
         self.token = token
@@ -55,11 +53,14 @@ class _Request:
 class _Job:
     """An operation that needs the core alone (an extension, a fenced acquisition, a batch)."""
 
-    __slots__ = ("run", "future")
-
-    def __init__(self, run: Callable[[LoopCore], Awaitable[Any]], future: asyncio.Future) -> None:
+    def __init__(self, run: Callable[[LoopCore], Awaitable[Any]], future: asyncio.Future,
+                 undo: Optional[Callable[[Any], None]] = None) -> None:
         self.run = run
         self.future = future
+        #: Undoes the result if the caller is gone (see AsyncExecutor.job).
+        self.undo = undo
+        #: The caller was cancelled while the job ran.
+        self.abandoned = False
 
 
 class AsyncExecutor:
@@ -145,11 +146,16 @@ class AsyncExecutor:
         try:
             await req.future
         except asyncio.CancelledError:
-            if req.future.cancelled() and not self._closed:
-                try:
-                    self._queue.remove(req)  # no round took it yet: withdrawn
-                except ValueError:
-                    req.abandoned = True  # its round undoes it (see _finish_batch)
+            if not self._closed:
+                if req.future.cancelled():
+                    try:
+                        self._queue.remove(req)  # no round took it yet: withdrawn
+                    except ValueError:
+                        req.abandoned = True  # its round undoes it (see _finish_batch)
+                elif req.ttl_ms and req.ok:
+                    # The round was done, but the task was cancelled before it could take the
+                    # result: nobody will hold this acquisition.
+                    self._undo(req)
             raise
         return req
 
@@ -159,20 +165,36 @@ class AsyncExecutor:
         interrupt the round (see :meth:`LoopCore.run`)."""
         return await self.job(lambda lc: lc.run(op, *args))
 
-    async def job(self, run: Callable[[LoopCore], Awaitable[Any]]) -> Any:
-        """Run ``await run(loop_core)`` with the core alone, in its turn; its result."""
+    async def job(self, run: Callable[[LoopCore], Awaitable[Any]],
+                  undo: Optional[Callable[[Any], None]] = None) -> Any:
+        """Run ``await run(loop_core)`` with the core alone, in its turn; its result.
+
+        ``undo(result)``: called if the caller is cancelled and the job completes anyway (it had
+        started, or had just finished): it undoes what nobody will use (e.g. releases a lock that
+        was taken for nobody).
+        """
         self._bind()
-        job = _Job(run, self._loop.create_future())  # type: ignore[union-attr]
+        job = _Job(run, self._loop.create_future(), undo)  # type: ignore[union-attr]
         self._enqueue(job)
         try:
             return await job.future
         except asyncio.CancelledError:
-            if job.future.cancelled():
-                try:
-                    self._queue.remove(job)
-                except ValueError:
-                    pass  # running: it runs to its end
+            if not self._closed:
+                if job.future.cancelled():
+                    try:
+                        self._queue.remove(job)  # not started: withdrawn
+                    except ValueError:
+                        job.abandoned = True  # running: it runs to its end, then is undone
+                elif undo is not None and job.future.exception() is None:
+                    undo(job.future.result())  # done, but the caller is gone
             raise
+
+    def release_later(self, key: bytes, token: bytes) -> None:
+        """Release ``key`` (held with ``token``) in a coming round, behind everything written before
+        on the same connections; nobody waits for the answer (an acquisition nobody will hold)."""
+        fut = self._loop.create_future()  # type: ignore[union-attr]
+        fut.add_done_callback(_ignore_result)
+        self._enqueue(_Request(key, token, 0, fut))
 
     async def settled(self, rnd: Any, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until no answer to ``rnd`` is pending any more."""
@@ -215,6 +237,8 @@ class AsyncExecutor:
                     else:
                         if not head.future.done():
                             head.future.set_result(result)
+                        elif head.abandoned and head.undo is not None:
+                            head.undo(result)  # its caller was cancelled while it ran
                     continue
                 batch = self._take_batch()
                 try:
@@ -333,11 +357,8 @@ class AsyncExecutor:
             self._undo(req)
 
     def _undo(self, req: _Request) -> None:
-        """Release an acquisition nobody will hold, in the next round, behind its SETs; nobody
-        waits for the answer."""
-        fut = self._loop.create_future()  # type: ignore[union-attr]
-        fut.add_done_callback(_ignore_result)
-        self._enqueue(_Request(req.key, req.token, 0, fut))
+        """Release an acquisition nobody will hold, in the next round, behind its SETs."""
+        self.release_later(req.key, req.token)
 
     # --- closing ---------------------------------------------------------------------------------
     async def aclose(self) -> None:

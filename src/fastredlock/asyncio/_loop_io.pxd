@@ -19,6 +19,7 @@ cdef class LoopCore:
     cpdef object take_cancelled(self)
     cpdef close(self)
     cdef _fail(self, object exc)
+    cpdef _forget(self, Py_ssize_t i, Py_ssize_t fd)
     @cython.locals(changes=Py_ssize_t, first=double)
     cdef _sync(self)
     @cython.locals(i=Py_ssize_t, fd=Py_ssize_t)

@@ -30,6 +30,7 @@ class LoopCore:
         self._waiters: List[asyncio.Future] = []  # see activity()
         self._cancelled: Optional[BaseException] = None  # see take_cancelled()
         self._closed = False
+        core.on_close = self._forget  # the loop must forget a socket before the core closes it
 
     # --- rounds ---------------------------------------------------------------------------------
     async def run(self, op: str, *args: Any) -> List[Any]:
@@ -156,6 +157,21 @@ class LoopCore:
             self._arm(core.owed_deadline())
             self._wake()
 
+    def _forget(self, i: int, fd: int) -> None:
+        """The core is about to close master ``i``'s socket: stop watching it while it is open
+        (once closed, its number may belong to someone else's socket at once)."""
+        loop = self.loop
+        try:
+            if self._writers.get(i) == fd:
+                del self._writers[i]
+                loop.remove_writer(fd)
+            if self._readers.get(i) == fd:
+                del self._readers[i]
+                loop.remove_reader(fd)
+        except Exception as exc:  # the loop is closed: nothing to forget any more
+            if not loop.is_closed():
+                raise exc
+
     def _watch_readers(self, fds: List[int]) -> None:
         loop = self.loop
         for i, fd in enumerate(fds):
@@ -186,10 +202,11 @@ class LoopCore:
                 self._writers[i] = fds[i]
 
     def _unwatch_all(self) -> None:
-        for fd in self._readers.values():
-            self.loop.remove_reader(fd)
-        for fd in self._writers.values():
-            self.loop.remove_writer(fd)
+        if not self.loop.is_closed():
+            for fd in self._writers.values():
+                self.loop.remove_writer(fd)
+            for fd in self._readers.values():
+                self.loop.remove_reader(fd)
         self._readers.clear()
         self._writers.clear()
         self._changes = -1

@@ -59,7 +59,14 @@ class Redlock(RedlockBase):
                 await lc.run("release_many", [keys[j] for j in failed], [tokens[j] for j in failed], False)
             return rounds
 
-        rounds = await self._aexec.job(plan)
+        aexec = self._aexec
+
+        def undo(rounds: List[Any]) -> None:  # cancelled while the round ran: nobody holds these
+            for j, rnd in enumerate(rounds):
+                if rnd.ok:
+                    aexec.release_later(keys[j], tokens[j])
+
+        rounds = await aexec.job(plan, undo)
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [None] * len(keys))
 
     async def release_many(self, locks: Sequence[Lock]) -> List[bool]:
@@ -88,7 +95,14 @@ class Redlock(RedlockBase):
                 await lc.run("release_many", keys, tokens, False)
             return rnd
 
-        rnd = await self._aexec.job(plan)
+        aexec = self._aexec
+
+        def undo(rnd: Any) -> None:  # cancelled while the round ran: nobody holds these
+            if rnd.ok:
+                for key in keys:
+                    aexec.release_later(key, tokens[0])
+
+        rnd = await aexec.job(plan, undo)
         if not rnd.ok:
             return None
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, [rnd] * len(keys), [None] * len(keys))

@@ -116,7 +116,9 @@ class Lock(_SyncLock):
                 await lc.run("release", key, token, False)
             return False
 
-        return await self._client._aexec.job(plan)
+        aexec = self._client._aexec
+        # cancelled while the rounds ran: the lock taken for nobody is released behind them
+        return await aexec.job(plan, undo=lambda held: held and aexec.release_later(key, token))
 
     # --- release and extend -------------------------------------------------------------------
     async def release(self, token: Union[str, bytes, None] = None) -> None:  # type: ignore[override]
