@@ -51,9 +51,11 @@ Differences (bugs not kept):
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import inspect
 import logging
 import math
 import os
@@ -61,13 +63,13 @@ import random
 import time
 import timeit
 from time import monotonic
-from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Optional, TypeVar, cast
+from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
 
 from ..errors import LockError
-from ..lock import Lock as _Handle
-from ._common import Masters, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
+from ._common import Masters, arelease_token, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
 
 __all__ = [
+    "AIORedlock",
     "ContextTimer",
     "ExtendUnlockedLock",
     "PrimitiveError",
@@ -168,7 +170,7 @@ class ContextTimer:
         return False
 
 
-# --- Redlock ----------------------------------------------------------------------------------
+# --- what Redlock and AIORedlock share ----------------------------------------------------------
 _default_masters: Optional[FrozenSet[Any]] = None
 
 
@@ -183,8 +185,50 @@ def _defaults() -> FrozenSet[Any]:
     return _default_masters
 
 
-class Redlock:
-    """A distributed lock on ``redlock:<key>`` over ``masters`` (redis-py clients); see the module."""
+class _Wait:
+    """The schedule of one ``acquire()``: random pauses of up to ``_RETRY_DELAY`` between attempts
+    while ``blocking``, until ``timeout`` (``-1``: no end); logs pottery's line if it had to wait."""
+
+    __slots__ = ("_lock", "_blocking", "_timeout", "_start", "_waited")
+
+    def __init__(self, lock: "_PotteryLock", blocking: bool, timeout: float) -> None:
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        self._lock = lock
+        self._blocking = blocking
+        self._timeout = timeout
+        self._start = monotonic()
+        self._waited = False
+
+    def pause(self) -> Optional[float]:
+        """Seconds to sleep before the next attempt; ``None``: no attempt is left."""
+        if not self._blocking:
+            return None
+        self._waited = True
+        delay = random.uniform(0, self._lock._RETRY_DELAY)
+        if self._timeout != -1:
+            remaining = self._timeout - (monotonic() - self._start)
+            if remaining <= 0:
+                return None
+            delay = min(delay, remaining)
+        return delay
+
+    def done(self, acquired: bool) -> bool:
+        """Log how long a blocking acquire waited (if it did), as pottery; return ``acquired``."""
+        if self._waited:
+            name = self._lock.key.split(":", 1)[1]
+            waited = math.ceil((monotonic() - self._start) * 1000)
+            sample = self._lock._SAMPLE
+            logger.info(
+                "source=pottery sample#%s.enqueued.%s=%dms sample#%s.acquired.%s=%d",
+                sample, name, waited, sample, name, acquired,
+            )
+        return acquired
+
+
+class _PotteryLock:
+    """The state and rules :class:`Redlock` and :class:`AIORedlock` share; each adds the I/O
+    (blocking calls, or awaitable ones on :mod:`fastredlock.asyncio`)."""
 
     __slots__ = (
         "_key",
@@ -206,22 +250,24 @@ class Redlock:
     _CLOCK_DRIFT_FACTOR: ClassVar[float] = 0.01
     _RETRY_DELAY: ClassVar[float] = 0.2
     _NUM_EXTENSIONS: ClassVar[int] = 3
+    #: The name in the "enqueued" log line (pottery: ``redlock`` / ``aioredlock``).
+    _SAMPLE: ClassVar[str] = "redlock"
 
     def __init__(
         self,
         *,
         key: str,
-        masters: Iterable[Any] = frozenset(),
-        raise_on_redis_errors: bool = False,
-        auto_release_time: float = _AUTO_RELEASE_TIME,
-        num_extensions: int = _NUM_EXTENSIONS,
-        context_manager_blocking: bool = True,
-        context_manager_timeout: float = -1,
+        masters: FrozenSet[Any],
+        raise_on_redis_errors: bool,
+        auto_release_time: float,
+        num_extensions: int,
+        context_manager_blocking: bool,
+        context_manager_timeout: float,
     ) -> None:
         if not context_manager_blocking and context_manager_timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         self.key = key
-        self.masters = frozenset(masters) or _defaults()
+        self.masters = masters
         self.raise_on_redis_errors = raise_on_redis_errors
         self.auto_release_time = auto_release_time
         self.num_extensions = num_extensions
@@ -230,13 +276,14 @@ class Redlock:
         self._extension_num = 0
         self._seen_masters: Optional[FrozenSet[Any]] = None
         self._masters_obj: Optional[Masters] = None
-        self._held: Optional[_Handle] = None  # the handle of the current acquisition
+        self._held: Any = None  # the fastredlock handle of the current acquisition
         self._token: Optional[bytes] = None  # its token, kept until a release went through
         self._masters()  # a malformed or duplicated master is reported here, not at the first acquire
 
     # --- key and masters ----------------------------------------------------------------------
     @property
     def key(self) -> str:
+        """The Redis key: ``redlock:`` + the ``key`` given (assigning a new key prefixes it too)."""
         return self._key
 
     @key.setter
@@ -264,19 +311,110 @@ class Redlock:
             logger.warning("%s.%s() on %s: %s", type(self).__qualname__, what, self.key, ", ".join(map(str, failed)))
         return redis_errors(failed)
 
+    # --- the steps around each round ----------------------------------------------------------
+    def _new_handle(self, client: Any) -> Any:
+        """A handle for one attempt with ``client``; ``None`` if the TTL can never be valid."""
+        if not usable_ttl(client, self.auto_release_time):
+            return None
+        return client.lock(encode_key(self.key), ttl=self.auto_release_time)
+
+    def _took(self, handle: Any) -> bool:
+        self._held, self._token = handle, handle.token
+        self._extension_num = 0
+        return True
+
+    def _not_taken(self, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> bool:
+        self._check_enough_masters_up(raise_on_redis_errors, self._failures(outcomes, "acquire"))
+        return False
+
+    def _to_extend(self) -> Any:
+        """The handle to extend; ``TooManyExtensions`` / ``ExtendUnlockedLock`` if there is none."""
+        if self._extension_num >= self.num_extensions:
+            raise TooManyExtensions(self.key, self.masters)
+        handle = self._held
+        if handle is None or handle.token is None:
+            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=[])
+        return handle
+
+    def _not_extended(self, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> NoReturn:
+        # fastredlock released it everywhere: the lock is lost, not half-held
+        self._held = None
+        errors = self._failures(outcomes, "extend")
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        raise ExtendUnlockedLock(self.key, self.masters, redis_errors=errors)
+
+    def _to_release(self) -> bytes:
+        """The token to release; ``ReleaseUnlockedLock`` if nothing is held."""
+        token = self._token
+        if token is None:
+            raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=[])
+        self._held = None
+        return token
+
+    def _released(self, released: bool, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> None:
+        if released:
+            self._token = None
+            return
+        errors = self._failures(outcomes, "release")
+        if not errors:
+            self._token = None  # every master answered: it is gone, nothing to retry
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
+
+    def _left(self, answers: List[float], quorum: int, start: float) -> Optional[float]:
+        """What ``locked()`` answers once ``answers`` (seconds left, from masters that still hold our
+        value) reach ``quorum``; ``None`` before. Never more than the acquisition guaranteed."""
+        if len(answers) < quorum:
+            return None
+        validity = min(answers) - self._drift() - (monotonic() - start)
+        if self._held is not None:
+            validity = min(validity, self._held.validity)
+        return validity if validity > 0 else 0
+
+    def _locked_error(self, error: Exception, errors: List[Any]) -> None:
+        errors.append(error)
+        logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} key={self.key}>"
+
+
+# --- Redlock ----------------------------------------------------------------------------------
+class Redlock(_PotteryLock):
+    """A distributed lock on ``redlock:<key>`` over ``masters`` (redis-py clients); see the module."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        masters: Iterable[Any] = frozenset(),
+        raise_on_redis_errors: bool = False,
+        auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
+        num_extensions: int = _PotteryLock._NUM_EXTENSIONS,
+        context_manager_blocking: bool = True,
+        context_manager_timeout: float = -1,
+    ) -> None:
+        super().__init__(
+            key=key,
+            masters=frozenset(masters) or _defaults(),
+            raise_on_redis_errors=raise_on_redis_errors,
+            auto_release_time=auto_release_time,
+            num_extensions=num_extensions,
+            context_manager_blocking=context_manager_blocking,
+            context_manager_timeout=context_manager_timeout,
+        )
+
     # --- acquire ------------------------------------------------------------------------------
     def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
         """One attempt on all masters; ``True`` if a quorum said yes with validity left."""
-        client = self._masters().client
-        if not usable_ttl(client, self.auto_release_time):
+        handle = self._new_handle(self._masters().client)
+        if handle is None:
             return False
-        handle = client.lock(encode_key(self.key), ttl=self.auto_release_time)
         if handle.acquire(blocking=False):
-            self._held, self._token = handle, handle.token
-            self._extension_num = 0
-            return True
-        self._check_enough_masters_up(raise_on_redis_errors, self._failures(handle.outcomes, "acquire"))
-        return False
+            return self._took(handle)
+        return self._not_taken(handle.outcomes, raise_on_redis_errors)
 
     def acquire(
         self,
@@ -290,34 +428,13 @@ class Redlock:
         ``blocking`` with ``timeout=-1`` waits as long as it takes; with a timeout, up to that many
         seconds. ``blocking=False`` makes one attempt (and takes no timeout).
         """
-        if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            return self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors)
-        start = monotonic()
-        enqueued = False
-        while True:
-            if self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
-                if enqueued:
-                    self._log_enqueued(start, acquired=True)
-                return True
-            enqueued = True
-            delay = random.uniform(0, self._RETRY_DELAY)
-            if timeout != -1:
-                remaining = timeout - (monotonic() - start)
-                if remaining <= 0:
-                    self._log_enqueued(start, acquired=False)
-                    return False
-                delay = min(delay, remaining)
+        wait = _Wait(self, blocking, timeout)
+        while not self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
+            delay = wait.pause()
+            if delay is None:
+                return wait.done(False)
             time.sleep(delay)
-
-    def _log_enqueued(self, start: float, *, acquired: bool) -> None:
-        name = self.key.split(":", 1)[1]
-        waited = math.ceil((monotonic() - start) * 1000)
-        logger.info(
-            "source=pottery sample#redlock.enqueued.%s=%dms sample#redlock.acquired.%s=%d",
-            name, waited, name, acquired,
-        )
+        return wait.done(True)
 
     # --- state --------------------------------------------------------------------------------
     def locked(self, *, raise_on_redis_errors: Optional[bool] = None) -> float:
@@ -341,16 +458,13 @@ class Redlock:
                 try:
                     ms = future.result()
                 except Exception as error:  # redis-py's RedisError, and OSError below it
-                    errors.append(error)
-                    logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
+                    self._locked_error(error, errors)
                     continue
                 if ms:
                     left.append(int(ms) / 1000.0)
-                    if len(left) >= quorum:
-                        validity = min(left) - self._drift() - (monotonic() - start)
-                        if self._held is not None:
-                            validity = min(validity, self._held.validity)
-                        return validity if validity > 0 else 0
+                    answer = self._left(left, quorum, start)
+                    if answer is not None:
+                        return answer
         finally:
             pool.shutdown(wait=False)
         self._check_enough_masters_up(raise_on_redis_errors, errors)
@@ -359,36 +473,18 @@ class Redlock:
     # --- extend and release -------------------------------------------------------------------
     def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
         """Reset the lock's time to live to ``auto_release_time``, at most ``num_extensions`` times."""
-        if self._extension_num >= self.num_extensions:
-            raise TooManyExtensions(self.key, self.masters)
-        handle = self._held
-        if handle is None or handle.token is None:
-            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=[])
+        handle = self._to_extend()
         try:
             handle.extend(ttl=self.auto_release_time)
         except (LockError, ValueError):
-            # fastredlock released it everywhere: the lock is lost, not half-held
-            self._held = None
-            errors = self._failures(handle.outcomes, "extend")
-            self._check_enough_masters_up(raise_on_redis_errors, errors)
-            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=errors) from None
+            self._not_extended(handle.outcomes, raise_on_redis_errors)
         self._extension_num += 1
 
     def release(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
         """Unlock the lock; ``ReleaseUnlockedLock`` if it was not held (any more)."""
-        token = self._token
-        if token is None:
-            raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=[])
-        self._held = None
+        token = self._to_release()
         released, outcomes = release_token(self._masters().client, encode_key(self.key), token)
-        if released:
-            self._token = None
-            return
-        errors = self._failures(outcomes, "release")
-        if not errors:
-            self._token = None  # every master answered: it is gone, nothing to retry
-        self._check_enough_masters_up(raise_on_redis_errors, errors)
-        raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
+        self._released(released, outcomes, raise_on_redis_errors)
 
     # --- context manager ----------------------------------------------------------------------
     def __enter__(self) -> "Redlock":
@@ -400,8 +496,148 @@ class Redlock:
         self.release()
         return False
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__qualname__} key={self.key}>"
+
+# --- AIORedlock -------------------------------------------------------------------------------
+def _aio_masters(masters: Iterable[Any]) -> FrozenSet[Any]:
+    """``masters`` as a frozenset, each a ``redis.asyncio`` client (pottery awaited their methods)."""
+    if isinstance(masters, (str, bytes, dict)):
+        raise TypeError("masters must be an iterable of redis.asyncio.Redis clients, not a single one")
+    found = frozenset(masters)
+    if not found:
+        raise ValueError("AIORedlock needs masters: a set of redis.asyncio.Redis clients")
+    for master in found:
+        if not inspect.iscoroutinefunction(getattr(master, "execute_command", None)):
+            raise TypeError(f"AIORedlock's masters must be redis.asyncio.Redis clients, not {type(master).__name__}")
+    return found
+
+
+class AIORedlock(_PotteryLock):
+    """pottery's ``AIORedlock``: :class:`Redlock` for asyncio, on :mod:`fastredlock.asyncio`.
+
+    ``masters`` are ``redis.asyncio.Redis`` clients (required); the other arguments are
+    :class:`Redlock`'s. ``acquire``, ``locked``, ``extend`` and ``release`` are coroutines with
+    :class:`Redlock`'s keyword arguments and answers; ``async with`` acquires (as
+    ``context_manager_blocking`` / ``context_manager_timeout`` say) and releases. Use an object
+    from one event loop at a time; the client it locks through is the one of the running loop.
+    """
+
+    __slots__ = ()
+
+    _SAMPLE: ClassVar[str] = "aioredlock"
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        masters: Iterable[Any],
+        raise_on_redis_errors: bool = False,
+        auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
+        num_extensions: int = _PotteryLock._NUM_EXTENSIONS,
+        context_manager_blocking: bool = True,
+        context_manager_timeout: float = -1,
+    ) -> None:
+        super().__init__(
+            key=key,
+            masters=_aio_masters(masters),
+            raise_on_redis_errors=raise_on_redis_errors,
+            auto_release_time=auto_release_time,
+            num_extensions=num_extensions,
+            context_manager_blocking=context_manager_blocking,
+            context_manager_timeout=context_manager_timeout,
+        )
+
+    # --- acquire ------------------------------------------------------------------------------
+    async def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
+        """One attempt on all masters; ``True`` if a quorum said yes with validity left."""
+        handle = self._new_handle(self._masters().aio_client())
+        if handle is None:
+            return False
+        if await handle.acquire(blocking=False):
+            return self._took(handle)
+        return self._not_taken(await handle.settled_outcomes(), raise_on_redis_errors)
+
+    async def acquire(
+        self,
+        *,
+        blocking: bool = True,
+        timeout: float = -1,
+        raise_on_redis_errors: Optional[bool] = None,
+    ) -> bool:
+        """Lock the lock; return whether it is held (see :meth:`Redlock.acquire`).
+
+        Between attempts the task sleeps; cancelled during an attempt, the attempt's keys are
+        released behind it (fastredlock.asyncio's rule), so nothing is left locked.
+        """
+        wait = _Wait(self, blocking, timeout)
+        while not await self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
+            delay = wait.pause()
+            if delay is None:
+                return wait.done(False)
+            await asyncio.sleep(delay)
+        return wait.done(True)
+
+    # --- state --------------------------------------------------------------------------------
+    async def locked(self, *, raise_on_redis_errors: Optional[bool] = None) -> float:
+        """Seconds this object will still hold the lock (unless extended or released), else ``0``.
+
+        Asks every master (through its redis.asyncio client) at once; answers as soon as a quorum
+        confirmed, cancelling the questions still out.
+        """
+        token = self._token
+        if token is None:
+            return 0
+        clients = self._masters().redis_clients()
+        quorum = len(clients) // 2 + 1
+        start = monotonic()
+        left: List[float] = []
+        errors: List[Any] = []
+        asks = [asyncio.ensure_future(master.eval(_PTTL_IF_OWNER, 1, self.key, token)) for master in clients]
+        try:
+            for answer in asyncio.as_completed(asks):
+                try:
+                    ms = await answer
+                except Exception as error:  # redis-py's RedisError, and OSError below it
+                    self._locked_error(error, errors)
+                    continue
+                if ms:
+                    left.append(int(ms) / 1000.0)
+                    seconds = self._left(left, quorum, start)
+                    if seconds is not None:
+                        return seconds
+        finally:
+            out = [ask for ask in asks if not ask.done()]
+            for ask in out:
+                ask.cancel()
+            if out:
+                await asyncio.wait(out)
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        return 0
+
+    # --- extend and release -------------------------------------------------------------------
+    async def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Reset the lock's time to live to ``auto_release_time``, at most ``num_extensions`` times."""
+        handle = self._to_extend()
+        try:
+            await handle.extend(ttl=self.auto_release_time)
+        except (LockError, ValueError):
+            self._not_extended(await handle.settled_outcomes(), raise_on_redis_errors)
+        self._extension_num += 1
+
+    async def release(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Unlock the lock; ``ReleaseUnlockedLock`` if it was not held (any more). Cancelled while
+        its round runs, the release still goes out."""
+        token = self._to_release()
+        released, outcomes = await arelease_token(self._masters().aio_client(), encode_key(self.key), token)
+        self._released(released, outcomes, raise_on_redis_errors)
+
+    # --- context manager ----------------------------------------------------------------------
+    async def __aenter__(self) -> "AIORedlock":
+        if await self.acquire(blocking=self.context_manager_blocking, timeout=self.context_manager_timeout):
+            return self
+        raise QuorumNotAchieved(self.key, self.masters)
+
+    async def __aexit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        await self.release()
 
 
 def synchronize(
@@ -409,7 +645,7 @@ def synchronize(
     key: str,
     masters: Iterable[Any] = frozenset(),
     raise_on_redis_errors: bool = False,
-    auto_release_time: float = Redlock._AUTO_RELEASE_TIME,
+    auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
     blocking: bool = True,
     timeout: float = -1,
 ) -> Callable[[F], F]:
