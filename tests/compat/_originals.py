@@ -194,6 +194,25 @@ class Adaptation(NamedTuple):
 _SERVER = "the server: the suite hard-codes localhost:6379"
 _IMPORT = "import line: the shim instead of the original"
 
+def _pottery(file: str, imports: str, n_imports: int, client: str, n_set: int, lock: str, n_scripts: int,
+             script_class: str = "Script") -> List[Adaptation]:
+    """What pottery's suites (``Redlock``'s and ``AIORedlock``'s, alike) need adapted in ``file``."""
+    return [
+        Adaptation(file, imports, "from {shim} import", _IMPORT, shim_only=True, regex=True, count=n_imports),
+        Adaptation(file, "urls = [f'redis://localhost:6379/{db}' for db in dbs]", "urls = {urls!r}",
+                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
+                   "fastredlock refuses (one server would vote five times); they become five local servers",
+                   count=1),
+        Adaptation(file, f"unittest.mock.patch.object({client}, 'set')", f"refuse({client}, 'set')",
+                   "fault injection reaching the shim: the server refuses SET", count=n_set),
+        Adaptation(file, f"unittest.mock.patch.object({script_class}, '__call__')",
+                   f"refuse(next(iter({lock}.masters)), 'eval', 'evalsha')",
+                   "fault injection reaching the shim: the server refuses scripts", count=n_scripts),
+        Adaptation(file, "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
+                   "import of the fault injection above", count=1),
+    ]
+
+
 ADAPTATIONS: Dict[str, List[Adaptation]] = {
     "redlock-py": [
         Adaptation("tests/test_redlock.py", "from redlock import", "from {shim} import", _IMPORT, shim_only=True, count=1),
@@ -214,38 +233,11 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
         Adaptation("tests/test_factory.py", '"redis://localhost/0"', '"redis://localhost:{port}/0"', _SERVER, count=1),
     ],
     "pottery": [
-        Adaptation("tests/test_redlock.py", r"^from pottery(\.base)? import", "from {shim} import", _IMPORT,
-                   shim_only=True, regex=True, count=9),
-        Adaptation("tests/test_redlock.py", "urls = [f'redis://localhost:6379/{db}' for db in dbs]",
-                   "urls = {urls!r}",
-                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
-                   "fastredlock refuses (one server would vote five times); they become five local servers",
-                   count=1),
+        *_pottery("tests/test_redlock.py", r"^from pottery(\.base)? import", 9, "redis", 2, "redlock", 6),
         Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
-        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(redis, 'set')", "refuse(redis, 'set')",
-                   "fault injection reaching the shim: the server refuses SET", count=2),
-        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(Script, '__call__')",
-                   "refuse(next(iter(redlock.masters)), 'eval', 'evalsha')",
-                   "fault injection reaching the shim: the server refuses scripts", count=6),
-        Adaptation("tests/test_redlock.py", "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
-                   "import of the fault injection above", count=1),
     ],
-    "pottery-aio": [
-        Adaptation("tests/test_aioredlock.py", r"^from pottery(\.exceptions)? import", "from {shim} import", _IMPORT,
-                   shim_only=True, regex=True, count=6),
-        Adaptation("tests/test_aioredlock.py", "urls = [f'redis://localhost:6379/{db}' for db in dbs]",
-                   "urls = {urls!r}",
-                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
-                   "fastredlock refuses (one server would vote five times); they become five local servers",
-                   count=1),
-        Adaptation("tests/test_aioredlock.py", "unittest.mock.patch.object(aioredis, 'set')", "refuse(aioredis, 'set')",
-                   "fault injection reaching the shim: the server refuses SET", count=1),
-        Adaptation("tests/test_aioredlock.py", "unittest.mock.patch.object(AsyncScript, '__call__')",
-                   "refuse(next(iter(aioredlock.masters)), 'eval', 'evalsha')",
-                   "fault injection reaching the shim: the server refuses scripts", count=3),
-        Adaptation("tests/test_aioredlock.py", "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
-                   "import of the fault injection above", count=1),
-    ],
+    "pottery-aio": _pottery("tests/test_aioredlock.py", r"^from pottery(\.exceptions)? import", 6, "aioredis", 1,
+                            "aioredlock", 3, script_class="AsyncScript"),
 }
 
 _FAULT_HELPER = '''\

@@ -139,7 +139,7 @@ def test_extend_up_to_num_extensions(shim_core, masters, name, with_clients):
         await asyncio.sleep(0.3)
         await lock.extend()
         assert all(m.command("PTTL", lock.key) > 900 for m in masters)
-        assert await lock.locked() > 0.9
+        assert 0.75 < await lock.locked() <= 1  # reset: 0.69 s at most were left without it
         await lock.extend()
         with pytest.raises(TooManyExtensions):
             await lock.extend()
@@ -330,6 +330,7 @@ def test_acquire_cancelled_while_waiting_leaves_no_key(shim_core, masters, name,
             await task
         await holder.release()
         assert keys_on(masters, holder.key) == 0
+
     with_clients(main)
 
 

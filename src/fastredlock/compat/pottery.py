@@ -1,7 +1,7 @@
-"""Drop-in replacement for pottery's ``Redlock`` and ``synchronize`` (``pip install pottery``).
+"""Drop-in replacement for pottery's ``Redlock``, ``AIORedlock`` and ``synchronize`` (``pip install pottery``).
 
 Change ``from pottery import Redlock`` to ``from fastredlock.compat.pottery import Redlock``
-(likewise ``synchronize``, ``ContextTimer`` and the exceptions below)::
+(likewise ``AIORedlock``, ``synchronize``, ``ContextTimer`` and the exceptions below)::
 
     from redis import Redis
     redis = Redis.from_url("redis://localhost:6379/1")
@@ -13,10 +13,14 @@ Change ``from pottery import Redlock`` to ``from fastredlock.compat.pottery impo
         finally:
             printer_lock.release()
 
-Same as pottery 3.0.1 (the synchronous ``Redlock``; not ``AIORedlock`` nor pottery's containers):
-the API (``Redlock(*, key, masters=frozenset(), raise_on_redis_errors=False,
-auto_release_time=10, num_extensions=3, context_manager_blocking=True,
-context_manager_timeout=-1)``; ``acquire(*, blocking=True, timeout=-1)``, ``locked()`` (seconds
+    from redis.asyncio import Redis as AIORedis
+    shower = AIORedlock(key="shower", masters={AIORedis.from_url("redis://localhost:6379/1")})
+    async with shower:                     # or: if await shower.acquire(timeout=1): ...
+        await shower.extend()
+
+Same as pottery 3.0.1 (``Redlock`` and ``AIORedlock``; not pottery's containers): the API
+(``Redlock(*, key, masters=frozenset(), raise_on_redis_errors=False, auto_release_time=10,
+num_extensions=3, context_manager_blocking=True, context_manager_timeout=-1)``; ``acquire(*, blocking=True, timeout=-1)``, ``locked()`` (seconds
 left, ``0`` when not held), ``extend()``, ``release()``, the context manager, ``synchronize``;
 ``raise_on_redis_errors=`` on each of them; the exceptions ``QuorumNotAchieved``,
 ``TooManyExtensions``, ``ExtendUnlockedLock``, ``ReleaseUnlockedLock``, ``QuorumIsImpossible`` as
@@ -25,7 +29,16 @@ dataclasses of ``key``, ``masters``, ``redis_errors``; masters default to ``$RED
 owner-checked release and extension (``GET == value`` then ``DEL`` / ``PEXPIRE``), random sleeps of
 up to 0.2 s between attempts, the drift allowance (``auto_release_time * 0.01 + 2 ms``): old and new
 processes exclude each other. A blocking ``acquire`` that had to wait logs the same
-``source=pottery sample#redlock.enqueued...`` line (to this module's logger, ``logger``).
+``source=pottery sample#redlock.enqueued...`` line (``sample#aioredlock...`` for ``AIORedlock``;
+to this module's logger, ``logger``).
+
+``AIORedlock(*, key, masters, ...)`` takes ``Redlock``'s arguments with ``redis.asyncio.Redis``
+clients as masters; ``await acquire(...)``, ``await locked()``, ``await extend()``,
+``await release()`` (each with ``raise_on_redis_errors=``) and ``async with`` behave as
+``Redlock``'s and raise the same exceptions. It locks through :mod:`fastredlock.asyncio`, one client
+per event loop (``await fastredlock.compat._common.aclose_clients()`` closes the running loop's;
+a closed loop's are closed when the next loop builds its own); ``locked()`` asks the masters through
+your ``redis.asyncio`` clients.
 
 Differences (bugs not kept):
 
@@ -48,6 +61,11 @@ Differences (bugs not kept):
   votes would fake a quorum, and a restart would make it forget the lock in every db at once.
 - An ``auto_release_time`` too small to ever be valid (2 ms or less) is "not acquired" without a
   round (pottery set and deleted the key).
+- ``AIORedlock`` without masters raises ``ValueError`` (pottery's raised ``StopIteration`` from its
+  constructor), and one given a blocking ``redis.Redis`` client raises ``TypeError`` (pottery failed
+  at the first ``await``). Its ``locked()`` answers once a quorum confirmed and cancels the questions
+  still out (pottery waited for every master); a blocking ``acquire(timeout=...)`` does not sleep
+  past its timeout (pottery could overrun it by up to 0.2 s).
 """
 from __future__ import annotations
 
@@ -226,9 +244,48 @@ class _Wait:
         return acquired
 
 
+class _Answers:
+    """The masters' answers to one ``locked()`` question, taken as they come."""
+
+    __slots__ = ("_lock", "_quorum", "_start", "_left", "_errors")
+
+    def __init__(self, lock: "_PotteryLock", masters: int) -> None:
+        self._lock = lock
+        self._quorum = masters // 2 + 1
+        self._start = monotonic()
+        self._left: List[float] = []  # seconds left, from the masters that still hold our value
+        self._errors: List[Any] = []
+
+    def take(self, answer: Callable[[], Any]) -> Optional[float]:
+        """Take one master's answer (``answer()`` returns its ms left, or raises its error); once a
+        quorum holds our value, return the seconds ``locked()`` answers (never more than the
+        acquisition guaranteed), else ``None``."""
+        lock = self._lock
+        try:
+            ms = answer()
+        except Exception as error:  # redis-py's RedisError, and OSError below it
+            self._errors.append(error)
+            logger.warning("%s.locked() on %s: %r", type(lock).__qualname__, lock.key, error)
+            return None
+        if ms:
+            self._left.append(int(ms) / 1000.0)
+        if len(self._left) < self._quorum:
+            return None
+        validity = min(self._left) - lock._drift() - (monotonic() - self._start)
+        if lock._held is not None:
+            validity = min(validity, lock._held.validity)
+        return validity if validity > 0 else 0
+
+    def none(self, raise_on_redis_errors: Optional[bool]) -> int:
+        """Every master answered without a quorum: ``0``, or ``QuorumIsImpossible`` if asked."""
+        self._lock._check_enough_masters_up(raise_on_redis_errors, self._errors)
+        return 0
+
+
 class _PotteryLock:
-    """The state and rules :class:`Redlock` and :class:`AIORedlock` share; each adds the I/O
-    (blocking calls, or awaitable ones on :mod:`fastredlock.asyncio`)."""
+    """The state and rules :class:`Redlock` and :class:`AIORedlock` share, their constructor
+    included; each adds the I/O (blocking calls, or awaitable ones on :mod:`fastredlock.asyncio`)
+    and what it takes as masters (:meth:`_masters_given`)."""
 
     __slots__ = (
         "_key",
@@ -257,17 +314,17 @@ class _PotteryLock:
         self,
         *,
         key: str,
-        masters: FrozenSet[Any],
-        raise_on_redis_errors: bool,
-        auto_release_time: float,
-        num_extensions: int,
-        context_manager_blocking: bool,
-        context_manager_timeout: float,
+        masters: Iterable[Any] = frozenset(),
+        raise_on_redis_errors: bool = False,
+        auto_release_time: float = _AUTO_RELEASE_TIME,
+        num_extensions: int = _NUM_EXTENSIONS,
+        context_manager_blocking: bool = True,
+        context_manager_timeout: float = -1,
     ) -> None:
         if not context_manager_blocking and context_manager_timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         self.key = key
-        self.masters = masters
+        self.masters = self._masters_given(masters)
         self.raise_on_redis_errors = raise_on_redis_errors
         self.auto_release_time = auto_release_time
         self.num_extensions = num_extensions
@@ -289,6 +346,11 @@ class _PotteryLock:
     @key.setter
     def key(self, value: str) -> None:
         self._key = f"{self._KEY_PREFIX}:{value}"
+
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        """The ``masters`` argument as the lock keeps it (a frozenset), checked."""
+        raise NotImplementedError
 
     def _masters(self) -> Masters:
         if self._seen_masters is not self.masters:
@@ -361,20 +423,6 @@ class _PotteryLock:
         self._check_enough_masters_up(raise_on_redis_errors, errors)
         raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
 
-    def _left(self, answers: List[float], quorum: int, start: float) -> Optional[float]:
-        """What ``locked()`` answers once ``answers`` (seconds left, from masters that still hold our
-        value) reach ``quorum``; ``None`` before. Never more than the acquisition guaranteed."""
-        if len(answers) < quorum:
-            return None
-        validity = min(answers) - self._drift() - (monotonic() - start)
-        if self._held is not None:
-            validity = min(validity, self._held.validity)
-        return validity if validity > 0 else 0
-
-    def _locked_error(self, error: Exception, errors: List[Any]) -> None:
-        errors.append(error)
-        logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
-
     def __repr__(self) -> str:
         return f"<{type(self).__qualname__} key={self.key}>"
 
@@ -385,26 +433,9 @@ class Redlock(_PotteryLock):
 
     __slots__ = ()
 
-    def __init__(
-        self,
-        *,
-        key: str,
-        masters: Iterable[Any] = frozenset(),
-        raise_on_redis_errors: bool = False,
-        auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
-        num_extensions: int = _PotteryLock._NUM_EXTENSIONS,
-        context_manager_blocking: bool = True,
-        context_manager_timeout: float = -1,
-    ) -> None:
-        super().__init__(
-            key=key,
-            masters=frozenset(masters) or _defaults(),
-            raise_on_redis_errors=raise_on_redis_errors,
-            auto_release_time=auto_release_time,
-            num_extensions=num_extensions,
-            context_manager_blocking=context_manager_blocking,
-            context_manager_timeout=context_manager_timeout,
-        )
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        return frozenset(masters) or _defaults()
 
     # --- acquire ------------------------------------------------------------------------------
     def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
@@ -446,29 +477,18 @@ class Redlock(_PotteryLock):
         if token is None:
             return 0
         clients = self._masters().redis_clients()
-        quorum = len(clients) // 2 + 1
-        start = monotonic()
-        left: List[float] = []
-        errors: List[Any] = []
+        answers = _Answers(self, len(clients))
         # One thread per master, as pottery did: a slow or dead master does not delay the answer.
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(clients))
         try:
             futures = [pool.submit(master.eval, _PTTL_IF_OWNER, 1, self.key, token) for master in clients]
             for future in concurrent.futures.as_completed(futures):
-                try:
-                    ms = future.result()
-                except Exception as error:  # redis-py's RedisError, and OSError below it
-                    self._locked_error(error, errors)
-                    continue
-                if ms:
-                    left.append(int(ms) / 1000.0)
-                    answer = self._left(left, quorum, start)
-                    if answer is not None:
-                        return answer
+                seconds = answers.take(future.result)
+                if seconds is not None:
+                    return seconds
         finally:
             pool.shutdown(wait=False)
-        self._check_enough_masters_up(raise_on_redis_errors, errors)
-        return 0
+        return answers.none(raise_on_redis_errors)
 
     # --- extend and release -------------------------------------------------------------------
     def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
@@ -525,26 +545,9 @@ class AIORedlock(_PotteryLock):
 
     _SAMPLE: ClassVar[str] = "aioredlock"
 
-    def __init__(
-        self,
-        *,
-        key: str,
-        masters: Iterable[Any],
-        raise_on_redis_errors: bool = False,
-        auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
-        num_extensions: int = _PotteryLock._NUM_EXTENSIONS,
-        context_manager_blocking: bool = True,
-        context_manager_timeout: float = -1,
-    ) -> None:
-        super().__init__(
-            key=key,
-            masters=_aio_masters(masters),
-            raise_on_redis_errors=raise_on_redis_errors,
-            auto_release_time=auto_release_time,
-            num_extensions=num_extensions,
-            context_manager_blocking=context_manager_blocking,
-            context_manager_timeout=context_manager_timeout,
-        )
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        return _aio_masters(masters)
 
     # --- acquire ------------------------------------------------------------------------------
     async def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
@@ -587,31 +590,21 @@ class AIORedlock(_PotteryLock):
         if token is None:
             return 0
         clients = self._masters().redis_clients()
-        quorum = len(clients) // 2 + 1
-        start = monotonic()
-        left: List[float] = []
-        errors: List[Any] = []
-        asks = [asyncio.ensure_future(master.eval(_PTTL_IF_OWNER, 1, self.key, token)) for master in clients]
+        answers = _Answers(self, len(clients))
+        pending = {asyncio.ensure_future(master.eval(_PTTL_IF_OWNER, 1, self.key, token)) for master in clients}
         try:
-            for answer in asyncio.as_completed(asks):
-                try:
-                    ms = await answer
-                except Exception as error:  # redis-py's RedisError, and OSError below it
-                    self._locked_error(error, errors)
-                    continue
-                if ms:
-                    left.append(int(ms) / 1000.0)
-                    seconds = self._left(left, quorum, start)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for ask in done:
+                    seconds = answers.take(ask.result)
                     if seconds is not None:
                         return seconds
         finally:
-            out = [ask for ask in asks if not ask.done()]
-            for ask in out:
+            for ask in pending:
                 ask.cancel()
-            if out:
-                await asyncio.wait(out)
-        self._check_enough_masters_up(raise_on_redis_errors, errors)
-        return 0
+            if pending:
+                await asyncio.wait(pending)
+        return answers.none(raise_on_redis_errors)
 
     # --- extend and release -------------------------------------------------------------------
     async def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
