@@ -241,28 +241,6 @@ def test_a_minority_of_failing_masters_is_tolerated(shim_core, masters, dead_por
     arun(main())
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "fastredlock.asyncio: a master's socket the core closes between rounds (its connect was refused "
-    "after the round had decided) stays registered with the loop; a redis.asyncio connection opened "
-    "meanwhile reuses the fd, and the next round's remove_reader(fd) raises (or drops its reader)"))
-def test_a_failing_master_beside_redis_asyncio_connections(shim_core, masters, dead_port, name, keys_on, arun):
-    async def main():
-        clients = [_aio(m.port) for m in masters[:2]] + [_dead(dead_port)]
-        lock = AIORedlock(key=name, masters=clients, auto_release_time=2)
-        try:
-            assert await lock.acquire(blocking=False)
-            assert await lock.locked() > 0  # redis.asyncio connections on the same loop
-            await asyncio.wait_for(lock.extend(), 5)
-            await lock.release()
-        finally:
-            for m in masters:
-                m.command("DEL", lock.key)
-            for c in clients:
-                await c.aclose()
-
-    arun(main())
-
-
 def test_locked_with_a_majority_down_raises_when_asked(shim_core, masters, dead_port, name, arun):
     async def main():
         clients = [_aio(m.port) for m in masters[:3]]
