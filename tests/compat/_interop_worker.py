@@ -1,12 +1,14 @@
 """One side of an interop run: lock a resource with the original library or its shim, for a while.
 
-Run as a script in its own process (the original's folder, or nothing, on ``PYTHONPATH``)::
+Run as a script in its own process (the original's folder, or the shim's dependencies and the
+fastredlock under test, on ``PYTHONPATH``)::
 
     python _interop_worker.py LIB SIDE SPEC
 
-LIB is ``redlock-py``, ``redlock``, ``pottery`` or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object
-with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for
-the shim, ``core``. Inside the lock the worker INCRs a counter on a separate master and checks it
+LIB is ``redlock-py``, ``redlock``, ``pottery``, ``pottery-aio`` (pottery's ``AIORedlock``, on an
+event loop) or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object with ``ports`` (the
+lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for the shim, ``core``.
+Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
 often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
 a plain socket, independent of both libraries.
@@ -101,6 +103,20 @@ def lockers(lib: str, side: str, spec: dict):
             loop.run_until_complete(manager.unlock(held.pop("lock")))
 
         return acquire, release
+    if lib == "pottery-aio":
+        import asyncio
+
+        from redis.asyncio import Redis as AIORedis
+
+        if side == "original":
+            from pottery import AIORedlock
+        else:
+            from fastredlock.compat.pottery import AIORedlock
+        loop = asyncio.new_event_loop()  # the worker's loop, for its whole run
+        masters = [AIORedis(host="127.0.0.1", port=p, socket_timeout=1) for p in ports]
+        lock = AIORedlock(key=resource, masters=masters, auto_release_time=ttl_ms / 1000)
+        return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
+            lambda: loop.run_until_complete(lock.release()))
     raise SystemExit(f"unknown library {lib!r}")
 
 

@@ -25,10 +25,17 @@ once against the shim, on the same fresh local server. What is adapted, and why:
   client's user (an ACL rule, lifted at the end of the block), a real master failure that both the
   original and the shim see as a redis error;
 - in the shim's run only, ``fastredlock.compat.configure(restart_aware=False, core=...)``: the
-  server was just started, and restart-aware voting would (rightly) not trust it yet.
+  server was just started, and restart-aware voting would (rightly) not trust it yet;
+- pottery's asyncio suite (``pottery-aio``: ``tests/test_aioredlock.py``) needs what its repository
+  has and its sdist lacks: pytest-asyncio in auto mode (``Original.suite_deps`` and
+  ``pytest_args``; installed into both runs' folders with this environment's pytest pinned, never
+  into the environment itself), and the repository conftest's ``aioredis`` fixture and uvloop (used
+  when installed). Its documented examples name ``localhost:6379`` and use the names the module
+  imports (``math``, ``AIORedis``), which the shim's run gets from the original's import lines.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -49,6 +56,8 @@ class Original(NamedTuple):
     tests: Tuple[str, ...]  # the sdist's test files that cover what the shim replaces
     pins: Tuple[str, ...] = ()  # dependencies pinned in both runs (the suite's expectations need them)
     doctests: Tuple[Tuple[str, str], ...] = ()  # (source file, module name): documented examples run too
+    suite_deps: Tuple[str, ...] = ()  # what the suite itself needs (a pytest plugin), in both runs
+    pytest_args: Tuple[str, ...] = ()  # the suite's pytest configuration (its repository's pytest.ini)
 
 
 #: pottery's suite compares an exception's repr with the redis-py 5 form of a client's repr (later
@@ -65,6 +74,12 @@ ORIGINALS: Dict[str, Original] = {
     # Its sdist ships no tests (tests/compat/test_compat_aioredlock.py checks its documented behaviour);
     # it needs aioredis 1.x, which still runs on the Pythons we test (3.11 here), for the interop run.
     "aioredlock": Original("aioredlock", "0.7.3", "fastredlock.compat.aioredlock", (), ("aioredis==1.3.1",)),
+    # pottery's asyncio Redlock: its tests are async functions, run by pytest-asyncio in auto mode
+    # (pottery's repository sets asyncio_mode = auto in its pytest.ini, which the sdist lacks).
+    "pottery-aio": Original("pottery", "3.0.1", "fastredlock.compat.pottery", ("tests/test_aioredlock.py",),
+                            (_REDIS_PY,), (("pottery/aioredlock.py", "pottery.aioredlock"),),
+                            suite_deps=("pytest-asyncio==1.4.0",),
+                            pytest_args=("-p", "pytest_asyncio.plugin", "-o", "asyncio_mode=auto")),
 }
 
 #: The originals whose sdists ship a test suite (run by test_compat_suites.py).
@@ -116,25 +131,35 @@ def _label(pins: Tuple[str, ...]) -> str:
     return "-".join(p.replace("==", "-") for p in pins) or "nopins"
 
 
+def _pins(orig: Original) -> Tuple[str, ...]:
+    """What is installed beside the original (or alone, for the shim's run): its pins, and the
+    suite's own dependencies with this environment's pytest pinned, so a plugin cannot bring
+    another pytest onto the suite's PYTHONPATH."""
+    if not orig.suite_deps:
+        return orig.pins
+    return (*orig.pins, *orig.suite_deps, f"pytest=={importlib.metadata.version('pytest')}")
+
+
 def install(name: str) -> Path:
     """The folder holding the original and its dependencies (redis-py included), for PYTHONPATH."""
     orig = ORIGINALS[name]
     base = cache_dir() / f"{orig.dist}-{orig.version}"
     base.mkdir(exist_ok=True)
     spec = f"{orig.dist}=={orig.version}"
+    pins = _pins(orig)
     return _build_once(
-        base / ("site-" + _label(orig.pins)), lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), spec, *orig.pins], spec)
+        base / ("site-" + _label(pins)), lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), spec, *pins], spec)
     )
 
 
 def shim_deps(name: str) -> Optional[Path]:
     """A folder with the original's pinned dependencies only, for the shim's run (or None)."""
-    orig = ORIGINALS[name]
-    if not orig.pins:
+    pins = _pins(ORIGINALS[name])
+    if not pins:
         return None
     return _build_once(
-        cache_dir() / f"deps-{_label(orig.pins)}",
-        lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), *orig.pins], " ".join(orig.pins)),
+        cache_dir() / f"deps-{_label(pins)}",
+        lambda tmp: _pip(["install", "--quiet", "--target", str(tmp), *pins], " ".join(pins)),
     )
 
 
@@ -175,6 +200,25 @@ class Adaptation(NamedTuple):
 _SERVER = "the server: the suite hard-codes localhost:6379"
 _IMPORT = "import line: the shim instead of the original"
 
+def _pottery(file: str, imports: str, n_imports: int, client: str, n_set: int, lock: str, n_scripts: int,
+             script_class: str = "Script") -> List[Adaptation]:
+    """What pottery's suites (``Redlock``'s and ``AIORedlock``'s, alike) need adapted in ``file``."""
+    return [
+        Adaptation(file, imports, "from {shim} import", _IMPORT, shim_only=True, regex=True, count=n_imports),
+        Adaptation(file, "urls = [f'redis://localhost:6379/{db}' for db in dbs]", "urls = {urls!r}",
+                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
+                   "fastredlock refuses (one server would vote five times); they become five local servers",
+                   count=1),
+        Adaptation(file, f"unittest.mock.patch.object({client}, 'set')", f"refuse({client}, 'set')",
+                   "fault injection reaching the shim: the server refuses SET", count=n_set),
+        Adaptation(file, f"unittest.mock.patch.object({script_class}, '__call__')",
+                   f"refuse(next(iter({lock}.masters)), 'eval', 'evalsha')",
+                   "fault injection reaching the shim: the server refuses scripts", count=n_scripts),
+        Adaptation(file, "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
+                   "import of the fault injection above", count=1),
+    ]
+
+
 ADAPTATIONS: Dict[str, List[Adaptation]] = {
     "redlock-py": [
         Adaptation("tests/test_redlock.py", "from redlock import", "from {shim} import", _IMPORT, shim_only=True, count=1),
@@ -195,32 +239,34 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
         Adaptation("tests/test_factory.py", '"redis://localhost/0"', '"redis://localhost:{port}/0"', _SERVER, count=1),
     ],
     "pottery": [
-        Adaptation("tests/test_redlock.py", r"^from pottery(\.base)? import", "from {shim} import", _IMPORT,
-                   shim_only=True, regex=True, count=9),
-        Adaptation("tests/test_redlock.py", "urls = [f'redis://localhost:6379/{db}' for db in dbs]",
-                   "urls = {urls!r}",
-                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
-                   "fastredlock refuses (one server would vote five times); they become five local servers",
-                   count=1),
+        *_pottery("tests/test_redlock.py", r"^from pottery(\.base)? import", 9, "redis", 2, "redlock", 6),
         Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
-        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(redis, 'set')", "refuse(redis, 'set')",
-                   "fault injection reaching the shim: the server refuses SET", count=2),
-        Adaptation("tests/test_redlock.py", "unittest.mock.patch.object(Script, '__call__')",
-                   "refuse(next(iter(redlock.masters)), 'eval', 'evalsha')",
-                   "fault injection reaching the shim: the server refuses scripts", count=6),
-        Adaptation("tests/test_redlock.py", "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
-                   "import of the fault injection above", count=1),
     ],
+    "pottery-aio": _pottery("tests/test_aioredlock.py", r"^from pottery(\.exceptions)? import", 6, "aioredis", 1,
+                            "aioredlock", 3, script_class="AsyncScript"),
 }
 
 _FAULT_HELPER = '''\
 """Fault injection for the adapted suite: the server refuses some commands to the client's user."""
 import contextlib
+import inspect
 import types
+
+import redis
+
+
+def _blocking(client):
+    """``client``, or for a redis.asyncio client a blocking one to the same server and user."""
+    if not inspect.iscoroutinefunction(client.execute_command):
+        return client
+    kw = client.connection_pool.connection_kwargs
+    return redis.Redis(host=kw.get("host", "localhost"), port=kw.get("port", 6379), db=kw.get("db", 0),
+                       username=kw.get("username"), password=kw.get("password"))
 
 
 @contextlib.contextmanager
 def refuse(client, *commands):
+    client = _blocking(client)
     user = client.execute_command("ACL", "WHOAMI")
     user = user.decode() if isinstance(user, bytes) else user
     client.execute_command("ACL", "SETUSER", user, *["-" + c for c in commands])
@@ -251,10 +297,37 @@ def redis(redis_url):
     client.flushdb()
 '''
 
+_POTTERY_AIO_CONFTEST = _POTTERY_CONFTEST + '''
+
+# The rest of pottery's repository conftest.py: uvloop (when installed here) and the `aioredis` fixture.
+try:
+    import uvloop
+except ImportError:
+    uvloop = None
+from redis.asyncio import Redis as AIORedis
+
+
+@pytest.fixture(autouse=True, scope="session")
+def install_uvloop():
+    if uvloop is not None:
+        uvloop.install()
+
+
+@pytest.fixture
+async def aioredis(redis_url):
+    client = AIORedis.from_url(redis_url, socket_timeout=1)
+    await client.flushdb()
+    yield client
+    await client.flushdb()
+'''
+
+_CONFTESTS = {"pottery": _POTTERY_CONFTEST, "pottery-aio": _POTTERY_AIO_CONFTEST}
+
 _DOCTESTS = '''\
 """The documented examples of {source} (pottery's test_doctests.py runs them with doctest.testmod),
 read from the sdist's source and run with the names of {module} (the import line of this run).
-Adapted: `Redis()` (localhost:6379) names the local server's port; $REDIS_URL points there too."""
+Adapted: `Redis()` and `localhost:6379` name the local server's port; $REDIS_URL points there too.
+The names the original module imports (its examples use them) are given to the examples too."""
 import ast
 import contextlib
 import doctest
@@ -285,12 +358,26 @@ def _examples():
     return sorted(found)  # the order of doctest.testmod
 
 
+def _original_imports():
+    """What the original module's own absolute imports bind (``import asyncio``, ``from x import y``)."""
+    with open(SOURCE) as f:
+        tree = ast.parse(f.read())
+    imports = [node for node in tree.body if isinstance(node, ast.Import)
+               or (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__")]
+    names = {{}}
+    exec(compile(ast.Module(body=imports, type_ignores=[]), SOURCE, "exec"), names)
+    names.pop("__builtins__", None)
+    return names
+
+
 @pytest.mark.parametrize("name, doc", _examples(), ids=[n for n, _ in _examples()])
 def test_documented_examples(name, doc):
     globs = dict(vars(importlib.import_module(MODULE)))
     globs.setdefault("contextlib", contextlib)  # imported by the original module, used by its examples
     globs.setdefault("time", time)
-    doc = doc.replace("Redis()", "Redis(port=%d)" % PORT)
+    for name_, value in _original_imports().items():
+        globs.setdefault(name_, value)
+    doc = doc.replace("Redis()", "Redis(port=%d)" % PORT).replace("localhost:6379", "localhost:%d" % PORT)
     test = doctest.DocTestParser().get_doctest(doc, globs, name, SOURCE, 0)
     out = io.StringIO()
     runner = doctest.DocTestRunner()
@@ -339,9 +426,13 @@ def adapt(name: str, dest: Path, *, ports: List[int], shim: bool, core: Optional
         module = orig.shim if shim else source_module
         (dest / f"test_doctests_{Path(source).stem}.py").write_text(_DOCTESTS.format(
             source=source, path=str(src / source), module=module, source_module=source_module, port=port))
-        applied.append(f"{source}: documented examples run with {module}'s names; 'Redis()' -> "
-                       f"'Redis(port={port})', REDIS_URL=redis://localhost:{port}/0 (the server)")
-    conftest = _POTTERY_CONFTEST.format(port=port) if name == "pottery" else ""
+        applied.append(f"{source}: documented examples run with {module}'s names (and those the original "
+                       f"imports); 'Redis()' -> 'Redis(port={port})', 'localhost:6379' -> 'localhost:{port}', "
+                       f"REDIS_URL=redis://localhost:{port}/0 (the server)")
+    if orig.suite_deps or orig.pytest_args:
+        applied.append(f"the suite's own needs, from its repository: {' '.join(orig.suite_deps)} installed beside "
+                       f"the pins in both runs; pytest {' '.join(orig.pytest_args)}")
+    conftest = _CONFTESTS.get(name, "").format(port=port)
     if shim:
         conftest += _SHIM_CONFTEST.format(core=core)
     (dest / "conftest.py").write_text(conftest)
@@ -356,16 +447,15 @@ class SuiteRun(NamedTuple):
 
 def run_suite(name: str, dest: Path, *, port: int, shim: bool, timeout: float = 600) -> SuiteRun:
     """Run the adapted suite in ``dest`` in a subprocess: the original's folder on PYTHONPATH, or
-    (for the shim) this environment, where fastredlock is installed."""
+    (for the shim) its pinned dependencies and the fastredlock this process imported (the one under test)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the suites use none of this environment's plugins
     env["REDIS_URL"] = f"redis://localhost:{port}/0"  # pottery's default master
-    path = install(name) if not shim else shim_deps(name)
-    if path is not None:
-        env["PYTHONPATH"] = str(path)
+    paths = [install(name)] if not shim else [shim_deps(name), _fastredlock_root()]
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths if p is not None)
     report = dest / "report.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ORIGINALS[name].pytest_args,
            "--rootdir", str(dest), "-c", os.devnull, f"--junitxml={report}", str(dest)]
     proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=timeout)
     output = proc.stdout + proc.stderr
@@ -380,6 +470,14 @@ def run_suite(name: str, dest: Path, *, port: int, shim: bool, timeout: float = 
                 state = {"failure": "failed"}.get(child.tag, child.tag)
         outcomes[test_id] = state
     return SuiteRun(outcomes, output)
+
+
+def _fastredlock_root() -> Path:
+    """The folder of the fastredlock under test (a checkout's ``src``, or site-packages): the
+    shim's run imports that one, not whichever the interpreter would find first."""
+    import fastredlock
+
+    return Path(fastredlock.__file__).resolve().parent.parent
 
 
 def describe() -> str:

@@ -5,7 +5,8 @@ Library replaced              Change
 ============================  ==========================================================
 redlock-py (SPSCommerce)      ``from fastredlock.compat.redlock_py import Redlock``
 redlock (glasslion)           ``from fastredlock.compat.redlock import RedLock``
-pottery (``Redlock`` only)    ``from fastredlock.compat.pottery import Redlock``
+pottery (``Redlock``)        ``from fastredlock.compat.pottery import Redlock``
+pottery (``AIORedlock``)     ``from fastredlock.compat.pottery import AIORedlock``
 redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
 aioredlock (asyncio)          ``from fastredlock.compat.aioredlock import Aioredlock``
 ============================  ==========================================================

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # type names only: the asyncio client is imported by the asyn
 __all__ = [
     "Masters",
     "aclose_clients",
+    "arelease_token",
     "configure",
     "encode_key",
     "error_outcomes",
@@ -114,12 +115,21 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
 
     loop = asyncio.get_running_loop()  # RuntimeError outside a coroutine, as the client would raise
     key = (specs, tuple(sorted(_options.items())))
+    stale: List["AsyncRedlock"] = []
     with _clients_lock:
-        per_loop = _aio_clients.setdefault(loop, {})
+        per_loop = _aio_clients.get(loop)
+        if per_loop is None:
+            # A client refers to its loop, so a loop closed without aclose_clients() (asyncio.run()
+            # after asyncio.run()) would never leave the weak dict: its sockets are closed here.
+            for old in [other for other in _aio_clients if other.is_closed()]:
+                stale.extend(_aio_clients.pop(old).values())
+            per_loop = _aio_clients[loop] = {}
         client = per_loop.get(key)
         if client is None:
             client = AsyncRedlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **_options)
             per_loop[key] = client
+    for aio in stale:
+        aio.executor.close()
     return client
 
 
@@ -277,3 +287,14 @@ def release_token(client: Redlock, key: bytes, token: Any) -> Tuple[bool, List[M
     except LockNotOwnedError:
         released = False
     return released, handle.outcomes
+
+
+async def arelease_token(client: "AsyncRedlock", key: bytes, token: Any) -> Tuple[bool, List[MasterOutcome]]:
+    """:func:`release_token` with an asyncio client: whether a quorum still held ``key`` with
+    ``token`` (and deleted it), and what each master answered (the stragglers' answers awaited)."""
+    handle = client.lock(key)
+    try:
+        await handle.release(token=token)
+    except LockNotOwnedError as error:
+        return False, list(error.outcomes)
+    return True, handle.outcomes

@@ -1,7 +1,7 @@
-"""Drop-in replacement for pottery's ``Redlock`` and ``synchronize`` (``pip install pottery``).
+"""Drop-in replacement for pottery's ``Redlock``, ``AIORedlock`` and ``synchronize`` (``pip install pottery``).
 
 Change ``from pottery import Redlock`` to ``from fastredlock.compat.pottery import Redlock``
-(likewise ``synchronize``, ``ContextTimer`` and the exceptions below)::
+(likewise ``AIORedlock``, ``synchronize``, ``ContextTimer`` and the exceptions below)::
 
     from redis import Redis
     redis = Redis.from_url("redis://localhost:6379/1")
@@ -13,10 +13,14 @@ Change ``from pottery import Redlock`` to ``from fastredlock.compat.pottery impo
         finally:
             printer_lock.release()
 
-Same as pottery 3.0.1 (the synchronous ``Redlock``; not ``AIORedlock`` nor pottery's containers):
-the API (``Redlock(*, key, masters=frozenset(), raise_on_redis_errors=False,
-auto_release_time=10, num_extensions=3, context_manager_blocking=True,
-context_manager_timeout=-1)``; ``acquire(*, blocking=True, timeout=-1)``, ``locked()`` (seconds
+    from redis.asyncio import Redis as AIORedis
+    shower = AIORedlock(key="shower", masters={AIORedis.from_url("redis://localhost:6379/1")})
+    async with shower:                     # or: if await shower.acquire(timeout=1): ...
+        await shower.extend()
+
+Same as pottery 3.0.1 (``Redlock`` and ``AIORedlock``; not pottery's containers): the API
+(``Redlock(*, key, masters=frozenset(), raise_on_redis_errors=False, auto_release_time=10,
+num_extensions=3, context_manager_blocking=True, context_manager_timeout=-1)``; ``acquire(*, blocking=True, timeout=-1)``, ``locked()`` (seconds
 left, ``0`` when not held), ``extend()``, ``release()``, the context manager, ``synchronize``;
 ``raise_on_redis_errors=`` on each of them; the exceptions ``QuorumNotAchieved``,
 ``TooManyExtensions``, ``ExtendUnlockedLock``, ``ReleaseUnlockedLock``, ``QuorumIsImpossible`` as
@@ -25,7 +29,16 @@ dataclasses of ``key``, ``masters``, ``redis_errors``; masters default to ``$RED
 owner-checked release and extension (``GET == value`` then ``DEL`` / ``PEXPIRE``), random sleeps of
 up to 0.2 s between attempts, the drift allowance (``auto_release_time * 0.01 + 2 ms``): old and new
 processes exclude each other. A blocking ``acquire`` that had to wait logs the same
-``source=pottery sample#redlock.enqueued...`` line (to this module's logger, ``logger``).
+``source=pottery sample#redlock.enqueued...`` line (``sample#aioredlock...`` for ``AIORedlock``;
+to this module's logger, ``logger``).
+
+``AIORedlock(*, key, masters, ...)`` takes ``Redlock``'s arguments with ``redis.asyncio.Redis``
+clients as masters; ``await acquire(...)``, ``await locked()``, ``await extend()``,
+``await release()`` (each with ``raise_on_redis_errors=``) and ``async with`` behave as
+``Redlock``'s and raise the same exceptions. It locks through :mod:`fastredlock.asyncio`, one client
+per event loop (``await fastredlock.compat._common.aclose_clients()`` closes the running loop's;
+a closed loop's are closed when the next loop builds its own); ``locked()`` asks the masters through
+your ``redis.asyncio`` clients.
 
 Differences (bugs not kept):
 
@@ -48,12 +61,19 @@ Differences (bugs not kept):
   votes would fake a quorum, and a restart would make it forget the lock in every db at once.
 - An ``auto_release_time`` too small to ever be valid (2 ms or less) is "not acquired" without a
   round (pottery set and deleted the key).
+- ``AIORedlock`` without masters raises ``ValueError`` (pottery's raised ``StopIteration`` from its
+  constructor), and one given a blocking ``redis.Redis`` client raises ``TypeError`` (pottery failed
+  at the first ``await``). Its ``locked()`` answers once a quorum confirmed and cancels the questions
+  still out (pottery waited for every master); a blocking ``acquire(timeout=...)`` does not sleep
+  past its timeout (pottery could overrun it by up to 0.2 s).
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import inspect
 import logging
 import math
 import os
@@ -61,13 +81,13 @@ import random
 import time
 import timeit
 from time import monotonic
-from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Optional, TypeVar, cast
+from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
 
 from ..errors import LockError
-from ..lock import Lock as _Handle
-from ._common import Masters, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
+from ._common import Masters, arelease_token, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
 
 __all__ = [
+    "AIORedlock",
     "ContextTimer",
     "ExtendUnlockedLock",
     "PrimitiveError",
@@ -168,7 +188,7 @@ class ContextTimer:
         return False
 
 
-# --- Redlock ----------------------------------------------------------------------------------
+# --- what Redlock and AIORedlock share ----------------------------------------------------------
 _default_masters: Optional[FrozenSet[Any]] = None
 
 
@@ -183,8 +203,89 @@ def _defaults() -> FrozenSet[Any]:
     return _default_masters
 
 
-class Redlock:
-    """A distributed lock on ``redlock:<key>`` over ``masters`` (redis-py clients); see the module."""
+class _Wait:
+    """The schedule of one ``acquire()``: random pauses of up to ``_RETRY_DELAY`` between attempts
+    while ``blocking``, until ``timeout`` (``-1``: no end); logs pottery's line if it had to wait."""
+
+    __slots__ = ("_lock", "_blocking", "_timeout", "_start", "_waited")
+
+    def __init__(self, lock: "_PotteryLock", blocking: bool, timeout: float) -> None:
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        self._lock = lock
+        self._blocking = blocking
+        self._timeout = timeout
+        self._start = monotonic()
+        self._waited = False
+
+    def pause(self) -> Optional[float]:
+        """Seconds to sleep before the next attempt; ``None``: no attempt is left."""
+        if not self._blocking:
+            return None
+        self._waited = True
+        delay = random.uniform(0, self._lock._RETRY_DELAY)
+        if self._timeout != -1:
+            remaining = self._timeout - (monotonic() - self._start)
+            if remaining <= 0:
+                return None
+            delay = min(delay, remaining)
+        return delay
+
+    def done(self, acquired: bool) -> bool:
+        """Log how long a blocking acquire waited (if it did), as pottery; return ``acquired``."""
+        if self._waited:
+            name = self._lock.key.split(":", 1)[1]
+            waited = math.ceil((monotonic() - self._start) * 1000)
+            sample = self._lock._SAMPLE
+            logger.info(
+                "source=pottery sample#%s.enqueued.%s=%dms sample#%s.acquired.%s=%d",
+                sample, name, waited, sample, name, acquired,
+            )
+        return acquired
+
+
+class _Answers:
+    """The masters' answers to one ``locked()`` question, taken as they come."""
+
+    __slots__ = ("_lock", "_quorum", "_start", "_left", "_errors")
+
+    def __init__(self, lock: "_PotteryLock", masters: int) -> None:
+        self._lock = lock
+        self._quorum = masters // 2 + 1
+        self._start = monotonic()
+        self._left: List[float] = []  # seconds left, from the masters that still hold our value
+        self._errors: List[Any] = []
+
+    def take(self, answer: Callable[[], Any]) -> Optional[float]:
+        """Take one master's answer (``answer()`` returns its ms left, or raises its error); once a
+        quorum holds our value, return the seconds ``locked()`` answers (never more than the
+        acquisition guaranteed), else ``None``."""
+        lock = self._lock
+        try:
+            ms = answer()
+        except Exception as error:  # redis-py's RedisError, and OSError below it
+            self._errors.append(error)
+            logger.warning("%s.locked() on %s: %r", type(lock).__qualname__, lock.key, error)
+            return None
+        if ms:
+            self._left.append(int(ms) / 1000.0)
+        if len(self._left) < self._quorum:
+            return None
+        validity = min(self._left) - lock._drift() - (monotonic() - self._start)
+        if lock._held is not None:
+            validity = min(validity, lock._held.validity)
+        return validity if validity > 0 else 0
+
+    def none(self, raise_on_redis_errors: Optional[bool]) -> int:
+        """Every master answered without a quorum: ``0``, or ``QuorumIsImpossible`` if asked."""
+        self._lock._check_enough_masters_up(raise_on_redis_errors, self._errors)
+        return 0
+
+
+class _PotteryLock:
+    """The state and rules :class:`Redlock` and :class:`AIORedlock` share, their constructor
+    included; each adds the I/O (blocking calls, or awaitable ones on :mod:`fastredlock.asyncio`)
+    and what it takes as masters (:meth:`_masters_given`)."""
 
     __slots__ = (
         "_key",
@@ -206,6 +307,8 @@ class Redlock:
     _CLOCK_DRIFT_FACTOR: ClassVar[float] = 0.01
     _RETRY_DELAY: ClassVar[float] = 0.2
     _NUM_EXTENSIONS: ClassVar[int] = 3
+    #: The name in the "enqueued" log line (pottery: ``redlock`` / ``aioredlock``).
+    _SAMPLE: ClassVar[str] = "redlock"
 
     def __init__(
         self,
@@ -221,7 +324,7 @@ class Redlock:
         if not context_manager_blocking and context_manager_timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         self.key = key
-        self.masters = frozenset(masters) or _defaults()
+        self.masters = self._masters_given(masters)
         self.raise_on_redis_errors = raise_on_redis_errors
         self.auto_release_time = auto_release_time
         self.num_extensions = num_extensions
@@ -230,18 +333,24 @@ class Redlock:
         self._extension_num = 0
         self._seen_masters: Optional[FrozenSet[Any]] = None
         self._masters_obj: Optional[Masters] = None
-        self._held: Optional[_Handle] = None  # the handle of the current acquisition
+        self._held: Any = None  # the fastredlock handle of the current acquisition
         self._token: Optional[bytes] = None  # its token, kept until a release went through
         self._masters()  # a malformed or duplicated master is reported here, not at the first acquire
 
     # --- key and masters ----------------------------------------------------------------------
     @property
     def key(self) -> str:
+        """The Redis key: ``redlock:`` + the ``key`` given (assigning a new key prefixes it too)."""
         return self._key
 
     @key.setter
     def key(self, value: str) -> None:
         self._key = f"{self._KEY_PREFIX}:{value}"
+
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        """The ``masters`` argument as the lock keeps it (a frozenset), checked."""
+        raise NotImplementedError
 
     def _masters(self) -> Masters:
         if self._seen_masters is not self.masters:
@@ -264,19 +373,79 @@ class Redlock:
             logger.warning("%s.%s() on %s: %s", type(self).__qualname__, what, self.key, ", ".join(map(str, failed)))
         return redis_errors(failed)
 
+    # --- the steps around each round ----------------------------------------------------------
+    def _new_handle(self, client: Any) -> Any:
+        """A handle for one attempt with ``client``; ``None`` if the TTL can never be valid."""
+        if not usable_ttl(client, self.auto_release_time):
+            return None
+        return client.lock(encode_key(self.key), ttl=self.auto_release_time)
+
+    def _took(self, handle: Any) -> bool:
+        self._held, self._token = handle, handle.token
+        self._extension_num = 0
+        return True
+
+    def _not_taken(self, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> bool:
+        self._check_enough_masters_up(raise_on_redis_errors, self._failures(outcomes, "acquire"))
+        return False
+
+    def _to_extend(self) -> Any:
+        """The handle to extend; ``TooManyExtensions`` / ``ExtendUnlockedLock`` if there is none."""
+        if self._extension_num >= self.num_extensions:
+            raise TooManyExtensions(self.key, self.masters)
+        handle = self._held
+        if handle is None or handle.token is None:
+            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=[])
+        return handle
+
+    def _not_extended(self, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> NoReturn:
+        # fastredlock released it everywhere: the lock is lost, not half-held
+        self._held = None
+        errors = self._failures(outcomes, "extend")
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        raise ExtendUnlockedLock(self.key, self.masters, redis_errors=errors)
+
+    def _to_release(self) -> bytes:
+        """The token to release; ``ReleaseUnlockedLock`` if nothing is held."""
+        token = self._token
+        if token is None:
+            raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=[])
+        self._held = None
+        return token
+
+    def _released(self, released: bool, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> None:
+        if released:
+            self._token = None
+            return
+        errors = self._failures(outcomes, "release")
+        if not errors:
+            self._token = None  # every master answered: it is gone, nothing to retry
+        self._check_enough_masters_up(raise_on_redis_errors, errors)
+        raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} key={self.key}>"
+
+
+# --- Redlock ----------------------------------------------------------------------------------
+class Redlock(_PotteryLock):
+    """A distributed lock on ``redlock:<key>`` over ``masters`` (redis-py clients); see the module."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        return frozenset(masters) or _defaults()
+
     # --- acquire ------------------------------------------------------------------------------
     def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
         """One attempt on all masters; ``True`` if a quorum said yes with validity left."""
-        client = self._masters().client
-        if not usable_ttl(client, self.auto_release_time):
+        handle = self._new_handle(self._masters().client)
+        if handle is None:
             return False
-        handle = client.lock(encode_key(self.key), ttl=self.auto_release_time)
         if handle.acquire(blocking=False):
-            self._held, self._token = handle, handle.token
-            self._extension_num = 0
-            return True
-        self._check_enough_masters_up(raise_on_redis_errors, self._failures(handle.outcomes, "acquire"))
-        return False
+            return self._took(handle)
+        return self._not_taken(handle.outcomes, raise_on_redis_errors)
 
     def acquire(
         self,
@@ -290,34 +459,13 @@ class Redlock:
         ``blocking`` with ``timeout=-1`` waits as long as it takes; with a timeout, up to that many
         seconds. ``blocking=False`` makes one attempt (and takes no timeout).
         """
-        if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            return self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors)
-        start = monotonic()
-        enqueued = False
-        while True:
-            if self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
-                if enqueued:
-                    self._log_enqueued(start, acquired=True)
-                return True
-            enqueued = True
-            delay = random.uniform(0, self._RETRY_DELAY)
-            if timeout != -1:
-                remaining = timeout - (monotonic() - start)
-                if remaining <= 0:
-                    self._log_enqueued(start, acquired=False)
-                    return False
-                delay = min(delay, remaining)
+        wait = _Wait(self, blocking, timeout)
+        while not self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
+            delay = wait.pause()
+            if delay is None:
+                return wait.done(False)
             time.sleep(delay)
-
-    def _log_enqueued(self, start: float, *, acquired: bool) -> None:
-        name = self.key.split(":", 1)[1]
-        waited = math.ceil((monotonic() - start) * 1000)
-        logger.info(
-            "source=pottery sample#redlock.enqueued.%s=%dms sample#redlock.acquired.%s=%d",
-            name, waited, name, acquired,
-        )
+        return wait.done(True)
 
     # --- state --------------------------------------------------------------------------------
     def locked(self, *, raise_on_redis_errors: Optional[bool] = None) -> float:
@@ -329,66 +477,34 @@ class Redlock:
         if token is None:
             return 0
         clients = self._masters().redis_clients()
-        quorum = len(clients) // 2 + 1
-        start = monotonic()
-        left: List[float] = []
-        errors: List[Any] = []
+        answers = _Answers(self, len(clients))
         # One thread per master, as pottery did: a slow or dead master does not delay the answer.
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(clients))
         try:
             futures = [pool.submit(master.eval, _PTTL_IF_OWNER, 1, self.key, token) for master in clients]
             for future in concurrent.futures.as_completed(futures):
-                try:
-                    ms = future.result()
-                except Exception as error:  # redis-py's RedisError, and OSError below it
-                    errors.append(error)
-                    logger.warning("%s.locked() on %s: %r", type(self).__qualname__, self.key, error)
-                    continue
-                if ms:
-                    left.append(int(ms) / 1000.0)
-                    if len(left) >= quorum:
-                        validity = min(left) - self._drift() - (monotonic() - start)
-                        if self._held is not None:
-                            validity = min(validity, self._held.validity)
-                        return validity if validity > 0 else 0
+                seconds = answers.take(future.result)
+                if seconds is not None:
+                    return seconds
         finally:
             pool.shutdown(wait=False)
-        self._check_enough_masters_up(raise_on_redis_errors, errors)
-        return 0
+        return answers.none(raise_on_redis_errors)
 
     # --- extend and release -------------------------------------------------------------------
     def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
         """Reset the lock's time to live to ``auto_release_time``, at most ``num_extensions`` times."""
-        if self._extension_num >= self.num_extensions:
-            raise TooManyExtensions(self.key, self.masters)
-        handle = self._held
-        if handle is None or handle.token is None:
-            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=[])
+        handle = self._to_extend()
         try:
             handle.extend(ttl=self.auto_release_time)
         except (LockError, ValueError):
-            # fastredlock released it everywhere: the lock is lost, not half-held
-            self._held = None
-            errors = self._failures(handle.outcomes, "extend")
-            self._check_enough_masters_up(raise_on_redis_errors, errors)
-            raise ExtendUnlockedLock(self.key, self.masters, redis_errors=errors) from None
+            self._not_extended(handle.outcomes, raise_on_redis_errors)
         self._extension_num += 1
 
     def release(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
         """Unlock the lock; ``ReleaseUnlockedLock`` if it was not held (any more)."""
-        token = self._token
-        if token is None:
-            raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=[])
-        self._held = None
+        token = self._to_release()
         released, outcomes = release_token(self._masters().client, encode_key(self.key), token)
-        if released:
-            self._token = None
-            return
-        errors = self._failures(outcomes, "release")
-        if not errors:
-            self._token = None  # every master answered: it is gone, nothing to retry
-        self._check_enough_masters_up(raise_on_redis_errors, errors)
-        raise ReleaseUnlockedLock(self.key, self.masters, redis_errors=errors)
+        self._released(released, outcomes, raise_on_redis_errors)
 
     # --- context manager ----------------------------------------------------------------------
     def __enter__(self) -> "Redlock":
@@ -400,8 +516,121 @@ class Redlock:
         self.release()
         return False
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__qualname__} key={self.key}>"
+
+# --- AIORedlock -------------------------------------------------------------------------------
+def _aio_masters(masters: Iterable[Any]) -> FrozenSet[Any]:
+    """``masters`` as a frozenset, each a ``redis.asyncio`` client (pottery awaited their methods)."""
+    if isinstance(masters, (str, bytes, dict)):
+        raise TypeError("masters must be an iterable of redis.asyncio.Redis clients, not a single one")
+    found = frozenset(masters)
+    if not found:
+        raise ValueError("AIORedlock needs masters: a set of redis.asyncio.Redis clients")
+    for master in found:
+        if not inspect.iscoroutinefunction(getattr(master, "execute_command", None)):
+            raise TypeError(f"AIORedlock's masters must be redis.asyncio.Redis clients, not {type(master).__name__}")
+    return found
+
+
+class AIORedlock(_PotteryLock):
+    """pottery's ``AIORedlock``: :class:`Redlock` for asyncio, on :mod:`fastredlock.asyncio`.
+
+    ``masters`` are ``redis.asyncio.Redis`` clients (required); the other arguments are
+    :class:`Redlock`'s. ``acquire``, ``locked``, ``extend`` and ``release`` are coroutines with
+    :class:`Redlock`'s keyword arguments and answers; ``async with`` acquires (as
+    ``context_manager_blocking`` / ``context_manager_timeout`` say) and releases. Use an object
+    from one event loop at a time; the client it locks through is the one of the running loop.
+    """
+
+    __slots__ = ()
+
+    _SAMPLE: ClassVar[str] = "aioredlock"
+
+    @staticmethod
+    def _masters_given(masters: Iterable[Any]) -> FrozenSet[Any]:
+        return _aio_masters(masters)
+
+    # --- acquire ------------------------------------------------------------------------------
+    async def _acquire_masters(self, *, raise_on_redis_errors: Optional[bool] = None) -> bool:
+        """One attempt on all masters; ``True`` if a quorum said yes with validity left."""
+        handle = self._new_handle(self._masters().aio_client())
+        if handle is None:
+            return False
+        if await handle.acquire(blocking=False):
+            return self._took(handle)
+        return self._not_taken(await handle.settled_outcomes(), raise_on_redis_errors)
+
+    async def acquire(
+        self,
+        *,
+        blocking: bool = True,
+        timeout: float = -1,
+        raise_on_redis_errors: Optional[bool] = None,
+    ) -> bool:
+        """Lock the lock; return whether it is held (see :meth:`Redlock.acquire`).
+
+        Between attempts the task sleeps; cancelled during an attempt, the attempt's keys are
+        released behind it (fastredlock.asyncio's rule), so nothing is left locked.
+        """
+        wait = _Wait(self, blocking, timeout)
+        while not await self._acquire_masters(raise_on_redis_errors=raise_on_redis_errors):
+            delay = wait.pause()
+            if delay is None:
+                return wait.done(False)
+            await asyncio.sleep(delay)
+        return wait.done(True)
+
+    # --- state --------------------------------------------------------------------------------
+    async def locked(self, *, raise_on_redis_errors: Optional[bool] = None) -> float:
+        """Seconds this object will still hold the lock (unless extended or released), else ``0``.
+
+        Asks every master (through its redis.asyncio client) at once; answers as soon as a quorum
+        confirmed, cancelling the questions still out.
+        """
+        token = self._token
+        if token is None:
+            return 0
+        clients = self._masters().redis_clients()
+        answers = _Answers(self, len(clients))
+        pending = {asyncio.ensure_future(master.eval(_PTTL_IF_OWNER, 1, self.key, token)) for master in clients}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for ask in done:
+                    seconds = answers.take(ask.result)
+                    if seconds is not None:
+                        return seconds
+        finally:
+            for ask in pending:
+                ask.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        return answers.none(raise_on_redis_errors)
+
+    # --- extend and release -------------------------------------------------------------------
+    async def extend(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Reset the lock's time to live to ``auto_release_time``, at most ``num_extensions`` times."""
+        handle = self._to_extend()
+        try:
+            await handle.extend(ttl=self.auto_release_time)
+        except (LockError, ValueError):
+            self._not_extended(await handle.settled_outcomes(), raise_on_redis_errors)
+        self._extension_num += 1
+
+    async def release(self, *, raise_on_redis_errors: Optional[bool] = None) -> None:
+        """Unlock the lock; ``ReleaseUnlockedLock`` if it was not held (any more). Cancelled while
+        its round runs, the release still goes out."""
+        token = self._to_release()
+        released, outcomes = await arelease_token(self._masters().aio_client(), encode_key(self.key), token)
+        self._released(released, outcomes, raise_on_redis_errors)
+
+    # --- context manager ----------------------------------------------------------------------
+    async def __aenter__(self) -> "AIORedlock":
+        if await self.acquire(blocking=self.context_manager_blocking, timeout=self.context_manager_timeout):
+            return self
+        raise QuorumNotAchieved(self.key, self.masters)
+
+    async def __aexit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        await self.release()
 
 
 def synchronize(
@@ -409,7 +638,7 @@ def synchronize(
     key: str,
     masters: Iterable[Any] = frozenset(),
     raise_on_redis_errors: bool = False,
-    auto_release_time: float = Redlock._AUTO_RELEASE_TIME,
+    auto_release_time: float = _PotteryLock._AUTO_RELEASE_TIME,
     blocking: bool = True,
     timeout: float = -1,
 ) -> Callable[[F], F]:
