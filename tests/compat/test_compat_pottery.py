@@ -45,8 +45,12 @@ def test_locked_reports_seconds_left_for_the_holder_only(shim_core, clients, nam
     lock = Redlock(key=name, masters=clients, auto_release_time=2)
     other = Redlock(key=name, masters=clients, auto_release_time=2)
     assert lock.locked() == 0
+    started = time.monotonic()
     assert lock.acquire()
-    assert 1.9 < lock.locked() < 2
+    left = lock.locked()
+    # validity: the TTL less the round's time and the drift allowance (2 s x 1% + 2 ms); measured,
+    # not assumed (a busy machine can take a while over the round)
+    assert 2 - (time.monotonic() - started) - 0.022 - 1e-3 <= left < 2
     assert other.locked() == 0
     lock.release()
     assert lock.locked() == 0
