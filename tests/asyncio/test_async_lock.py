@@ -241,3 +241,23 @@ def test_a_hostile_master_counts_as_no(arun, aclient, masters, name, keys_on, ca
         assert keys_on(masters, name) == 0
 
     arun(main())
+
+
+def test_acquire_with_a_chosen_token(arun, aclient, masters, name, keys_on):
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            lock = dlm.lock(name, ttl=5.0)
+            assert await lock.acquire(token="job-42:é")
+            assert lock.token == "job-42:é".encode()
+            assert {m.command("GET", name) for m in masters} == {"job-42:é".encode()}
+            other = dlm.lock(name, ttl=5.0)
+            assert not await other.acquire(blocking=False, token=b"job-43")
+            await lock.extend()
+            await lock.release()
+            assert keys_on(masters, name) == 0
+            for bad, error in ((b"", ValueError), (42, TypeError)):
+                with pytest.raises(error, match="token"):
+                    await dlm.lock(name).acquire(token=bad)
+            assert keys_on(masters, name) == 0
+
+    arun(main())

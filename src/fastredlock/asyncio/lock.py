@@ -39,15 +39,24 @@ class Lock(_SyncLock):
     """
 
     # --- acquire ----------------------------------------------------------------------------
-    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:  # type: ignore[override]
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None, *,  # type: ignore[override]
+                      token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held (see :meth:`fastredlock.Lock.acquire`).
 
         Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter.
         Cancelled while a round runs for it, the round ends and the acquisition is released behind
         its SETs: no key is left behind.
+
+        ``token``: the value to store (str as UTF-8, or bytes), for a caller that must choose it
+        (another library's format, a token passed between processes); by default a fresh token
+        of 128 random bits plus a counter is drawn for each attempt. A chosen token must be unique
+        to this acquisition: the release and extension check it, and a failed attempt is released,
+        by its token, on the masters that may have taken it, so reusing the token of a live holder
+        of the same name can release that holder.
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
+        chosen = None if token is None else _token_bytes(token)
         deadline = None
         if timeout is not None:
             if not blocking:
@@ -58,7 +67,7 @@ class Lock(_SyncLock):
         attempts = 0
         while True:
             attempts += 1
-            token = new_token()
+            token = new_token() if chosen is None else chosen
             if self.fencing:
                 ok = await self._attempt_fenced(token)
             else:
@@ -159,14 +168,7 @@ class Lock(_SyncLock):
             )
 
     async def _release_token_async(self, token: Union[str, bytes]) -> None:
-        if isinstance(token, str):
-            token = token.encode("utf-8", "surrogatepass")
-        elif isinstance(token, (bytes, bytearray)):
-            token = bytes(token)
-        else:
-            raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
-        if not token:
-            raise ValueError("token must not be empty")
+        token = _token_bytes(token)
         own = token == self.token
         if own:
             self._client._unwatch(self)
@@ -272,3 +274,16 @@ class Lock(_SyncLock):
 
     def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raised
         pass
+
+
+def _token_bytes(token: Union[str, bytes]) -> bytes:
+    """A token given by the caller, as the bytes stored on the masters (checked)."""
+    if isinstance(token, str):
+        token = token.encode("utf-8", "surrogatepass")
+    elif isinstance(token, (bytes, bytearray)):
+        token = bytes(token)
+    else:
+        raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
+    if not token:
+        raise ValueError("token must not be empty")
+    return token

@@ -164,13 +164,8 @@ class AsyncLock:
         if not usable_ttl(dlm, ttl):
             return False
         handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
-        if token is None:
-            if not await handle.acquire(blocking=False):
-                return False
-        else:
-            handle = await _acquire_with_token(dlm, handle, token)
-            if handle is None:
-                return False
+        if not await handle.acquire(blocking=False, token=token):  # token None: a fresh one
+            return False
         self.local.token = handle.token
         self.local.handle = handle
         return True
@@ -268,22 +263,3 @@ class AsyncLock:
 
     def __repr__(self) -> str:
         return f"<{type(self).__qualname__} name={self.name!r} timeout={self.timeout!r}>"
-
-
-async def _acquire_with_token(dlm: Any, handle: Any, token: bytes) -> Any:
-    """One attempt of ``handle`` with a token the caller chose (redis-py's ``acquire(token=...)``);
-    the held handle, or ``None``.
-
-    fastredlock's ``Lock.acquire`` draws its own tokens, so this is the one place a shim uses the
-    asyncio client's private round seam (``_aexec``, ``_watchdog``): a public ``token=`` on
-    ``fastredlock.asyncio.Lock.acquire`` would replace it. A failed round is released behind its
-    SET by the client, as for any attempt.
-    """
-    rnd = await dlm._aexec.acquire_one(handle.key, token, handle._ttl_ms)
-    if not rnd.ok:
-        return None
-    (held,) = type(handle).held(dlm, [handle.name], [handle.key], handle.ttl, handle._ttl_ms, [token], [rnd], [None])
-    if handle.auto_extend:
-        held.auto_extend = True
-        dlm._watchdog().watch(held)
-    return held
