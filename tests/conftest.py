@@ -128,3 +128,13 @@ def _keys_on(local, key) -> int:
 def keys_on():
     """``keys_on(masters, key)``: on how many running masters ``key`` exists, read by a raw connection."""
     return _keys_on
+
+
+@pytest.fixture
+def dead_port():
+    """A loopback port nothing listens on (connection refused)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

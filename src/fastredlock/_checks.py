@@ -87,6 +87,19 @@ def key_of(prefix: bytes, name: Union[str, bytes]) -> bytes:
     return key
 
 
+def token_of(token: Union[str, bytes]) -> bytes:
+    """Return a token the caller gave (str as UTF-8, bytes-like as bytes) as stored on the masters."""
+    if isinstance(token, str):
+        token = token.encode("utf-8", "surrogatepass")
+    elif isinstance(token, (bytes, bytearray)):
+        token = bytes(token)
+    else:
+        raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
+    if not token:
+        raise ValueError("token must not be empty")
+    return token
+
+
 def name_list(names: Sequence[Union[str, bytes]]) -> List[Any]:
     """Return the names of a batch as a non-empty list (a lone name is refused, not iterated)."""
     if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):

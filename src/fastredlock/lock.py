@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from ._fork import fork_generation
 from .protocol import outcomes as oc
-from ._checks import check_number, check_timeout, key_of
+from ._checks import check_number, check_timeout, key_of, token_of
 from .protocol.plans import fence_of, fenced_held, may_hold
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
@@ -201,9 +201,19 @@ class Lock:
 
     def _pause(self, attempts: int, deadline: Optional[float]) -> bool:
         """Sleep before attempt ``attempts + 1``; False: no attempt is left (count or deadline)."""
+        delay = self._next_delay(attempts, deadline)
+        if delay < 0:
+            return False
+        if delay > 0:
+            time.sleep(delay)
+        return True
+
+    def _next_delay(self, attempts: int, deadline: Optional[float]) -> float:
+        """Seconds to wait before attempt ``attempts + 1`` (the client's retry policy, never past
+        ``deadline``), or -1.0: no attempt is left. The asyncio handle sleeps it with asyncio."""
         client = self._client
         if deadline is None and attempts > client.retry_count:
-            return False
+            return -1.0
         if client.backoff is not None:
             delay = float(client.backoff(attempts))
         else:
@@ -211,11 +221,9 @@ class Lock:
         if deadline is not None:
             remaining = deadline - monotonic()
             if remaining <= 0:
-                return False
+                return -1.0
             delay = min(delay, remaining)
-        if delay > 0:
-            time.sleep(delay)
-        return True
+        return delay
 
     def _reset(self) -> None:
         self.token = None
@@ -299,14 +307,7 @@ class Lock:
             )
 
     def _release_token(self, token: Union[str, bytes]) -> None:
-        if isinstance(token, str):
-            token = token.encode("utf-8", "surrogatepass")
-        elif isinstance(token, (bytes, bytearray)):
-            token = bytes(token)
-        else:
-            raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
-        if not token:
-            raise ValueError("token must not be empty")
+        token = token_of(token)
         executor = self._executor
         own = token == self.token
         if own:

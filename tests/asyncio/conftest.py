@@ -70,12 +70,3 @@ def aclient(core):
 
     return make
 
-
-@pytest.fixture
-def dead_port():
-    """A loopback port nothing listens on (connection refused)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -1,9 +1,8 @@
 """Fixtures of the compat tests: shims on the core under test (or only the active one, for argument
-checks), a master that is not there, and ``arun`` for the asyncio shims."""
+checks), and ``arun`` for the asyncio shims (``dead_port`` is in tests/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -29,14 +28,6 @@ def shim_core(core):
 def one_shim_core(one_core):
     """``shim_core`` on the active core only: for the shims' argument checks (refused before any I/O)."""
     yield from _shims_on(one_core)
-
-
-@pytest.fixture
-def dead_port():
-    """A loopback port nothing listens on (connection refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from time import monotonic
 from typing import TYPE_CHECKING, Any, List, Optional, Union
 
@@ -20,7 +19,7 @@ from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwne
 from ..lock import Lock as _SyncLock, fence_key
 from ..protocol import outcomes as oc
 from ..protocol.plans import fence_of, fenced_held, may_hold
-from .._checks import check_timeout
+from .._checks import check_timeout, token_of
 from .._tokens import new_token
 
 if TYPE_CHECKING:  # type names only
@@ -56,7 +55,7 @@ class Lock(_SyncLock):
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
-        chosen = None if token is None else _token_bytes(token)
+        chosen = None if token is None else token_of(token)
         deadline = None
         if timeout is not None:
             if not blocking:
@@ -86,19 +85,10 @@ class Lock(_SyncLock):
                 return False
 
     async def _pause_async(self, attempts: int, deadline: Optional[float]) -> bool:
-        """Sleep before attempt ``attempts + 1``; False: no attempt is left (count or deadline)."""
-        client = self._client
-        if deadline is None and attempts > client.retry_count:
+        """Sleep (on the loop) before attempt ``attempts + 1``; False: no attempt is left."""
+        delay = self._next_delay(attempts, deadline)
+        if delay < 0:
             return False
-        if client.backoff is not None:
-            delay = float(client.backoff(attempts))
-        else:
-            delay = client.retry_delay + random.uniform(0.0, client.retry_jitter)
-        if deadline is not None:
-            remaining = deadline - monotonic()
-            if remaining <= 0:
-                return False
-            delay = min(delay, remaining)
         if delay > 0:
             await asyncio.sleep(delay)
         return True
@@ -168,7 +158,7 @@ class Lock(_SyncLock):
             )
 
     async def _release_token_async(self, token: Union[str, bytes]) -> None:
-        token = _token_bytes(token)
+        token = token_of(token)
         own = token == self.token
         if own:
             self._client._unwatch(self)
@@ -275,15 +265,3 @@ class Lock(_SyncLock):
     def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raised
         pass
 
-
-def _token_bytes(token: Union[str, bytes]) -> bytes:
-    """A token given by the caller, as the bytes stored on the masters (checked)."""
-    if isinstance(token, str):
-        token = token.encode("utf-8", "surrogatepass")
-    elif isinstance(token, (bytes, bytearray)):
-        token = bytes(token)
-    else:
-        raise TypeError(f"token must be str or bytes, not {type(token).__name__}")
-    if not token:
-        raise ValueError("token must not be empty")
-    return token
