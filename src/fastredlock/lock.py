@@ -290,21 +290,9 @@ class Lock:
         self._last = rnd
         if was_lost:
             self._lost = False
-            raise LockLostError(
-                f"lock {self.name!r} had been lost before it was released", self.name, executor.outcomes(rnd)
-            )
+            raise self._lost_before_release(executor.outcomes(rnd))
         if not ok:
-            outcomes = executor.outcomes(rnd)  # the stragglers' answers first
-            silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
-            tail = (
-                f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
-            )
-            raise LockNotOwnedError(
-                f"lock {self.name!r} was not confirmed held on a quorum when released "
-                f"({rnd.successes}/{executor.quorum} needed){tail}{executor.down_note(outcomes)}",
-                self.name,
-                outcomes,
-            )
+            raise self._release_unconfirmed(rnd, executor.outcomes(rnd))  # the stragglers' answers first
 
     def _release_token(self, token: Union[str, bytes]) -> None:
         token = token_of(token)
@@ -319,12 +307,7 @@ class Lock:
                 self._reset()
         self._last = rnd
         if not ok:
-            raise LockNotOwnedError(
-                f"lock {self.name!r} was not held with that token on a quorum "
-                f"({rnd.successes}/{executor.quorum} needed) when released",
-                self.name,
-                executor.outcomes(rnd),
-            )
+            raise self._token_not_held(rnd, executor.outcomes(rnd))
 
     def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the lock's time to live to ``ttl`` seconds (default: the handle's ``ttl``).
@@ -333,27 +316,14 @@ class Lock:
         Otherwise the lock is lost: it is released on every master, ``on_lost`` runs, and
         :class:`LockNotOwnedError` (a :class:`LockLostError`) is raised.
         """
-        token = self._require_token()
-        if self._lost:
-            raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
+        token, ttl_ms = self._extension_args(ttl)
         executor = self._executor
-        ttl_ms = self._ttl_ms if ttl is None else executor.ttl_ms(ttl)
         with executor.core(carrying=(self._carrier,)) as core:
             rnd = core.extend(self.key, token, ttl_ms)
-        self._last = rnd
-        if rnd.ok:
-            self._valid_until = rnd.valid_until
-            if ttl is not None:
-                self.ttl, self._ttl_ms = float(ttl), ttl_ms
+        if self._extended(rnd, ttl, ttl_ms):
             return
         self.lose()
-        outcomes = executor.outcomes(rnd)
-        raise LockLostError(
-            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{executor.quorum} needed); "
-            f"it is lost and was released{executor.down_note(outcomes)}",
-            self.name,
-            outcomes,
-        )
+        raise self._extension_failed(rnd, executor.outcomes(rnd))
 
     def _require_token(self) -> bytes:
         if self.token is None:
@@ -437,23 +407,76 @@ class Lock:
     # --- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Lock":
         if not self.acquire():
-            outcomes = self.outcomes
-            raise LockNotAcquiredError(
-                f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
-            )
+            raise self._not_acquired(self.outcomes)
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             self.release()
         except LockError as error:
-            if exc_type is not None:
-                # The body's own exception (or a fork child's sys.exit) is the one to see.
-                return
-            if isinstance(error, LockNotOwnedError) and not isinstance(error, LockLostError):
-                # the body ran without the lock for part of its time: say so
-                raise LockLostError(str(error), self.name, error.outcomes) from error
-            raise
+            self._raise_at_exit(error, exc_type)
+
+    # --- the decisions and errors both front-ends share (the asyncio handle awaits its I/O) ----
+    def _extension_args(self, ttl: Optional[float]) -> Tuple[bytes, Any]:
+        """``(token, ttl_ms)`` of an extension; raises if the handle cannot extend."""
+        token = self._require_token()
+        if self._lost:
+            raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
+        return token, self._ttl_ms if ttl is None else self._executor.ttl_ms(ttl)
+
+    def _extended(self, rnd: Any, ttl: Optional[float], ttl_ms: Any) -> bool:
+        """Take an extension's round; True if it held (validity and, if given, the TTL renewed)."""
+        self._last = rnd
+        if not rnd.ok:
+            return False
+        self._valid_until = rnd.valid_until
+        if ttl is not None:
+            self.ttl, self._ttl_ms = float(ttl), ttl_ms
+        return True
+
+    def _extension_failed(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockLostError:
+        return LockLostError(
+            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{self._executor.quorum} "
+            f"needed); it is lost and was released{self._executor.down_note(outcomes)}",
+            self.name,
+            outcomes,
+        )
+
+    def _lost_before_release(self, outcomes: List[MasterOutcome]) -> LockLostError:
+        return LockLostError(f"lock {self.name!r} had been lost before it was released", self.name, outcomes)
+
+    def _release_unconfirmed(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
+        silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
+        tail = f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
+        return LockNotOwnedError(
+            f"lock {self.name!r} was not confirmed held on a quorum when released "
+            f"({rnd.successes}/{self._executor.quorum} needed){tail}{self._executor.down_note(outcomes)}",
+            self.name,
+            outcomes,
+        )
+
+    def _token_not_held(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
+        return LockNotOwnedError(
+            f"lock {self.name!r} was not held with that token on a quorum "
+            f"({rnd.successes}/{self._executor.quorum} needed) when released",
+            self.name,
+            outcomes,
+        )
+
+    def _not_acquired(self, outcomes: List[MasterOutcome]) -> LockNotAcquiredError:
+        return LockNotAcquiredError(
+            f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
+        )
+
+    def _raise_at_exit(self, error: LockError, exc_type: object) -> None:
+        """A release at the end of a ``with`` block failed with ``error``: the body's own exception
+        (or a fork child's sys.exit), if any, is the one to see; a release that was not confirmed
+        means the body ran without the lock for part of its time, so say so (LockLostError)."""
+        if exc_type is not None:
+            return
+        if isinstance(error, LockNotOwnedError) and not isinstance(error, LockLostError):
+            raise LockLostError(str(error), self.name, error.outcomes) from error
+        raise error
 
     def __repr__(self) -> str:
         if self.token is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Dict, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
 from .protocol.plans import LOST, RENEWED, RETRY, renewal_verdict  # noqa: F401 (LOST, RETRY: the verdicts)
 
@@ -28,6 +28,69 @@ log = logging.getLogger("fastredlock")
 RENEW_FRACTION = 1.0 / 3.0
 #: How long the thread waits with nothing to watch before it exits.
 IDLE_EXIT = 5.0
+
+
+# --- the decisions, shared with the asyncio watchdog (each side keeps only its own waiting) -------
+def entry_of(lock: "Lock") -> List[Any]:
+    """A freshly acquired lock's watch entry: ``[lock, when to look at it next, when renewal
+    stops (max_hold)]``."""
+    _token, valid_until, acquired_at, _ttl_ms, _carrier = lock.watch_info()
+    due = monotonic() + lock.ttl * RENEW_FRACTION if lock.auto_extend else valid_until
+    stop = acquired_at + lock.max_hold if lock.max_hold is not None else float("inf")
+    return [lock, due, stop]
+
+
+def triage(due: List[List[Any]], locks: Dict[int, List[Any]]) -> Tuple[List[tuple], List["Lock"]]:
+    """Sort the due entries: ``(to renew, lost)``. To renew: ``(entry, token, ttl_ms, carrier)``
+    of auto-extended locks within their ``max_hold``; lost: validity ran out before a renewal.
+    Entries of released locks leave ``locks``; watch-only ones wake next when validity ends."""
+    now = monotonic()
+    renew: List[tuple] = []
+    lost: List["Lock"] = []
+    for entry in due:
+        lock = entry[0]
+        token, valid_until, _acquired_at, ttl_ms, carrier = lock.watch_info()
+        if token is None:
+            locks.pop(id(lock), None)
+        elif now >= valid_until:
+            lost.append(lock)  # validity ran out before it could be renewed
+        elif lock.auto_extend and now < entry[2]:
+            renew.append((entry, token, ttl_ms, carrier))
+        else:
+            entry[1] = valid_until  # watch only: wake when validity ends
+    return renew, lost
+
+
+def renewal_args(items: List[tuple]) -> Tuple[List[bytes], List[bytes], List[int]]:
+    """The keys, tokens and TTLs of one ``extend_many`` round for :func:`triage`'s renewals."""
+    return [item[0][0].key for item in items], [item[1] for item in items], [item[2] for item in items]
+
+
+def after_renewal(items: List[tuple], rounds: List[Any], locks: Dict[int, List[Any]], quorum: int,
+                  retry_delay: float) -> List["Lock"]:
+    """Take the rounds of a renewal: each lock's next look (renewed: a third of its TTL after the
+    round began; retry: soon, within validity); return the locks that are now lost. Entries
+    released (or acquired again) while the round was in flight are left alone."""
+    lost = []
+    for item, rnd in zip(items, rounds):
+        entry, token = item[0], item[1]
+        lock = entry[0]
+        if locks.get(id(lock)) is not entry:
+            continue  # released while the round was in flight
+        valid_until = lock.renewed(token, rnd)
+        if valid_until is None:
+            continue  # released (and maybe acquired again) while the round was in flight
+        now = monotonic()
+        verdict = renewal_verdict(rnd, quorum, valid_until, now)
+        if verdict == RENEWED:
+            entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
+        elif verdict == RETRY:
+            entry[1] = min(now + retry_delay, valid_until)
+        else:
+            lost.append(lock)
+    return lost
+
+
 class Watchdog:
     """Renews and watches the locks of one client; see the module docstring.
 
@@ -47,13 +110,11 @@ class Watchdog:
     # --- registration (called through the executor by Lock) ---------------------------------
     def watch(self, lock: "Lock") -> None:
         """Start renewing (auto_extend) or watching (on_lost only) a freshly acquired lock."""
-        _token, valid_until, acquired_at, _ttl_ms, _carrier = lock.watch_info()
-        due = monotonic() + lock.ttl * RENEW_FRACTION if lock.auto_extend else valid_until
-        stop = acquired_at + lock.max_hold if lock.max_hold is not None else float("inf")
+        entry = entry_of(lock)
         with self._cond:
             if self._stopped:
                 return
-            self._locks[id(lock)] = [lock, due, stop]
+            self._locks[id(lock)] = entry
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fastredlock-watchdog", daemon=True)
                 self._thread.start()
@@ -98,20 +159,8 @@ class Watchdog:
                 log.exception("fastredlock: watchdog tick failed")
 
     def _tick(self, due: List[List[Any]]) -> None:
-        now = monotonic()
-        renew: List[tuple] = []
-        lost: List["Lock"] = []
-        for entry in due:
-            lock = entry[0]
-            token, valid_until, _acquired_at, ttl_ms, carrier = lock.watch_info()
-            if token is None:
-                self.unwatch(lock)
-            elif now >= valid_until:
-                lost.append(lock)  # validity ran out before it could be renewed
-            elif lock.auto_extend and now < entry[2]:
-                renew.append((entry, token, ttl_ms, carrier))
-            else:
-                entry[1] = valid_until  # watch only: wake when validity ends
+        with self._cond:
+            renew, lost = triage(due, self._locks)
         if renew:
             lost.extend(self._renew(renew))
         for lock in lost:
@@ -123,26 +172,7 @@ class Watchdog:
         if client is None:
             return []
         executor = client.executor
-        with executor.core(carrying=[carrier for _, _, _, carrier in items]) as core:
-            rounds = core.extend_many(
-                [entry[0].key for entry, _, _, _ in items], [token for _, token, _, _ in items],
-                [ttl_ms for _, _, ttl_ms, _ in items],
-            )
-        lost = []
+        with executor.core(carrying=[item[3] for item in items]) as core:
+            rounds = core.extend_many(*renewal_args(items))
         with self._cond:
-            for (entry, token, _, _), rnd in zip(items, rounds):
-                lock = entry[0]
-                if self._locks.get(id(lock)) is not entry:
-                    continue  # released while the round was in flight
-                valid_until = lock.renewed(token, rnd)
-                if valid_until is None:
-                    continue  # released (and maybe acquired again) while the round was in flight
-                now = monotonic()
-                verdict = renewal_verdict(rnd, client.quorum, valid_until, now)
-                if verdict == RENEWED:
-                    entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
-                elif verdict == RETRY:
-                    entry[1] = min(now + client.retry_delay, valid_until)
-                else:
-                    lost.append(lock)
-        return lost
+            return after_renewal(items, rounds, self._locks, client.quorum, client.retry_delay)

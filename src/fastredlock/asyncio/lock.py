@@ -15,9 +15,8 @@ import logging
 from time import monotonic
 from typing import TYPE_CHECKING, Any, List, Optional, Union
 
-from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from ..errors import LockError, MasterOutcome
 from ..lock import Lock as _SyncLock, fence_key
-from ..protocol import outcomes as oc
 from ..protocol.plans import fence_of, fenced_held, may_hold
 from .._checks import check_timeout, token_of
 from .._tokens import new_token
@@ -140,22 +139,11 @@ class Lock(_SyncLock):
             self._carrier = None
             self._valid_until = 0.0
         self._last = rnd
-        executor = self._executor
         if was_lost:
             self._lost = False
-            raise LockLostError(
-                f"lock {self.name!r} had been lost before it was released", self.name, await self._outcomes_of(rnd)
-            )
+            raise self._lost_before_release(await self._outcomes_of(rnd))
         if not ok:
-            outcomes = await self._outcomes_of(rnd)
-            silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
-            tail = f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
-            raise LockNotOwnedError(
-                f"lock {self.name!r} was not confirmed held on a quorum when released "
-                f"({rnd.successes}/{executor.quorum} needed){tail}{executor.down_note(outcomes)}",
-                self.name,
-                outcomes,
-            )
+            raise self._release_unconfirmed(rnd, await self._outcomes_of(rnd))
 
     async def _release_token_async(self, token: Union[str, bytes]) -> None:
         token = token_of(token)
@@ -169,37 +157,18 @@ class Lock(_SyncLock):
                 self._reset()
         self._last = rnd
         if not ok:
-            raise LockNotOwnedError(
-                f"lock {self.name!r} was not held with that token on a quorum "
-                f"({rnd.successes}/{self._executor.quorum} needed) when released",
-                self.name,
-                await self._outcomes_of(rnd),
-            )
+            raise self._token_not_held(rnd, await self._outcomes_of(rnd))
 
     async def extend(self, ttl: Optional[float] = None) -> None:  # type: ignore[override]
         """Reset the time to live to ``ttl`` seconds (see :meth:`fastredlock.Lock.extend`); if a
         quorum did not confirm it, the lock is lost: released, ``on_lost`` called, and
         :class:`LockLostError` raised."""
-        token = self._require_token()
-        if self._lost:
-            raise LockLostError(f"lock {self.name!r} was lost; acquire it again", self.name)
-        executor = self._executor
-        ttl_ms = self._ttl_ms if ttl is None else executor.ttl_ms(ttl)
+        token, ttl_ms = self._extension_args(ttl)
         rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
-        self._last = rnd
-        if rnd.ok:
-            self._valid_until = rnd.valid_until
-            if ttl is not None:
-                self.ttl, self._ttl_ms = float(ttl), ttl_ms
+        if self._extended(rnd, ttl, ttl_ms):
             return
         await self.lose()
-        outcomes = await self._outcomes_of(rnd)
-        raise LockLostError(
-            f"lock {self.name!r} could not be extended on a quorum ({rnd.successes}/{executor.quorum} needed); "
-            f"it is lost and was released{executor.down_note(outcomes)}",
-            self.name,
-            outcomes,
-        )
+        raise self._extension_failed(rnd, await self._outcomes_of(rnd))
 
     async def lose(self) -> None:  # type: ignore[override]
         """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once
@@ -242,22 +211,14 @@ class Lock(_SyncLock):
     # --- context manager --------------------------------------------------------------------
     async def __aenter__(self) -> "Lock":
         if not await self.acquire():
-            outcomes = await self.settled_outcomes()
-            raise LockNotAcquiredError(
-                f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
-            )
+            raise self._not_acquired(await self.settled_outcomes())
         return self
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             await self.release()
         except LockError as error:
-            if exc_type is not None:
-                return  # the body's own exception is the one to see
-            if isinstance(error, LockNotOwnedError) and not isinstance(error, LockLostError):
-                # the body ran without the lock for part of its time: say so
-                raise LockLostError(str(error), self.name, error.outcomes) from error
-            raise
+            self._raise_at_exit(error, exc_type)
 
     def __enter__(self) -> "Lock":
         raise TypeError("use 'async with' with a fastredlock.asyncio lock")

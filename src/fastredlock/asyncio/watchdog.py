@@ -2,8 +2,8 @@
 
 The sync :mod:`fastredlock.watchdog` on the event loop instead of a thread: every due lock is
 renewed in one ``extend_many`` round, about every third of its TTL, until it is released or its
-``max_hold`` has passed; :func:`~fastredlock.protocol.plans.renewal_verdict` decides between
-renewed, retry and lost. The task starts with the first watched lock, ends when none is left, and
+``max_hold`` has passed. The decisions are the sync watchdog's functions (:func:`~fastredlock.watchdog.triage`,
+:func:`~fastredlock.watchdog.after_renewal`); only the waiting differs. The task starts with the first watched lock, ends when none is left, and
 is cancelled by :meth:`Redlock.aclose`.
 """
 from __future__ import annotations
@@ -13,8 +13,7 @@ import logging
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..protocol.plans import RENEWED, RETRY, renewal_verdict
-from ..watchdog import RENEW_FRACTION
+from ..watchdog import after_renewal, entry_of, renewal_args, triage
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock
@@ -40,10 +39,7 @@ class Watchdog:
         """Start renewing (auto_extend) or watching (on_lost only) a freshly acquired lock."""
         if self._stopped:
             return
-        _token, valid_until, acquired_at, _ttl_ms, _carrier = lock.watch_info()
-        due = monotonic() + lock.ttl * RENEW_FRACTION if lock.auto_extend else valid_until
-        stop = acquired_at + lock.max_hold if lock.max_hold is not None else float("inf")
-        self._locks[id(lock)] = [lock, due, stop]
+        self._locks[id(lock)] = entry_of(lock)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
         self._wake()
@@ -91,46 +87,10 @@ class Watchdog:
                 self._task = None
 
     async def _tick(self, due: List[List[Any]]) -> None:
-        now = monotonic()
-        renew: List[tuple] = []
-        lost: List["Lock"] = []
-        for entry in due:
-            lock = entry[0]
-            token, valid_until, _acquired_at, ttl_ms, _carrier = lock.watch_info()
-            if token is None:
-                self.unwatch(lock)
-            elif now >= valid_until:
-                lost.append(lock)  # validity ran out before it could be renewed
-            elif lock.auto_extend and now < entry[2]:
-                renew.append((entry, token, ttl_ms))
-            else:
-                entry[1] = valid_until  # watch only: wake when validity ends
+        renew, lost = triage(due, self._locks)
         if renew:
-            lost.extend(await self._renew(renew))
+            client = self._client
+            rounds = await client._aexec.run("extend_many", *renewal_args(renew))
+            lost.extend(after_renewal(renew, rounds, self._locks, client.quorum, client.retry_delay))
         for lock in lost:
             await lock.lose()
-
-    async def _renew(self, items: List[tuple]) -> List["Lock"]:
-        """Extend all due locks in one round; return those that are now lost."""
-        client = self._client
-        rounds = await client._aexec.run(
-            "extend_many", [entry[0].key for entry, _, _ in items], [token for _, token, _ in items],
-            [ttl_ms for _, _, ttl_ms in items],
-        )
-        lost = []
-        for (entry, token, _), rnd in zip(items, rounds):
-            lock = entry[0]
-            if self._locks.get(id(lock)) is not entry:
-                continue  # released while the round was in flight
-            valid_until = lock.renewed(token, rnd)
-            if valid_until is None:
-                continue  # released (and maybe acquired again) while the round was in flight
-            now = monotonic()
-            verdict = renewal_verdict(rnd, client.quorum, valid_until, now)
-            if verdict == RENEWED:
-                entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
-            elif verdict == RETRY:
-                entry[1] = min(now + client.retry_delay, valid_until)
-            else:
-                lost.append(lock)
-        return lost
