@@ -1,0 +1,165 @@
+"""``fastredlock run``: a command under a lock, as a shell job sees it — real ``run`` processes
+(``python -m fastredlock run``) on real masters, both cores (``--core``).
+
+What is checked: the command's status is passed through; a second ``run`` on the same name fails at
+once with ``--wait 0`` and waits with ``--wait S``; the lock is released at the end (no key left);
+signals sent to ``run`` reach the command; a lost lock (the masters flushed under it) stops the
+command, with SIGKILL for one that ignores SIGTERM, and ``run`` says so in its status; the fence
+reaches the command and grows; the masters come from ``FASTREDLOCK_MASTERS`` too; bad usage and
+unreachable masters each have their own status.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fastredlock.runner import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE
+
+SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
+
+
+def _env(**extra):
+    env = dict(os.environ, **extra)
+    # the run processes import the fastredlock under test (a checkout's, not another install's)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.abspath(SRC), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _argv(urls, core, *args):
+    opts = []
+    for url in urls:
+        opts += ["--masters", url]
+    # the test masters were started a moment ago and held no locks
+    return [sys.executable, "-m", "fastredlock", "run", *opts, "--core", core, "--no-restart-aware", *args]
+
+
+def _run(urls, core, *args, timeout=30, env=None):
+    return subprocess.run(_argv(urls, core, *args), capture_output=True, text=True, timeout=timeout,
+                          env=env or _env())
+
+
+def _start(urls, core, *args, env=None):
+    return subprocess.Popen(_argv(urls, core, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or _env())
+
+
+def _wait_for_file(path, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_status_passes_through_and_no_key_is_left(masters, core, name, keys_on):
+    done = _run(masters.urls, core, name, "--", "sh", "-c", "exit 7")
+    assert done.returncode == 7, done.stderr
+    ok = _run(masters.urls, core, name, "--", "true")
+    assert ok.returncode == 0, ok.stderr
+    assert keys_on(masters, name) == 0
+
+
+def test_a_second_run_fails_at_once_or_waits(masters, core, name, tmp_path, keys_on):
+    flag = tmp_path / "holding"
+    first = _start(masters.urls, core, name, "--", "sh", "-c", f"touch {flag}; sleep 1.5")
+    try:
+        _wait_for_file(flag)
+        t0 = time.monotonic()
+        busy = _run(masters.urls, core, "--wait", "0", name, "--", "true")
+        assert busy.returncode == EXIT_BUSY, busy.stderr
+        assert "held by someone else" in busy.stderr
+        assert keys_on(masters, name) == 5  # the refused attempt did not touch the holder's keys
+
+        waited = _run(masters.urls, core, "--wait", "0.3", name, "--", "true")
+        assert waited.returncode == EXIT_BUSY, waited.stderr
+
+        later = _run(masters.urls, core, "--wait", "20", name, "--", "sh", "-c", "exit 3")
+        assert later.returncode == 3, later.stderr  # it got the lock once the first one ended
+        assert time.monotonic() - t0 >= 1.0
+    finally:
+        first.wait(20)
+    assert first.returncode == 0, first.stderr.read()
+    assert keys_on(masters, name) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signals_reach_the_command_and_the_lock_is_released(masters, core, name, tmp_path, keys_on, signum):
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    script = (
+        "import signal, sys, time, pathlib\n"
+        f"def on(s, f): pathlib.Path({str(got)!r}).write_text(str(s)); sys.exit(5)\n"
+        "signal.signal(signal.SIGTERM, on); signal.signal(signal.SIGINT, on)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(30)\n"
+    )
+    proc = _start(masters.urls, core, name, "--", sys.executable, "-c", script)
+    _wait_for_file(ready)
+    proc.send_signal(signum)
+    assert proc.wait(20) == 5, proc.stderr.read()
+    assert got.read_text() == str(int(signum))  # delivered once, to the command
+    assert keys_on(masters, name) == 0
+
+
+def test_a_lost_lock_stops_the_command(fault_masters, core, name, tmp_path):
+    ready = tmp_path / "ready"
+    proc = _start(fault_masters.urls, core, "--ttl", "0.6", name, "--", "sh", "-c", f"touch {ready}; sleep 30")
+    _wait_for_file(ready)
+    t0 = time.monotonic()
+    for m in fault_masters:
+        m.command("FLUSHALL")  # the key vanishes under the holder: the next renewal is refused
+    assert proc.wait(15) == EXIT_LOST
+    assert time.monotonic() - t0 < 5.0  # by the next renewal (ttl/3), not after the sleep
+    assert "lost" in proc.stderr.read()
+
+
+def test_a_command_that_ignores_sigterm_is_killed_after_the_grace(fault_masters, core, name, tmp_path):
+    ready = tmp_path / "ready"
+    proc = _start(fault_masters.urls, core, "--ttl", "0.6", "--kill-after", "0.5", name, "--",
+                  "sh", "-c", f"trap '' TERM; touch {ready}; sleep 30")
+    _wait_for_file(ready)
+    t0 = time.monotonic()
+    for m in fault_masters:
+        m.command("FLUSHALL")
+    assert proc.wait(15) == EXIT_LOST
+    assert time.monotonic() - t0 < 6.0
+
+
+def test_the_fence_reaches_the_command_and_grows(masters, core, name):
+    fences = []
+    for _ in range(3):
+        done = _run(masters.urls, core, name, "--", "sh", "-c", 'echo "$FASTREDLOCK_NAME $FASTREDLOCK_FENCE"')
+        assert done.returncode == 0, done.stderr
+        got_name, fence = done.stdout.split()
+        assert got_name == name
+        fences.append(int(fence))
+    assert fences == sorted(fences) and len(set(fences)) == 3
+    plain = _run(masters.urls, core, "--no-fence", name, "--", "sh", "-c", 'echo "${FASTREDLOCK_FENCE-unset}"')
+    assert plain.stdout.strip() == "unset"
+
+
+def test_masters_from_the_environment(masters, core, name):
+    env = _env(FASTREDLOCK_MASTERS=",".join(masters.urls))
+    argv = [sys.executable, "-m", "fastredlock", "run", "--core", core, "--no-restart-aware", name, "--", "true"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_unreachable_masters_and_bad_usage(dead_port, name, one_core):
+    down = _run([f"redis://127.0.0.1:{dead_port}"], one_core, "--wait", "0", name, "--", "true")
+    assert down.returncode == EXIT_UNAVAILABLE, down.stderr
+    assert "quorum" in down.stderr
+    env = _env(FASTREDLOCK_MASTERS="")
+    for args, message in (((name,), "no command"), ((name, "--", "true"), "no masters")):
+        argv = [sys.executable, "-m", "fastredlock", "run", *args]
+        bad = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+
+
+def test_a_command_that_cannot_be_found(masters, one_core, name, keys_on):
+    done = _run(masters.urls, one_core, name, "--", "/nonexistent/command")
+    assert done.returncode == 127 and "not found" in done.stderr
+    assert keys_on(masters, name) == 0
