@@ -10,6 +10,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py                      # N=1 and N=5, Cython core
     python benchmarks/instructions.py --masters 1 --core python
     python benchmarks/instructions.py --path /tmp/old/src  # another checkout (built in place)
+    python benchmarks/instructions.py --masters 5 --on-event noop   # the cost of an on_event hook
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -34,6 +35,12 @@ import fastredlock
 if path and not fastredlock.__file__.startswith(path):
     raise SystemExit(f"imported {fastredlock.__file__}, not the package under {path}")
 dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0)
+if sys.argv[5] == "noop":
+    dlm.on_event = lambda event: None
+elif sys.argv[5] == "prometheus":
+    import prometheus_client
+    from fastredlock import metrics
+    metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
 name = f"instructions:{os.getpid()}"
 for _ in range(int(sys.argv[3])):
     lock = dlm.lock(name, ttl=10.0)
@@ -44,11 +51,11 @@ dlm.close()
 """
 
 
-def count(core: str, cycles: int, urls: List[str], path: str) -> int:
+def count(core: str, cycles: int, urls: List[str], path: str, hook: str = "none") -> int:
     """Instructions (user space) of one run of the loop with ``cycles`` cycles."""
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls),
+        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), hook,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
@@ -57,8 +64,8 @@ def count(core: str, cycles: int, urls: List[str], path: str) -> int:
     return int(found.group(1))
 
 
-def per_cycle(core: str, small: int, large: int, urls: List[str], path: str) -> float:
-    return (count(core, large, urls, path) - count(core, small, urls, path)) / (large - small)
+def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, hook: str = "none") -> float:
+    return (count(core, large, urls, path, hook) - count(core, small, urls, path, hook)) / (large - small)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -66,6 +73,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--masters", default="1,5", help="comma-separated master counts (default 1,5)")
     parser.add_argument("--core", default="cython", choices=("cython", "python"))
     parser.add_argument("--cycles", default="500,2500", help="the two loop lengths A,B (default 500,2500)")
+    parser.add_argument("--on-event", default="none", choices=("none", "noop", "prometheus"),
+                        help="the client's on_event hook: none (default), a no-op, or fastredlock.metrics' "
+                             "Prometheus recorder")
     parser.add_argument("--path", default="", help="import fastredlock from this folder (a checkout's src/)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
@@ -80,8 +90,10 @@ def main(argv: Optional[List[str]] = None) -> None:
             # restart-aware voting (the default) refuses masters younger than the TTL: wait that
             # out rather than measure a client configured unlike the users' default
             time.sleep(10.5)
-            ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "")
-        print(f"N={n} core={args.core}: {ir:,.0f} instructions per lock+unlock cycle (client, user space)")
+            ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
+                           args.on_event)
+        hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
+        print(f"N={n} core={args.core}{hook}: {ir:,.0f} instructions per lock+unlock cycle (client, user space)")
 
 
 if __name__ == "__main__":

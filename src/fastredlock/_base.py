@@ -88,6 +88,7 @@ class RedlockBase:
         fence_retention: float = FENCE_RETENTION,
         auto_pipeline: bool = True,
         core: Optional[str] = None,
+        on_event: Optional[Callable[[Any], object]] = None,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
             raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
@@ -136,6 +137,20 @@ class RedlockBase:
         )
         #: Masters that must agree: ``N // 2 + 1``.
         self.quorum: int = self.executor.quorum
+        self.on_event = on_event
+
+    @property
+    def on_event(self) -> Optional[Callable[[Any], object]]:
+        """The hook called with a :class:`fastredlock.events.LockEvent` for each acquisition,
+        refusal, extension, release and loss of this client's locks, or None (the default: then
+        it costs nothing). Settable at any time; see :mod:`fastredlock.events`."""
+        return self.executor.on_event
+
+    @on_event.setter
+    def on_event(self, hook: Optional[Callable[[Any], object]]) -> None:
+        if hook is not None and not callable(hook):
+            raise TypeError(f"on_event must be callable, not {type(hook).__name__}")
+        self.executor.on_event = hook
 
     # --- public API -------------------------------------------------------------------------
     @property

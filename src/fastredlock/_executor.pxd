@@ -28,6 +28,7 @@ cdef class Executor:
     cdef bint _auto_pipeline
     cdef object _new_watchdog
     cdef public object watchdog
+    cdef public object on_event
     cdef public object health
     cdef object _pool_lock
     cdef set _live

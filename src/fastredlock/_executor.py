@@ -129,6 +129,8 @@ class Executor:
         self._new_watchdog = watchdog
         #: The watchdog, once a lock was watched (None before, and in a fork child).
         self.watchdog: Any = None
+        #: The client's ``on_event`` hook, or None (the handles check this field; see fastredlock.events).
+        self.on_event = None
         #: The masters' health, shared by every core (cool-downs, counters: ``Redlock.stats``).
         self.health = sys.modules[core_cls.__module__].Health(len(self._specs), cooldown, max_cooldown)
         self._pool_lock = threading.Lock()

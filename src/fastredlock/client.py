@@ -64,6 +64,9 @@ class Redlock(RedlockBase):
         its own rounds on its own connections (a pool), never waiting for another thread's round.
     :param core: ``"cython"`` or ``"python"`` to force a core (tests, benchmarks); default: the
         active one (:data:`fastredlock.CORE`).
+    :param on_event: ``on_event(event)`` is called with a :class:`fastredlock.events.LockEvent`
+        for each acquisition, refusal, extension, release and loss (default None: nothing is built
+        or called). :mod:`fastredlock.metrics` feeds Prometheus and OpenTelemetry from it.
     """
 
     def lock(

@@ -29,6 +29,7 @@ from ._checks import check_number, check_timeout, key_of, token_of
 from .protocol.plans import fence_of, fenced_held, may_hold
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 
 if TYPE_CHECKING:  # type names only: nothing is imported upward at run time
     from .client import Redlock
@@ -36,6 +37,9 @@ if TYPE_CHECKING:  # type names only: nothing is imported upward at run time
 __all__ = ["Lock", "fence_key"]
 
 log = logging.getLogger("fastredlock")
+
+#: Builds a LockEvent from a tuple without the namedtuple's Python-level ``__new__`` (a hook's cost).
+_new_event = tuple.__new__
 
 #: Suffix of the fence counter key; the counter shares the lock key's hash tag (one cluster slot).
 FENCE_SUFFIX = b":fastredlock-fence"
@@ -174,6 +178,7 @@ class Lock:
             deadline = monotonic() + check_timeout(timeout)
         self._reset()
         executor = self._executor
+        started = monotonic() if executor.on_event is not None else 0.0
         attempts = 0
         while True:
             attempts += 1
@@ -195,8 +200,12 @@ class Lock:
                 self._acquired_at = monotonic()
                 if self.auto_extend or self.on_lost is not None:
                     executor.watch(self)
+                if executor.on_event is not None:
+                    self._event(ACQUIRED, started, attempts, True)
                 return True
             if not blocking or not self._pause(attempts, deadline):
+                if executor.on_event is not None:
+                    self._event(REFUSED, started, attempts, False)
                 return False
 
     def _pause(self, attempts: int, deadline: Optional[float]) -> bool:
@@ -288,6 +297,8 @@ class Lock:
             self._carrier = None
             self._valid_until = 0.0
         self._last = rnd
+        if executor.on_event is not None:
+            self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
         if was_lost:
             self._lost = False
             raise self._lost_before_release(executor.outcomes(rnd))
@@ -306,6 +317,8 @@ class Lock:
             if own:
                 self._reset()
         self._last = rnd
+        if executor.on_event is not None:
+            self._event(RELEASED, self._acquired_at if own else monotonic(), 0, ok)
         if not ok:
             raise self._token_not_held(rnd, executor.outcomes(rnd))
 
@@ -378,6 +391,8 @@ class Lock:
         self._last = rnd
         if rnd.ok:
             self._valid_until = rnd.valid_until
+            if self._executor.on_event is not None:
+                self._event(EXTENDED, self._acquired_at, 0, True)
         return self._valid_until
 
     def lose(self) -> None:
@@ -391,6 +406,8 @@ class Lock:
         self._valid_until = 0.0
         executor = self._executor
         executor.unwatch(self)
+        if executor.on_event is not None:
+            self._event(LOST, self._acquired_at, 0, False)
         token = self.token
         if token is not None:
             try:
@@ -417,6 +434,17 @@ class Lock:
             self._raise_at_exit(error, exc_type)
 
     # --- the decisions and errors both front-ends share (the asyncio handle awaits its I/O) ----
+    def _event(self, kind: str, since: float, attempts: int, ok: bool) -> None:
+        """Tell the client's ``on_event`` hook (callers check first that there is one, a C field
+        in the compiled build): ``kind`` happened, ``since`` (monotonic) is when it began."""
+        hook = self._executor.on_event
+        if hook is None:
+            return
+        try:
+            hook(_new_event(LockEvent, (kind, self.name, monotonic() - since, attempts, ok)))
+        except Exception:
+            log.exception("fastredlock: the on_event hook raised (event %s of lock %r)", kind, self.name)
+
     def _extension_args(self, ttl: Optional[float]) -> Tuple[bytes, Any]:
         """``(token, ttl_ms)`` of an extension; raises if the handle cannot extend."""
         token = self._require_token()
@@ -432,6 +460,8 @@ class Lock:
         self._valid_until = rnd.valid_until
         if ttl is not None:
             self.ttl, self._ttl_ms = float(ttl), ttl_ms
+        if self._executor.on_event is not None:
+            self._event(EXTENDED, self._acquired_at, 0, True)
         return True
 
     def _extension_failed(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockLostError:
@@ -525,7 +555,20 @@ def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers)
         lock._generation = generation
         lock._carrier = carriers[j]
         result.append(lock)
+    if executor.on_event is not None:
+        _batch_events(executor.on_event, names, rounds, result)
     return result
+
+
+def _batch_events(hook, names, rounds, locks):
+    """The events of a batch acquisition: per name, acquired or refused (one attempt)."""
+    now = monotonic()
+    for j in range(len(names)):
+        ok = locks[j] is not None
+        try:
+            hook(_new_event(LockEvent, (ACQUIRED if ok else REFUSED, names[j], now - rounds[j].started, 1, ok)))
+        except Exception:
+            log.exception("fastredlock: the on_event hook raised (batch event of lock %r)", names[j])
 
 
 def _release_args_of(locks):
@@ -550,3 +593,5 @@ def _released_all(handles, rounds):
         lock._reset()
         if rounds is not None:
             lock._last = rounds[j]
+            if lock._executor.on_event is not None:
+                lock._event(RELEASED, lock._acquired_at, 0, bool(rounds[j].ok))

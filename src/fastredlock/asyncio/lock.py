@@ -20,6 +20,7 @@ from ..lock import Lock as _SyncLock, fence_key
 from ..protocol.plans import fence_of, fenced_held, may_hold
 from .._checks import check_timeout, token_of
 from .._tokens import new_token
+from ..events import ACQUIRED, LOST, REFUSED, RELEASED
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock
@@ -62,6 +63,7 @@ class Lock(_SyncLock):
             deadline = monotonic() + check_timeout(timeout)
         self._reset()
         aexec = self._client._aexec
+        started = monotonic() if self._executor.on_event is not None else 0.0
         attempts = 0
         while True:
             attempts += 1
@@ -79,8 +81,12 @@ class Lock(_SyncLock):
                 self._acquired_at = monotonic()
                 if self.auto_extend or self.on_lost is not None:
                     self._client._watchdog().watch(self)
+                if self._executor.on_event is not None:
+                    self._event(ACQUIRED, started, attempts, True)
                 return True
             if not blocking or not await self._pause_async(attempts, deadline):
+                if self._executor.on_event is not None:
+                    self._event(REFUSED, started, attempts, False)
                 return False
 
     async def _pause_async(self, attempts: int, deadline: Optional[float]) -> bool:
@@ -139,6 +145,8 @@ class Lock(_SyncLock):
             self._carrier = None
             self._valid_until = 0.0
         self._last = rnd
+        if self._executor.on_event is not None:
+            self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
         if was_lost:
             self._lost = False
             raise self._lost_before_release(await self._outcomes_of(rnd))
@@ -156,6 +164,8 @@ class Lock(_SyncLock):
             if own:
                 self._reset()
         self._last = rnd
+        if self._executor.on_event is not None:
+            self._event(RELEASED, self._acquired_at if own else monotonic(), 0, ok)
         if not ok:
             raise self._token_not_held(rnd, await self._outcomes_of(rnd))
 
@@ -178,6 +188,8 @@ class Lock(_SyncLock):
         self._lost = True
         self._valid_until = 0.0
         self._client._unwatch(self)
+        if self._executor.on_event is not None:
+            self._event(LOST, self._acquired_at, 0, False)
         token = self.token
         if token is not None:
             try:
