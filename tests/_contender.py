@@ -4,10 +4,15 @@
 one client (each thread takes its own handle on the same name). The counter lives on a master the
 lock client never talks to, over a plain blocking connection per thread: INCR must answer 1, or
 somebody else held the lock at the same time.
+
+Every worker takes ``unprotected``: the negative control of that counter. Each holder then locks a
+name of its own (``own_name``), so the lock excludes nobody while everything else — the client, the
+core, the rounds, the timings, the counter — stays as it is; the counter must then see overlaps.
 """
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 
@@ -32,6 +37,11 @@ class _Counter:
             if reply is not False:
                 return reply
             self.reader.feed(self.sock.recv(4096))
+
+
+def own_name(name: str, unprotected: bool, holder: object) -> str:
+    """The name a holder locks: the shared ``name``, or with ``unprotected`` one of its own."""
+    return f"{name}:own:{holder}" if unprotected else name
 
 
 def _client(urls, core, **kwargs) -> Redlock:
@@ -65,7 +75,10 @@ def hold_loop(dlm, name, counter: _Counter, seconds: float, pause: float):
     return held, overlaps, errors
 
 
-def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None) -> None:
+def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None,
+            unprotected=False) -> None:
+    """One process, one thread: ``hold_loop`` for ``seconds``; reports ``(held, overlaps, errors)``."""
+    name = own_name(name, unprotected, os.getpid())
     counter = _Counter(counter_port)
     dlm = _client(urls, core)
     if go is not None:  # start together: process start-up on a loaded machine takes seconds
@@ -77,7 +90,7 @@ def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=N
 
 
 def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go,
-                    auto_pipeline=True) -> None:
+                    auto_pipeline=True, unprotected=False) -> None:
     """``threads`` threads of this process contend through one shared client; reports per-thread
     ``(held, overlaps, errors)``, the client's pool size and how many requests rode in shared rounds."""
     dlm = _client(urls, core, auto_pipeline=auto_pipeline)
@@ -87,7 +100,7 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     def body(k: int) -> None:
         counter = _Counter(counter_port)
         start.wait()
-        totals[k] = hold_loop(dlm, name, counter, seconds, 0.0002)
+        totals[k] = hold_loop(dlm, own_name(name, unprotected, f"{os.getpid()}:{k}"), counter, seconds, 0.0002)
 
     workers = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(threads)]
     for t in workers:
@@ -124,7 +137,8 @@ def run_contenders(target, count: int, args, extra=()):
     return reports
 
 
-def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, result_queue, ready_queue, go) -> None:
+def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, result_queue, ready_queue, go,
+                  unprotected=False) -> None:
     """``tasks`` asyncio tasks of this process contend through one shared ``fastredlock.asyncio``
     client, on the default loop or uvloop (``loop_kind``); the counter is read over an asyncio
     connection of each task's own. Reports per-task ``(held, overlaps, errors)`` and how many
@@ -138,12 +152,13 @@ def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, res
         line = await reader.readline()  # INCR/DECR answer ":<n>\r\n"
         return int(line[1:])
 
-    async def body(dlm) -> tuple:
+    async def body(dlm, k: int) -> tuple:
+        mine = own_name(name, unprotected, f"{os.getpid()}:{k}")
         reader, writer = await asyncio.open_connection("127.0.0.1", counter_port)
         held = overlaps = errors = 0
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            lock = dlm.lock(name, ttl=2.0)
+            lock = dlm.lock(mine, ttl=2.0)
             try:
                 if not await lock.acquire(timeout=0.5):
                     continue
@@ -163,7 +178,7 @@ def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, res
 
     async def main() -> tuple:
         async with AsyncRedlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False) as dlm:
-            totals = await asyncio.gather(*(body(dlm) for _ in range(tasks)))
+            totals = await asyncio.gather(*(body(dlm, k) for k in range(tasks)))
             return totals, dlm._aexec.carried
 
     ready_queue.put(1)

@@ -303,11 +303,13 @@ def test_a_shared_round_repairs_a_release_whose_connection_broke(make_client, fa
     assert keys_on(fault_masters, name + ":other") == 0
 
 
-def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_overlap():
+@pytest.mark.parametrize("serialized", [True, False], ids=["combiner", "control:no-combiner"])
+def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_overlap(serialized):
     # The lean path takes and gives up the lead without the mutex (enter/leave); a follower that
     # queues in the instant the leader lets go must still be led. With the GIL switching every
     # microsecond, 8 threads x 3000 mixed requests: every thread finishes, and at most one round
-    # (lean or shared) ever runs at a time.
+    # (lean or shared) ever runs at a time. The negative control (``serialized=False``): the same
+    # threads run their rounds without the combiner, and the overlap check must fire.
     import sys
 
     active = [0]
@@ -330,6 +332,10 @@ def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_ove
 
     def worker(w):
         for i in range(3000):
+            if not serialized:
+                round_body()
+                done[0] += 1
+                continue
             if (i + w) % 2:
                 if combiner.enter():
                     try:
@@ -353,6 +359,9 @@ def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_ove
     finally:
         sys.setswitchinterval(old)
     assert not any(t.is_alive() for t in threads), "a request was never led (lost wake-up)"
+    if not serialized:
+        assert overlaps != [], "the overlap check saw nothing without the combiner"
+        return
     assert overlaps == []
     assert not combiner._busy and combiner._queue == []
 

@@ -27,3 +27,16 @@ def test_eight_processes_never_overlap(core, masters, name, keys_on):
         assert counter.command("GET", "holders") == b"0"
     finally:
         counter.stop()
+
+
+@pytest.mark.slow
+def test_processes_overlap_when_the_lock_excludes_nobody(core, masters, name):
+    # The negative control of the counter above: the same harness, each process locking a name of
+    # its own (``unprotected``), must see two holders at once, or "overlaps == 0" proves nothing.
+    counter = LocalMaster().start()
+    try:
+        outcomes = run_contenders(contend, 3, (masters.urls, core, name, counter.port, 1.0), (True,))
+        assert sum(o[0] for o in outcomes) > 10, outcomes  # they did hold, through the real client
+        assert sum(o[1] for o in outcomes) > 0, f"the counter saw no overlap without exclusion: {outcomes}"
+    finally:
+        counter.stop()

@@ -9,33 +9,51 @@ import pytest
 from fastredlock.asyncio import Redlock
 
 
+async def _tasks_on_one_name(dlm, name, exclusive=True):
+    """16 tasks x 30: lock a name of their own, then the shared ``name`` for a read-yield-write of
+    an in-process counter. Return ``(overlaps, counter)``: how often a holder found another inside,
+    and the counter (16 * 30 unless an update was lost). ``exclusive=False`` is the negative
+    control: the "shared" name is a name of each task's own, so the lock excludes nobody."""
+    inside = 0
+    overlaps = 0
+    counter = 0
+
+    async def worker(k):
+        nonlocal inside, overlaps, counter
+        for i in range(30):
+            # a name of its own (these ride with the others' requests) ...
+            own = dlm.lock(f"{name}:{k}", ttl=5.0)
+            assert await own.acquire(blocking=False)
+            await own.release()
+            # ... and one shared name: an independent count of holders at once
+            async with dlm.lock(name if exclusive else f"{name}:unshared:{k}", ttl=5.0):
+                inside += 1
+                overlaps += inside != 1
+                value = counter
+                await asyncio.sleep(0)  # a holder yields; nobody else may get in
+                counter = value + 1
+                inside -= 1
+
+    await asyncio.gather(*(worker(k) for k in range(16)))
+    return overlaps, counter
+
+
 def test_tasks_ride_together_and_never_hold_one_name_twice(arun, aclient, masters, name, keys_on):
     async def main():
         async with aclient(masters.urls, retry_count=1000, retry_delay=0.001, retry_jitter=0.001) as dlm:
-            inside = 0
-            overlaps = 0
-            counter = 0
-
-            async def worker(k):
-                nonlocal inside, overlaps, counter
-                for i in range(30):
-                    # a name of its own (these ride with the others' requests) ...
-                    own = dlm.lock(f"{name}:{k}", ttl=5.0)
-                    assert await own.acquire(blocking=False)
-                    await own.release()
-                    # ... and one shared name: an independent count of holders at once
-                    async with dlm.lock(name, ttl=5.0):
-                        inside += 1
-                        overlaps += inside != 1
-                        value = counter
-                        await asyncio.sleep(0)  # a holder yields; nobody else may get in
-                        counter = value + 1
-                        inside -= 1
-
-            await asyncio.gather(*(worker(k) for k in range(16)))
-            assert overlaps == 0 and counter == 16 * 30
+            assert await _tasks_on_one_name(dlm, name) == (0, 16 * 30)
             assert dlm._aexec.carried > 0  # requests rode in rounds other tasks started
             assert keys_on(masters, name) == 0
+
+    arun(main())
+
+
+def test_tasks_overlap_and_lose_updates_when_the_lock_excludes_nobody(arun, aclient, masters, name):
+    # The negative control of both detectors above (the holder count and the lost-update counter).
+    async def main():
+        async with aclient(masters.urls, retry_count=1000, retry_delay=0.001, retry_jitter=0.001) as dlm:
+            overlaps, counter = await _tasks_on_one_name(dlm, name, exclusive=False)
+            assert overlaps > 0 and counter < 16 * 30, (overlaps, counter)
 
     arun(main())
 
@@ -187,26 +205,46 @@ def test_aclose_while_tasks_wait(core, masters, name):
     asyncio.run(main())
 
 
-@pytest.mark.slow
-def test_tasks_in_several_processes_never_overlap(core, loop_kind, masters, name, keys_on):
+def _contend_tasks(masters, core, name, counter, processes, seconds, loop_kind, unprotected=False):
+    """Run ``_contender.contend_tasks`` (8 tasks a process); return every task's ``(held, overlaps, errors)``."""
     import os
     import sys
-
-    from fastredlock.testing import LocalMaster
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: shared helpers
     from _contender import contend_tasks, run_contenders
 
+    reports = run_contenders(contend_tasks, processes, (masters.urls, core, name, counter.port, seconds, 8, loop_kind),
+                             (unprotected,))
+    return [t for totals, _carried in reports for t in totals]
+
+
+@pytest.mark.slow
+def test_tasks_in_several_processes_never_overlap(core, loop_kind, masters, name, keys_on):
+    from fastredlock.testing import LocalMaster
+
     counter = LocalMaster().start()
     try:
-        reports = run_contenders(contend_tasks, 3, (masters.urls, core, name, counter.port, 2.0, 8, loop_kind))
-        per_task = [t for totals, _carried in reports for t in totals]
+        per_task = _contend_tasks(masters, core, name, counter, 3, 2.0, loop_kind)
         assert sum(t[1] for t in per_task) == 0, f"two holders at once: {per_task}"
         assert sum(t[2] for t in per_task) == 0
         assert sum(t[0] for t in per_task) > 30, per_task  # the test really exercised the lock
         assert sum(1 for t in per_task if t[0] > 0) >= 6  # many tasks made progress
         assert keys_on(masters, name) == 0
         assert counter.command("GET", "holders") == b"0"
+    finally:
+        counter.stop()
+
+
+@pytest.mark.slow
+def test_tasks_in_several_processes_overlap_when_the_lock_excludes_nobody(core, masters, name):
+    # The negative control of the counter above: every task locking a name of its own.
+    from fastredlock.testing import LocalMaster
+
+    counter = LocalMaster().start()
+    try:
+        per_task = _contend_tasks(masters, core, name, counter, 2, 1.0, "asyncio", unprotected=True)
+        assert sum(t[0] for t in per_task) > 10, per_task  # they did hold, through the real client
+        assert sum(t[1] for t in per_task) > 0, f"the counter saw no overlap without exclusion: {per_task}"
     finally:
         counter.stop()
 

@@ -7,7 +7,9 @@ fastredlock under test, on ``PYTHONPATH``)::
 
 LIB is ``redlock-py``, ``redlock``, ``pottery``, ``pottery-aio`` (pottery's ``AIORedlock``, on an
 event loop) or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object with ``ports`` (the
-lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for the shim, ``core``.
+lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms``, ``start_at`` and, for the
+shim, ``core``; with ``"unprotected": true`` the shim side locks another resource than the original
+(the negative control: a shim whose keys differ from the original's, so the two exclude nobody).
 Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
 often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
@@ -122,6 +124,8 @@ def lockers(lib: str, side: str, spec: dict):
 
 def main() -> None:
     lib, side, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    if side == "shim" and spec.get("unprotected"):
+        spec["resource"] += ":elsewhere"
     acquire, release = lockers(lib, side, spec)
     counter = Counter(spec["counter_port"])
     held = refused = overlaps = 0

@@ -259,26 +259,41 @@ def test_locked_with_a_majority_down_raises_when_asked(shim_core, masters, dead_
     arun(main())
 
 
+async def _four_tasks_inside(clients, name, exclusive=True):
+    """Four tasks take ``AIORedlock(key=name)`` three times each and hold it 5 ms; return the
+    overlaps they saw (how many were inside when one entered). ``exclusive=False`` is the negative
+    control: each task locks a key of its own, so the lock excludes nobody."""
+    inside = []
+    overlaps = []
+
+    async def worker(k):
+        lock = AIORedlock(key=name if exclusive else f"{name}:unshared:{k}", masters=clients, auto_release_time=1)
+        for _ in range(3):
+            async with lock:
+                inside.append(1)
+                if len(inside) > 1:
+                    overlaps.append(len(inside))
+                await asyncio.sleep(0.005)
+                inside.pop()
+
+    await asyncio.wait_for(asyncio.gather(*[worker(k) for k in range(4)]), 20)
+    return overlaps
+
+
 def test_tasks_exclude_each_other(shim_core, masters, name, keys_on, with_clients):
     async def main(clients):
-        inside = []
-        overlaps = []
-
-        async def worker():
-            lock = AIORedlock(key=name, masters=clients, auto_release_time=1)
-            for _ in range(3):
-                async with lock:
-                    inside.append(1)
-                    if len(inside) > 1:
-                        overlaps.append(len(inside))
-                    await asyncio.sleep(0.005)
-                    inside.pop()
-
         started = time.monotonic()
-        await asyncio.wait_for(asyncio.gather(*[worker() for _ in range(4)]), 20)
-        assert overlaps == []
+        assert await _four_tasks_inside(clients, name) == []
         assert time.monotonic() - started >= 12 * 0.005
         assert keys_on(masters, f"redlock:{name}") == 0
+
+    with_clients(main)
+
+
+def test_tasks_overlap_when_the_lock_excludes_nobody(shim_core, name, with_clients):
+    # The negative control of the overlap check above.
+    async def main(clients):
+        assert await _four_tasks_inside(clients, name, exclusive=False) != []
 
     with_clients(main)
 

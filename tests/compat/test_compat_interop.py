@@ -24,6 +24,7 @@ import _originals  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(__file__), "_interop_worker.py")
 SECONDS = 3.0
+TTL_MS = 2000  # the workers' lock TTL
 
 
 def _env(path, *, shim):
@@ -47,9 +48,8 @@ def counter():
     master.stop()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("lib", list(_originals.ORIGINALS))
-def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name, keys_on):
+def _run_sides(lib, core, masters, counter, name, seconds, unprotected=False):
+    """Run two originals and two shims of ``lib`` on ``name`` at once; return their reports by side."""
     try:
         original_path = _originals.install(lib)
         shim_path = _originals.shim_deps(lib)
@@ -59,10 +59,11 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
         "ports": [m.port for m in masters],
         "counter_port": counter.port,
         "resource": name,
-        "seconds": SECONDS,
-        "ttl_ms": 2000,
+        "seconds": seconds,
+        "ttl_ms": TTL_MS,
         "core": core,
         "start_at": time.time() + 1.5,  # after every interpreter has started
+        "unprotected": unprotected,
     }
     sides = ["original", "shim", "original", "shim"]
     procs = [
@@ -80,6 +81,13 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"{side} worker failed:\n{err[-3000:]}"
         results[side].append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lib", list(_originals.ORIGINALS))
+def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name, keys_on):
+    results = _run_sides(lib, core, masters, counter, name, SECONDS)
     summary = json.dumps(results)
     for side, runs in results.items():
         for run in runs:
@@ -92,5 +100,14 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
     # quorum with SETs still in flight) may linger, but only until its TTL: nothing is left for good.
     key = f"redlock:{name}" if lib.startswith("pottery") else name
     if keys_on(masters, key):
-        time.sleep(spec["ttl_ms"] / 1000 + 0.2)
+        time.sleep(TTL_MS / 1000 + 0.2)
     assert keys_on(masters, key) == 0, "a lock was left behind past its TTL"
+
+
+@pytest.mark.slow
+def test_original_and_shim_on_different_keys_overlap(core, masters, counter, name):
+    # The negative control of the overlap check above: the shim side locks another resource (as a
+    # shim whose keys differed from the original's would), so the two sides exclude nobody, and
+    # the counter must see it. One library (the cheapest to install) shows the check can fire.
+    results = _run_sides("redlock-py", core, masters, counter, name, 1.0, unprotected=True)
+    assert sum(run["overlaps"] for runs in results.values() for run in runs) > 0, results

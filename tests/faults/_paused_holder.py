@@ -1,9 +1,11 @@
 """A client process that holds a lock, is paused past its TTL by the test, then reports what it sees.
 
-Usage: python _paused_holder.py <core> <name> <ttl> <counter_port> <url>...
+Usage: python _paused_holder.py [--unchecked] <core> <name> <ttl> <counter_port> <url>...
 Prints "held" once the lock is held, waits for a line on stdin (the test pauses it before sending
 one), then prints one JSON object: what ``locked()``, ``validity``, ``check()``, ``extend()`` and
-``release()`` said. It bumps the independent counter only if ``check()`` passes.
+``release()`` said, and ``inside``: what the independent counter answered when this holder entered
+(``None`` if it never did). It enters only if ``check()`` passes; ``--unchecked`` is the negative
+control, a holder that acts without asking, whom the counter must see beside the new holder.
 """
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ def _outcome(fn) -> str:
 
 
 def main() -> None:
-    core, name, ttl, counter_port, *urls = sys.argv[1:]
+    args = sys.argv[1:]
+    unchecked = args[0] == "--unchecked"
+    core, name, ttl, counter_port, *urls = args[1:] if unchecked else args
     key = f"holders:{name}".encode()
     dlm = fastredlock.Redlock(urls, core=core, restart_aware=False, retry_count=0)
     lock = dlm.lock(name, ttl=float(ttl))
@@ -46,10 +50,12 @@ def main() -> None:
     report = {"locked": lock.locked(), "validity": lock.validity, "lost": lock.lost}
 
     def act() -> None:
-        lock.check()
-        _command(int(counter_port), b"INCR", key)  # only a holder that passed check() acts
+        if not unchecked:
+            lock.check()
+        report["inside"] = _command(int(counter_port), b"INCR", key)  # only a holder that passed check() acts
         _command(int(counter_port), b"DECR", key)
 
+    report["inside"] = None
     report["check"] = _outcome(act)
     report["extend"] = _outcome(lock.extend)
     report["release"] = _outcome(lock.release)

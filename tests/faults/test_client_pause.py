@@ -21,11 +21,11 @@ HOLDER = os.path.join(os.path.dirname(__file__), "_paused_holder.py")
 TTL = 1.0
 
 
-def test_client_paused_past_ttl_finds_out_and_never_reports_success(
-    core, make_client, masters, name, counter
-):
+def _pause_past_ttl(core, make_client, masters, name, counter, *flags):
+    """Start the holder, pause it past its TTL while another client takes the lock and enters the
+    counter, resume it; return ``(its report, the other lock)``. The counter is left entered."""
     holder = subprocess.Popen(
-        [sys.executable, HOLDER, core, name, str(TTL), str(counter.master.port), *masters.urls],
+        [sys.executable, HOLDER, *flags, core, name, str(TTL), str(counter.master.port), *masters.urls],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
@@ -44,13 +44,32 @@ def test_client_paused_past_ttl_finds_out_and_never_reports_success(
     finally:
         holder.kill()
         holder.wait()
+    return report, other
+
+
+def test_client_paused_past_ttl_finds_out_and_never_reports_success(
+    core, make_client, masters, name, counter
+):
+    report, other = _pause_past_ttl(core, make_client, masters, name, counter)
     assert report["locked"] is False and report["validity"] == 0.0 and report["lost"] is True
     assert report["check"] == "LockLostError"  # it did not act: the counter was not bumped
+    assert report["inside"] is None
     assert report["extend"] == "LockLostError"
     assert report["release"] == "LockLostError"  # a LockNotOwnedError: never a silent success
-    assert counter.peak == 1
+    assert counter.peak == 1  # this process's entries only: the holder's answer is report["inside"]
     # the new holder's lock is untouched on every master
     assert all(m.command("GET", name) == other.token for m in masters)
     counter.leave()
     other.release()
     gone_within(masters, name, bound(1))
+
+
+def test_client_paused_past_ttl_that_acts_unchecked_is_seen_beside_the_new_holder(
+    core, make_client, masters, name, counter
+):
+    # The negative control of the check above: a holder that skips check() enters the counter
+    # while the new holder is inside, and the counter says so.
+    report, other = _pause_past_ttl(core, make_client, masters, name, counter, "--unchecked")
+    assert report["check"] == "ok" and report["inside"] == 2
+    counter.leave()
+    other.release()

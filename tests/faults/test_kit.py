@@ -159,6 +159,20 @@ def test_proxy_listens_on_loopback_only(master):
         FaultProxy(master, host="0.0.0.0")
 
 
+def test_fake_master_counts_malformed_requests_and_connections():
+    # The negative control of the suite's "malformed == 0" (the fuzz test: our requests stayed well
+    # formed) and "connections == 0" (nothing was sent) checks: a planted bad request is counted.
+    with FakeMaster() as fake:
+        assert fake.malformed == 0 and fake.connections == 0
+        conn = Raw(fake.address)
+        conn.sock.sendall(b"?not RESP\r\n")
+        assert conn.sock.recv(100) == b""  # closed on it
+        deadline = time.monotonic() + 2.0
+        while fake.malformed == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert fake.malformed == 1 and fake.connections == 1
+
+
 def test_fake_master_scripts_and_records():
     with FakeMaster(lambda args: b":7\r\n" if args[0] == b"INCR" else b"-ERR nope\r\n") as fake:
         conn = Raw(fake.address)

@@ -361,6 +361,21 @@ def test_threads_times_processes_never_overlap(core, masters, name, keys_on, aut
         counter.stop()
 
 
+
+@pytest.mark.slow
+def test_threads_times_processes_overlap_when_the_lock_excludes_nobody(core, masters, name):
+    # The negative control of the counter above: every thread locking a name of its own.
+    counter = LocalMaster().start()
+    try:
+        reports = run_contenders(
+            contend_threads, 2, (masters.urls, core, name, counter.port, 1.0, 4), (True, True)
+        )
+        per_thread = [t for threads, _pool, _carried in reports for t in threads]
+        assert sum(t[0] for t in per_thread) > 10, per_thread  # they did hold, through the real client
+        assert sum(t[1] for t in per_thread) > 0, f"the counter saw no overlap without exclusion: {per_thread}"
+    finally:
+        counter.stop()
+
 # --- a client thread that could not run until past its deadline ----------------------------------
 def _proxies_elsewhere(urls, latency, out, stop) -> None:
     """Run delaying proxies in another process: they must not need this process's GIL."""
