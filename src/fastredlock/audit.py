@@ -20,7 +20,7 @@ number of masters.
 It talks to the masters with plain blocking sockets and hiredis, not through the cores: it is not a
 hot path, and it must work when the client cannot. It writes nothing, except where the ACL check
 cannot use ``ACL DRYRUN`` (Redis < 7, or a user not allowed to run it): then it runs the client's
-commands for real on one key of its own (``fastredlock:audit:<random>``, 10 s TTL, deleted at once).
+commands for real on one key of its own (``<name>:audit-<random>``, 10 s TTL, deleted at once).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from ._masters import MasterSpec, _addresses, parse_master
 from .protocol.result import validity_ms
 from .protocol.scripts import EXTEND, EXTEND_SHA
 
-__all__ = ["FAIL", "PASS", "WARN", "Verdict", "audit", "format_table", "main"]
+__all__ = ["ALL", "FAIL", "PASS", "WARN", "Verdict", "audit", "format_table", "main"]
 
 PASS = "PASS"
 WARN = "WARN"
@@ -118,7 +118,6 @@ class _Master:
         self.conn: Optional[_Conn] = None
         self.error: Optional[str] = None  # why it could not be reached
         self.info: Dict[str, str] = {}  # INFO (default sections); empty where refused
-        self.info_error: Optional[str] = None
         self.config: Dict[str, Optional[str]] = {}
         self.rtts: List[float] = []  # seconds, one per PING
         self.clock: List[Tuple[float, float, float]] = []  # (local mid-point, server time, round trip)
@@ -127,8 +126,8 @@ class _Master:
         try:
             self.conn = _Conn(self.spec, timeout)
             reply = self.conn.call("INFO")
-            if isinstance(reply, hiredis.ReplyError):
-                self.info_error = str(reply)
+            if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOAUTH"):
+                raise ConnectionError(f"{reply} (give the password in the URL)")
             self.info = _parse_info(reply)
             for name in ("appendonly", "appendfsync"):
                 self.config[name] = _config(self.conn, name)
@@ -170,6 +169,7 @@ class _Options(NamedTuple):
     drift_factor: float
     io_timeout: float
     clock_seconds: float
+    name: str
 
 
 def _version(info: Dict[str, str]) -> Tuple[int, ...]:
@@ -387,54 +387,66 @@ def _denied(reply: Any, inside: bool = False) -> bool:
         inside and any(s in text for s in ("can't run this command", "ACL failure", "no permissions"))))
 
 
-def _acl_dryrun(m: _Master, key: str) -> Optional[List[str]]:
-    """The commands ACL DRYRUN says the URL's user may not run; None where DRYRUN cannot tell."""
+def _acl_dryrun(m: _Master, key: str) -> Optional[Dict[str, str]]:
+    """The commands ACL DRYRUN says the URL's user may not run, with why; None where it cannot tell."""
     assert m.conn is not None
     who = m.conn.call("ACL", "WHOAMI")
     user = _text(who) if isinstance(who, bytes) else (m.spec.username or "default")
-    denied = []
+    denied = {}
     for name, args in _probe_commands(m, key, "t"):
         reply = m.conn.call("ACL", "DRYRUN", user, *args)
         if isinstance(reply, hiredis.ReplyError):
             return None  # no DRYRUN (Redis < 7), or this user may not run it
         if reply != b"OK":
-            denied.append(name)
+            denied[name] = _text(reply)
     return denied
 
 
-def _acl_live(m: _Master, key: str) -> List[str]:
+def _acl_live(m: _Master, key: str) -> Dict[str, str]:
     """Run the client's commands for real on a key of our own; the ones refused for permissions."""
     assert m.conn is not None
     token = uuid.uuid4().hex
     scripted = ("GET", "PEXPIRE", "EXISTS", "MGET", "DEL")
-    denied = [name for name, args in _probe_commands(m, key, token)
-              if name not in scripted and _denied(m.conn.call(*args))]
+    denied = {}
+    for name, args in _probe_commands(m, key, token):
+        reply = m.conn.call(*args) if name not in scripted else None
+        if _denied(reply):
+            denied[name] = str(reply)
     if "EVAL" not in denied:  # the commands the scripts call, one script each; DEL last
         for name in scripted:
-            args = (10000,) if name == "PEXPIRE" else ()
-            script = f"return redis.call('{name.lower()}', KEYS[1]{', ARGV[1]' if args else ''})"
-            if _denied(m.conn.call("EVAL", script, 1, key, *args), inside=True):
-                denied.append(name)
+            extra = (10000,) if name == "PEXPIRE" else ()
+            script = f"return redis.call('{name.lower()}', KEYS[1]{', ARGV[1]' if extra else ''})"
+            reply = m.conn.call("EVAL", script, 1, key, *extra)
+            if _denied(reply, inside=True):
+                denied[name] = str(reply)
     m.conn.call("DEL", key)  # in case the scripts could not
     return denied
 
 
 def check_acl(m: _Master, opts: _Options) -> Verdict:
-    """The URL's user may run every command the client sends and every command its scripts call."""
-    assert m.conn is not None
-    key = f"fastredlock:audit:{uuid.uuid4().hex}"
+    """The URL's user may run every command the client sends and every command its scripts call,
+    on a key named like the clients' (``opts.name``: ACL key patterns)."""
+    if m.conn is None:
+        return Verdict("acl", m.label, FAIL, "connection lost before the ACL check", "run the audit again")
+    key = f"{opts.name}:audit-{uuid.uuid4().hex}"
     denied = _acl_dryrun(m, key)
     how = "ACL DRYRUN"
     if denied is None:
         denied, how = _acl_live(m, key), "commands run on a key of the audit's own"
-    if not opts.restart_aware and "INFO" in denied:
-        denied.remove("INFO")  # only restart-aware voting reads INFO
+    if not opts.restart_aware:
+        denied.pop("INFO", None)  # only restart-aware voting reads INFO
     if not denied:
-        return Verdict("acl", m.label, PASS, f"every command allowed ({how})", "")
-    change = f"allow {', '.join(denied)} for this user (e.g. ACL SETUSER <user> +{' +'.join(d.lower() for d in denied)})"
-    if denied == ["INFO"]:
+        return Verdict("acl", m.label, PASS, f"every command allowed on {opts.name}:... ({how})", "")
+    names = list(denied)
+    first = denied[names[0]]
+    if "key" in first.lower():
+        change = f"allow this user the lock keys (ACL SETUSER <user> ~{opts.name}*)"
+    else:
+        rules = " ".join(f"+{n.lower()}" for n in names)
+        change = f"allow {', '.join(names)} for this user (e.g. ACL SETUSER <user> {rules})"
+    if names == ["INFO"]:
         change += ", or turn restart-aware voting off"
-    return Verdict("acl", m.label, FAIL, f"denied: {', '.join(denied)} ({how})", change)
+    return Verdict("acl", m.label, FAIL, f"denied: {', '.join(names)} ({how}): {first}", change)
 
 
 def check_count(masters: Sequence[_Master]) -> Verdict:
@@ -454,16 +466,26 @@ _PER_MASTER: Tuple[Callable[[_Master, _Options], Verdict], ...] = (
 )
 
 
+def _run_check(check: Callable[[_Master, _Options], Verdict], m: _Master, opts: _Options) -> Verdict:
+    try:
+        return check(m, opts)
+    except OSError as exc:  # the master went away during the audit
+        m.close()
+        return Verdict(check.__name__[len("check_"):], m.label, FAIL,
+                       f"connection lost: {type(exc).__name__}: {exc}", "check the master and run the audit again")
+
+
 def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aware: bool = True,
           drift_factor: float = 0.01, io_timeout: float = 0.05, clock_seconds: float = 3.0,
-          samples: int = 20, timeout: float = 2.0) -> List[Verdict]:
+          samples: int = 20, timeout: float = 2.0, name: str = "fastredlock") -> List[Verdict]:
     """Audit ``masters`` (URLs, dicts, tuples or redis.Redis clients, as :class:`fastredlock.Redlock`
     takes them) as a Redlock deployment and return one :class:`Verdict` per check and master.
 
     ``ttls``: the lock TTLs in use (seconds; the smallest decides the latency check);
     ``restart_aware``: whether the clients vote restart-aware (then persistence may be off);
     ``drift_factor`` and ``io_timeout``: the clients' settings; ``clock_seconds``: how far apart the
-    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect and reply timeout.
+    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect and reply timeout;
+    ``name``: a lock name as the clients use it (with its prefix), for the ACL check's key patterns.
     """
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
         raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
@@ -476,7 +498,9 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
     if not 0 <= check_number(drift_factor, "drift_factor") < 1:
         raise ValueError(f"drift_factor must be < 1, got {drift_factor}")
     opts = _Options(ttls, bool(restart_aware), drift_factor, check_number(io_timeout, "io_timeout", strict=True),
-                    check_number(clock_seconds, "clock_seconds", strict=True))
+                    check_number(clock_seconds, "clock_seconds", strict=True), name)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty str, got {name!r}")
     timeout = check_number(timeout, "timeout", strict=True)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be an int >= 1, got {samples!r}")
@@ -494,10 +518,11 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
             if m.error is not None:
                 verdicts.append(Verdict("reach", m.label, FAIL, m.error, "check the URL, credentials and network"))
             else:
-                verdicts.append(Verdict("reach", m.label, PASS, "connected" + (" and logged in" if m.spec.password else ""), ""))
+                how = "connected and logged in" if m.spec.password is not None else "connected"
+                verdicts.append(Verdict("reach", m.label, PASS, how, ""))
         verdicts += check_independence(found)
         for check in _PER_MASTER:
-            verdicts += [check(m, opts) for m in found if m.error is None]
+            verdicts += [_run_check(check, m, opts) for m in found if m.error is None]
     finally:
         for m in found:
             m.close()
@@ -549,6 +574,9 @@ def _parser():
                    help="spacing of the two TIME samples of the clock check (default 3)")
     p.add_argument("--samples", type=int, default=20, help="PINGs per master for the latency check (default 20)")
     p.add_argument("--timeout", type=float, default=2.0, help="connect and reply timeout, seconds (default 2)")
+    p.add_argument("--name", default="fastredlock",
+                   help="a lock name as your clients use it, prefix included: the ACL check tries keys "
+                        "<name>:audit-<random> (ACL key patterns; default fastredlock)")
     p.add_argument("--json", action="store_true", help="print JSON: {ok, verdicts: [{check, master, ...}]}")
     return p
 
@@ -564,7 +592,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         verdicts = audit(urls, ttls=args.ttl or (10.0,), restart_aware=args.restart_aware,
                          drift_factor=args.drift_factor, io_timeout=args.io_timeout,
-                         clock_seconds=args.clock_seconds, samples=args.samples, timeout=args.timeout)
+                         clock_seconds=args.clock_seconds, samples=args.samples, timeout=args.timeout,
+                         name=args.name)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     failed = any(v.verdict == FAIL for v in verdicts)

@@ -192,6 +192,17 @@ def test_audit_acl_user_lacking_a_command_fails(odd_master, rules, denied, how):
     assert m.command("DBSIZE") == 0  # the live probe left no key behind
 
 
+def test_audit_acl_checks_key_patterns_with_the_clients_lock_name(odd_master):
+    m = odd_master()
+    if not m.command("ACL", "WHOAMI") == b"default":
+        pytest.skip("this server has no ACLs (Redis < 6)")
+    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~orders:*", "+@all")
+    url = f"redis://locker:pw@{m.host}:{m.port}"
+    acl = _of(_audit([url]), "acl")[_label(m)]
+    assert acl.verdict == FAIL and "key" in acl.found and "~fastredlock*" in acl.change
+    assert _of(_audit([url], name="orders"), "acl")[_label(m)].verdict == PASS
+
+
 def test_audit_acl_without_info_passes_only_without_restart_aware_voting(odd_master):
     m = odd_master()
     if not m.command("ACL", "WHOAMI") == b"default":
@@ -211,6 +222,17 @@ def test_audit_unreachable_master_and_too_few_masters(masters, dead_port):
     assert reach[f"127.0.0.1:{dead_port}"].verdict == FAIL and "Connection" in reach[f"127.0.0.1:{dead_port}"].found
     assert _of(verdicts, "masters")["(all)"].verdict == WARN  # 2 masters: no failure tolerated
     assert _of(_audit(masters.urls[:4]), "masters")["(all)"].verdict == WARN  # even: 4 tolerates what 3 does
+
+
+def test_audit_missing_or_wrong_password_fails_reach(odd_master):
+    m = odd_master("--requirepass", "secret")
+    for url, reason in ((m.url, "NOAUTH"), (f"redis://:wrong@{m.host}:{m.port}", "AUTH refused"),
+                        (f"redis://:secret@{m.host}:{m.port}", None)):
+        reach = _of(_audit([url]), "reach")[_label(m)]
+        if reason is None:
+            assert reach.verdict == PASS and "logged in" in reach.found
+        else:
+            assert reach.verdict == FAIL and reason in reach.found, reach
 
 
 def test_audit_arguments_are_checked():
