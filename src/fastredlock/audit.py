@@ -260,7 +260,8 @@ def _links(m: _Master, other: _Master) -> List[str]:
 
 
 def check_independence(masters: Sequence[_Master]) -> List[Verdict]:
-    """No two masters are one server (same address or ``run_id``) or linked by replication."""
+    """No two masters are one server (same address or ``run_id``) or linked by replication (an
+    unreachable master gets a verdict only when its address alone shows a link)."""
     verdicts = []
     for m in masters:
         links = [link for other in masters if other is not m for link in _links(m, other)]
@@ -268,7 +269,9 @@ def check_independence(masters: Sequence[_Master]) -> List[Verdict]:
             verdicts.append(Verdict("independence", m.label, FAIL, "; ".join(links),
                                     "every master must be a separate server with no replication between "
                                     "them: one vote must not be counted twice"))
-        elif m.error is None and not m.info:
+        elif m.error is not None:
+            continue  # unreachable: only its address could be compared, and "reach" fails it already
+        elif not m.info:
             verdicts.append(Verdict("independence", m.label, WARN, "INFO refused: only addresses compared",
                                     "allow INFO for this user"))
         else:

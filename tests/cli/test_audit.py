@@ -221,6 +221,7 @@ def test_audit_unreachable_master_and_too_few_masters(masters, dead_port):
     reach = _of(verdicts, "reach")
     assert reach[f"127.0.0.1:{dead_port}"].verdict == FAIL and "Connection" in reach[f"127.0.0.1:{dead_port}"].found
     assert _of(verdicts, "masters")["(all)"].verdict == WARN  # 2 masters: no failure tolerated
+    assert {v.master for v in verdicts if v.check != "reach"} == {"(all)", masters.urls[0][len("redis://"):]}
     assert _of(_audit(masters.urls[:4]), "masters")["(all)"].verdict == WARN  # even: 4 tolerates what 3 does
 
 
