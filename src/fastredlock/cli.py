@@ -1,4 +1,7 @@
-"""Command line: ``python -m fastredlock demo``, ``run`` (:mod:`fastredlock.runner`) and ``bench``.
+"""Command line: ``python -m fastredlock demo``, ``run``, ``audit`` and ``bench``.
+
+``run`` is :mod:`fastredlock.runner` (a command under a lock), ``audit`` is :mod:`fastredlock.audit`
+(are these masters a safe Redlock deployment?), ``bench`` the source checkout's comparison driver.
 
 The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.testing`),
 walks through acquire, extend and release while printing what each master answered, shows a second
@@ -89,12 +92,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .runner import run
 
         return run(argv[1:])
+    if argv[:1] == ["audit"]:
+        from .audit import main as audit
+
+        return audit(argv[1:])
     parser = argparse.ArgumentParser(prog="fastredlock", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bench", add_help=False,
                    help="compare with other Redlock clients (benchmarks/compare.py; see: bench --help)")
     sub.add_parser("run", add_help=False,
                    help="run a command while holding a lock, like flock for many machines (see: run --help)")
+    sub.add_parser("audit", add_help=False,
+                   help="check masters as a Redlock deployment: persistence, eviction, independence, clocks, "
+                        "latency, ACLs (see: audit --help)")
     p_demo = sub.add_parser("demo", help="acquire, extend and release a lock on local masters")
     p_demo.add_argument("--masters", type=int, default=5, help="how many local masters (default 5)")
     p_demo.add_argument("--ttl", type=float, default=5.0, help="lock TTL in seconds (default 5)")

@@ -9,44 +9,20 @@ import time
 import hiredis
 import pytest
 
-from fastredlock.protocol.resp import encode_command
+from fastredlock._blocking import Connection
 from fastredlock.testing import (
     Close, FakeMaster, FaultProxy, HalfThenClose, blackhole_address, pause_process, restart, start_master,
 )
 
 
-class Raw:
+class Raw(Connection):
     """A blocking RESP connection for probing the kit without the code under test."""
-
-    def __init__(self, address, timeout: float = 2.0) -> None:
-        self.sock = socket.create_connection(address, timeout=timeout)
-        self.reader = hiredis.Reader()
-
-    def send(self, *args) -> None:
-        self.sock.sendall(encode_command(*[a if isinstance(a, bytes) else str(a).encode() for a in args]))
-
-    def reply(self):
-        while True:
-            reply = self.reader.gets()
-            if reply is not False:
-                return reply
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.reader.feed(data)
-
-    def call(self, *args):
-        self.send(*args)
-        return self.reply()
 
     def unanswered(self, *args) -> None:
         """Send a command and assert no answer comes within the socket timeout."""
         self.send(*args)
         with pytest.raises(socket.timeout):
             self.reply()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

