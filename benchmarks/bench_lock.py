@@ -87,3 +87,28 @@ def test_c_floor(benchmark, masters, n, ttl):  # type: ignore[no-untyped-def]
         benchmark(cycle)
     finally:
         floor.close()
+
+
+@pytest.mark.parametrize("hook", ["noop", "prometheus"])
+def test_acquire_release_with_on_event(benchmark, masters, core, hook, ttl):  # type: ignore[no-untyped-def]
+    """``test_acquire_release`` at N=5 with an ``on_event`` hook: a no-op, or fastredlock.metrics'
+    Prometheus recorder (the target: a no-op hook costs <= 3% of the cycle; compare the medians
+    in the "acquire+release N=5" group)."""
+    benchmark.group = "acquire+release N=5"
+    with fastredlock.Redlock(masters.urls, core=core) as dlm:
+        if hook == "noop":
+            dlm.on_event = lambda event: None
+        else:
+            prometheus_client = pytest.importorskip("prometheus_client")
+            from fastredlock import metrics
+
+            metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
+
+        def cycle() -> None:
+            lock = dlm.lock("bench:pytest", ttl=ttl)
+            if not lock.acquire(blocking=False):
+                raise AssertionError(f"uncontended acquire failed: {lock.outcomes}")
+            lock.release()
+
+        cycle()
+        benchmark(cycle)
