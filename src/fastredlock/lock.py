@@ -266,6 +266,54 @@ class Lock:
                 core.release(key, token, False)
         return False
 
+    # --- adopt: a lock acquired elsewhere --------------------------------------------------------
+    def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
+        """Take over the acquisition of this name made with ``token`` (by another handle, thread or
+        process that passed the token on): one owner-checked round resets its TTL to ``ttl``
+        (default: the handle's) where the key still holds ``token``; on a quorum the handle then
+        holds it, with the validity of that round, and can :meth:`release`, :meth:`extend` and
+        :meth:`check` it (``auto_extend`` and ``on_lost`` apply from now). Raises
+        :class:`LockNotOwnedError` if fewer than a quorum held ``token`` (the lock is not taken
+        over; nothing is released). The fence of the original acquisition is not known here
+        (:attr:`fence` stays ``None``): pass it along with the token if the resource needs it.
+        """
+        token, ttl_ms = self._adoption_args(token, ttl)
+        with self._executor.core() as core:
+            rnd = core.extend(self.key, token, ttl_ms)
+        if not self._adopted(rnd, token, ttl, ttl_ms):
+            raise self._not_adopted(rnd, self._executor.outcomes(rnd))
+        if self.auto_extend or self.on_lost is not None:
+            self._executor.watch(self)
+
+    def _adoption_args(self, token: Union[str, bytes], ttl: Optional[float]) -> Tuple[bytes, Any]:
+        """``(token, ttl_ms)`` of an adoption; raises if the handle holds a lock already."""
+        if self.token is not None and not self._lost:
+            raise LockError("this handle already holds the lock; release it first", self.name)
+        token = token_of(token)
+        ttl_ms = self._ttl_ms if ttl is None else self._executor.ttl_ms(ttl)
+        self._reset()
+        return token, ttl_ms
+
+    def _adopted(self, rnd: Any, token: bytes, ttl: Optional[float], ttl_ms: Any) -> bool:
+        """Take an adoption's round; True if the handle now holds the lock."""
+        self._last = rnd
+        if not rnd.ok:
+            return False
+        self.token = token
+        self._acquired_at = monotonic()
+        self._valid_until = rnd.valid_until
+        if ttl is not None:
+            self.ttl, self._ttl_ms = float(ttl), ttl_ms
+        return True
+
+    def _not_adopted(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
+        return LockNotOwnedError(
+            f"lock {self.name!r} was not held with that token on a quorum "
+            f"({rnd.successes}/{self._executor.quorum} needed); it was not taken over{self._executor.down_note(outcomes)}",
+            self.name,
+            outcomes,
+        )
+
     # --- release and extend -------------------------------------------------------------------
     def release(self, token: Union[str, bytes, None] = None) -> None:
         """Release the lock on every master.

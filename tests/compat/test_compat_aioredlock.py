@@ -285,7 +285,7 @@ def test_watchdog_invalidates_a_lock_it_cannot_renew(shim_core, masters, name, k
 
 
 # --- get_lock, destroy, cancellation --------------------------------------------------------------
-def test_get_lock_rebuilds_a_lock_that_can_be_unlocked(shim_core, masters, name, keys_on):
+def test_get_lock_rebuilds_a_lock_that_can_be_extended_and_unlocked(shim_core, masters, name, keys_on):
     async def main():
         dlm, other = manager(masters), manager(masters)
         lock = await dlm.lock(name, 30)
@@ -293,10 +293,20 @@ def test_get_lock_rebuilds_a_lock_that_can_be_unlocked(shim_core, masters, name,
         assert rebuilt.valid and rebuilt.id == lock.id and 28 <= rebuilt.lock_timeout <= 30
         with pytest.raises(LockAcquiringError):
             await other.get_lock(name, "not-its-id")
+        await other.extend(rebuilt, 60)  # taken over by its id
+        assert rebuilt.valid and min(m.command("PTTL", name) for m in masters) > 55000
+        await other.extend(rebuilt, 40)
+        assert max(m.command("PTTL", name) for m in masters) <= 40000
         with pytest.raises(LockError):
-            await other.extend(rebuilt)
+            await dlm.get_lock(name, "not-its-id")
         await other.unlock(rebuilt)
         assert keys_on(masters, name) == 0
+        gone = await dlm.lock(name, 30)
+        stale = await other.get_lock(name, gone.id)
+        await dlm.unlock(gone)
+        with pytest.raises(LockError):
+            await other.extend(stale)  # no longer held: not taken over
+        assert not stale.valid and keys_on(masters, name) == 0
         await dlm.destroy()
         await other.destroy()
 

@@ -124,6 +124,16 @@ class Lock(_SyncLock):
         # cancelled while the rounds ran: the lock taken for nobody is released behind them
         return await aexec.job(plan, undo=lambda held: held and aexec.release_later(key, token))
 
+    # --- adopt ----------------------------------------------------------------------------------
+    async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:  # type: ignore[override]
+        """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
+        token, ttl_ms = self._adoption_args(token, ttl)
+        rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
+        if not self._adopted(rnd, token, ttl, ttl_ms):
+            raise self._not_adopted(rnd, await self._outcomes_of(rnd))
+        if self.auto_extend or self.on_lost is not None:
+            self._client._watchdog().watch(self)
+
     # --- release and extend -------------------------------------------------------------------
     async def release(self, token: Union[str, bytes, None] = None) -> None:  # type: ignore[override]
         """Release the lock on every master (see :meth:`fastredlock.Lock.release`).

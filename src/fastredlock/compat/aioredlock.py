@@ -61,7 +61,8 @@ Differences (bugs not kept):
   client (``redis.Redis`` or ``redis.asyncio.Redis``) can: its address and credentials are read.
 - ``get_lock()`` returns the smallest TTL (seconds) among a quorum of masters holding ``lock.id``
   (aioredlock required every master's TTL to be equal, so it failed when the masters' clocks of
-  whole seconds differed). A lock it rebuilt can be unlocked, not extended (``LockError``).
+  whole seconds differed). A lock it rebuilt can be unlocked, and extended (the manager takes it
+  over by its id: :meth:`fastredlock.asyncio.Lock.adopt`).
 - After ``destroy()`` the manager can be used again (it reconnects); aioredlock's had no masters
   left and failed with ``IndexError``. ``lock_manager.redis`` (aioredlock's internals) is not provided.
 - ``is_locked()``, ``get_lock()``, ``Sentinel`` and a failed ``unlock()`` (to tell an expired key
@@ -509,11 +510,14 @@ class Aioredlock:
         if lock_timeout is not None and lock_timeout <= 0:
             raise ValueError("Lock timeout must be greater than 0 seconds.")
         handle = getattr(lock, "_handle", None)
-        if handle is None:
-            raise LockError(f'Can not extend the lock "{lock.resource}": it was not acquired by this manager')
         new_lease = float(lock_timeout or lock.lock_timeout or self.internal_lock_timeout)
         try:
-            await handle.extend(new_lease)
+            if handle is None:  # rebuilt by get_lock(): take it over by its id (one owner-checked round)
+                handle = (await self._client()).lock(encode_key(lock.resource), new_lease)
+                await handle.adopt(str(lock.id).encode(), new_lease)
+                lock._handle = handle  # type: ignore[attr-defined]
+            else:
+                await handle.extend(new_lease)
         except _NotOwned as exc:
             self._forget(lock)
             raise self._error(f'Can not extend the lock "{lock.resource}"', exc.outcomes) from exc
@@ -571,7 +575,7 @@ class Aioredlock:
     async def get_lock(self, resource: Any, lock_identifier: Any) -> Lock:
         """Rebuild the :class:`Lock` held with ``lock_identifier`` (by any process) on ``resource``,
         its ``lock_timeout`` the smallest TTL (seconds) a quorum reports; raise :class:`LockError`
-        (or a subclass) if a quorum does not hold it. It can be unlocked, not extended."""
+        (or a subclass) if a quorum does not hold it. It can be unlocked and extended (taken over by its id)."""
         if lock_identifier is None:
             raise TypeError("lock_identifier is required")
         key = encode_key(resource)
