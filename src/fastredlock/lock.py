@@ -281,7 +281,7 @@ class Lock:
         with self._executor.core() as core:
             rnd = core.extend(self.key, token, ttl_ms)
         if not self._adopted(rnd, token, ttl, ttl_ms):
-            raise self._not_adopted(rnd, self._executor.outcomes(rnd))
+            raise self._token_not_held(rnd, self._executor.outcomes(rnd), "; it was not taken over")
         if self.auto_extend or self.on_lost is not None:
             self._executor.watch(self)
 
@@ -305,14 +305,6 @@ class Lock:
         if ttl is not None:
             self.ttl, self._ttl_ms = float(ttl), ttl_ms
         return True
-
-    def _not_adopted(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
-        return LockNotOwnedError(
-            f"lock {self.name!r} was not held with that token on a quorum "
-            f"({rnd.successes}/{self._executor.quorum} needed); it was not taken over{self._executor.down_note(outcomes)}",
-            self.name,
-            outcomes,
-        )
 
     # --- release and extend -------------------------------------------------------------------
     def release(self, token: Union[str, bytes, None] = None) -> None:
@@ -533,10 +525,10 @@ class Lock:
             outcomes,
         )
 
-    def _token_not_held(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
+    def _token_not_held(self, rnd: Any, outcomes: List[MasterOutcome], tail: str = " when released") -> LockNotOwnedError:
         return LockNotOwnedError(
             f"lock {self.name!r} was not held with that token on a quorum "
-            f"({rnd.successes}/{self._executor.quorum} needed) when released",
+            f"({rnd.successes}/{self._executor.quorum} needed){tail}{self._executor.down_note(outcomes)}",
             self.name,
             outcomes,
         )

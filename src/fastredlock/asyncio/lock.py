@@ -130,7 +130,7 @@ class Lock(_SyncLock):
         token, ttl_ms = self._adoption_args(token, ttl)
         rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
         if not self._adopted(rnd, token, ttl, ttl_ms):
-            raise self._not_adopted(rnd, await self._outcomes_of(rnd))
+            raise self._token_not_held(rnd, await self._outcomes_of(rnd), "; it was not taken over")
         if self.auto_extend or self.on_lost is not None:
             self._client._watchdog().watch(self)
 
