@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("pytest_benchmark")
 
 import fastredlock  # noqa: E402
-from _floor import FloorLib, FloorUnavailable  # noqa: E402
-from _worker import RawMux  # noqa: E402  (benchmarks/ is on sys.path: rootdir-relative import)
+from fastredlock.bench.floor import FloorLib, FloorUnavailable  # noqa: E402
+from fastredlock.bench.worker import RawMux  # noqa: E402
 
 N = [1, 3, 5]
 

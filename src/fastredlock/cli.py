@@ -1,7 +1,7 @@
 """Command line: ``python -m fastredlock demo``, ``run``, ``audit`` and ``bench``.
 
 ``run`` is :mod:`fastredlock.runner` (a command under a lock), ``audit`` is :mod:`fastredlock.audit`
-(are these masters a safe Redlock deployment?), ``bench`` the source checkout's comparison driver.
+(are these masters a safe Redlock deployment?), ``bench`` the comparison driver (:mod:`fastredlock.bench`).
 
 The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.testing`),
 walks through acquire, extend and release while printing what each master answered, shows a second
@@ -68,19 +68,10 @@ def demo(masters: int = 5, ttl: float = 5.0) -> int:
 
 
 def bench(argv: List[str]) -> int:
-    """Run the comparison driver ``benchmarks/compare.py`` of the source checkout with ``argv``."""
-    import os
-    import subprocess
+    """Run the comparison driver (:mod:`fastredlock.bench`) with ``argv``."""
+    from .bench.driver import main as driver_main
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    for root in (os.path.join(here, os.pardir, os.pardir), os.getcwd()):
-        path = os.path.normpath(os.path.join(root, "benchmarks", "compare.py"))
-        if os.path.isfile(path):
-            env = dict(os.environ, FASTREDLOCK_BENCH_PROG="python -m fastredlock bench")
-            return subprocess.call([sys.executable, path, *argv], env=env)
-    print("fastredlock bench: benchmarks/compare.py comes with the source checkout; run this from it "
-          "(pip install -e '.[bench]')", file=sys.stderr)
-    return 2
+    return driver_main(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -99,7 +90,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="fastredlock", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bench", add_help=False,
-                   help="compare with other Redlock clients (benchmarks/compare.py; see: bench --help)")
+                   help="compare with other Redlock clients on local masters (see: bench --help)")
     sub.add_parser("run", add_help=False,
                    help="run a command while holding a lock, like flock for many machines (see: run --help)")
     sub.add_parser("audit", add_help=False,

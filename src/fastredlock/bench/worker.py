@@ -1,6 +1,6 @@
-"""One benchmark measurement in its own process: ``python [-S] _worker.py '<job as JSON>'``.
+"""One benchmark measurement in its own process: ``python [-S] worker.py '<job as JSON>'``.
 
-The comparison driver (``compare.py``) starts a fresh interpreter running this file for every
+The comparison driver (``driver.py``) starts a fresh interpreter running this file for every
 configuration x scenario x round. It talks JSON lines on stdout (``{"event": "ready"}``,
 ``{"event": "result", ...}``, ``{"event": "error", ...}``) and waits for a ``go`` line on stdin
 where a scenario needs the driver to act first (contention start, fault injection).

@@ -1,8 +1,8 @@
 """Build and run ``floor.c``, the C floor of the benchmarks: the syscalls of a Redlock cycle, nothing else.
 
-    python benchmarks/_floor.py -m 127.0.0.1:6379[,127.0.0.1:6380...] [-n CYCLES] [-b 64] [-t TTL_MS]
+    python -m fastredlock.bench.floor -m 127.0.0.1:6379[,127.0.0.1:6380...] [-n CYCLES] [-b 64] [-t TTL_MS]
 
-builds the binary if needed and prints its JSON line. ``compare.py`` runs it as the configuration
+builds the binary if needed and prints its JSON line. The comparison driver runs it as the configuration
 ``ref-c-floor``, and ``bench_lock.py`` drives the same source built as a shared library through
 ctypes. The binary is compiled with the system compiler (``$CC``, else ``cc``) and ``-O2`` into
 ``~/.cache/fastredlock/floor`` (``$XDG_CACHE_HOME`` honoured), named by a hash of the source and
@@ -147,8 +147,8 @@ def run_floor(urls: Sequence[str], cycles: int, batch: int = 1, ttl_ms: int = 10
 
 
 def as_sample(r: Dict[str, Any]) -> Dict[str, Any]:
-    """A floor result in the shape of ``_worker.summarize`` (rate and CPU per lock, latencies per
-    round), so that compare.py's tables take the floor like any other configuration."""
+    """A floor result in the shape of ``worker.summarize`` (rate and CPU per lock, latencies per
+    round), so that the driver's tables take the floor like any other configuration."""
     locks = r["locks"] or 1
     wall = r["wall_s"] or 1e-9
     out = {
@@ -201,7 +201,7 @@ class FloorLib:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="_floor.py", description="Build (if needed) and run the C floor.")
+    p = argparse.ArgumentParser(prog="python -m fastredlock.bench.floor", description="Build (if needed) and run the C floor.")
     p.add_argument("-m", "--masters", required=True, help="host:port[,host:port...] (loopback only)")
     p.add_argument("-n", "--cycles", type=int, default=20000)
     p.add_argument("-b", "--batch", type=int, default=1)
@@ -212,7 +212,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         r = run_floor(a.masters.split(","), a.cycles, a.batch, a.ttl, a.duration, a.warmup)
     except (FloorUnavailable, RuntimeError, ValueError) as exc:
-        print(f"_floor.py: {exc}", file=sys.stderr)
+        print(f"fastredlock.bench.floor: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(r))
     return 0
