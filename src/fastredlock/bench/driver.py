@@ -902,7 +902,7 @@ class Report:
                 fnum(med(x["failed_rate"] for x in r), 1),
                 fnum(med(x["jain"] for x in r), 3),
                 f"{min(x['share_min'] for x in r) * 100:.0f}%..{max(x['share_max'] for x in r) * 100:.0f}%",
-                f"{fnum(med(x['wait_p50_us'] for x in r) / 1000, 1)} / {fnum(med(x['wait_p99_us'] for x in r) / 1000, 0)}",
+                f"{fnum(med(x['wait_p50_us'] for x in r) / 1000, 1)} / {fnum(med(x['wait_p99_us'] for x in r) / 1000, 1)}",
                 f"**{sum(x['doubles'] for x in r)}**" if sum(x["doubles"] for x in r) else "0",
                 ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())) or "0",
                 str(sum(s.get("leftover_keys", 0) for s in ok)),
