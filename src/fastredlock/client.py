@@ -64,6 +64,13 @@ class Redlock(RedlockBase):
         its own rounds on its own connections (a pool), never waiting for another thread's round.
     :param core: ``"cython"`` or ``"python"`` to force a core (tests, benchmarks); default: the
         active one (:data:`fastredlock.CORE`).
+    :param same_server_ok: ``False`` (default): two masters that are the same server (once host
+        names are resolved), whatever their db, raise ``ValueError``. ``True``: several dbs of one
+        server are accepted as masters (a common CI setup). Each db holds its own key and casts its
+        own vote, so the quorum is a majority of those dbs and mutual exclusion still holds (two
+        holders would both need a majority of the same dbs of one server); what is lost is fault
+        tolerance: that server is a single point of failure, and its restart without persistence
+        forgets the lock in every db at once. The same db of one server twice is always refused.
     """
 
     def lock(
