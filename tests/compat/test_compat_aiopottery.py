@@ -120,7 +120,7 @@ def test_blocking_nonblocking_and_timeouts(shim_core, name, with_clients, caplog
         started = time.monotonic()
         assert await other.acquire(timeout=0.05) is False
         assert time.monotonic() - started < 0.3
-        with caplog.at_level(logging.INFO, logger="fastredlock.compat.pottery"):
+        with caplog.at_level(logging.INFO, logger="pottery"):
             assert await other.acquire()  # waits for the holder's 0.3 s to run out
         await other.release()
         lines = [r.getMessage() for r in caplog.records if "enqueued" in r.getMessage()]
@@ -344,8 +344,10 @@ def test_bad_arguments(one_shim_core, masters, name):
         AIORedlock(key=name, masters=[_aio(masters[0].port)], context_manager_blocking=False,
                    context_manager_timeout=1)
     dbs = [_aio(masters[0].port, db=db) for db in (1, 2, 3)]
-    with pytest.raises(ValueError, match="same server"):
-        AIORedlock(key=name, masters=dbs)
+    with pytest.warns(RuntimeWarning, match="dbs of one server"):
+        AIORedlock(key=name, masters=dbs)  # accepted, without fault tolerance (as the sync Redlock)
+    with pytest.raises(ValueError, match="same server and db"):
+        AIORedlock(key=name, masters=[dbs[0], _aio(masters[0].port, db=1)])
     lock = AIORedlock(key=name, masters=[_aio(masters[0].port)])
     with pytest.raises(AttributeError):
         lock.__dict__
