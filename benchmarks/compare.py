@@ -59,7 +59,7 @@ PEER_GROUPS: Dict[str, List[str]] = {
     # aioredis 1.x imports distutils, gone from the standard library in 3.12
     "aioredlock": ["aioredlock"] + (["setuptools"] if sys.version_info >= (3, 12) else []),
     "redis-py": ["redis"],
-    "python-redis-lock": ["python-redis-lock"],
+    "python-redis-lock": ["python-redis-lock==4.0.0"],  # the version the shim follows
 }
 
 FULL = ("seq5", "threads", "contend", "refuse", "stall")

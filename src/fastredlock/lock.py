@@ -267,7 +267,8 @@ class Lock:
         return False
 
     # --- release and extend -------------------------------------------------------------------
-    def release(self, token: Union[str, bytes, None] = None) -> None:
+    def release(self, token: Union[str, bytes, None] = None, *,
+                signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
         """Release the lock on every master.
 
         Raises :class:`LockLostError` if the lock had been lost while held, and
@@ -278,9 +279,16 @@ class Lock:
         (by another handle, or by another process that passed the token on): one owner-checked
         round, :class:`LockNotOwnedError` if fewer than a quorum still held it. This handle's own
         state changes only if ``token`` is its own.
+
+        With ``signal=(list_key, ms)``, each master that deletes the key also pushes one element to
+        the list ``list_key`` (which then lasts ``ms`` milliseconds), in the same script: processes
+        waiting in ``BLPOP list_key`` wake (python-redis-lock's wake-up; its shim uses it). Such a
+        release is a round of its own (it does not ride with other threads' releases).
         """
+        if signal is not None:
+            signal = _signal_of(signal)
         if token is not None:
-            self._release_token(token)
+            self._release_token(token, signal)
             return
         token = self._require_token()
         executor = self._executor
@@ -290,7 +298,10 @@ class Lock:
         try:
             # Through the carrier while the SETs may be unanswered; may ride with other threads'
             # releases (see _combine).
-            rnd, ok = executor.release_one(self.key, token, self._carrier)
+            if signal is None:
+                rnd, ok = executor.release_one(self.key, token, self._carrier)
+            else:
+                rnd, ok = self._release_signal(token, self._carrier, signal)
         finally:
             self.token = None
             self.fence = None
@@ -315,14 +326,25 @@ class Lock:
                 outcomes,
             )
 
-    def _release_token(self, token: Union[str, bytes]) -> None:
+    def _release_signal(self, token: bytes, carrier: Any, signal: Tuple[Union[str, bytes], int]) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release that also pushes to a signal list."""
+        signal_key, signal_ms = signal  # checked by _signal_of
+        executor = self._executor
+        with executor.core(carrying=(carrier,)) as core:
+            rnd = core.release_signal(self.key, signal_key, token, signal_ms)
+        return rnd, rnd.successes >= executor.quorum
+
+    def _release_token(self, token: Union[str, bytes], signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
         token = token_of(token)
         executor = self._executor
         own = token == self.token
         if own:
             executor.unwatch(self)
         try:
-            rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
+            if signal is not None:
+                rnd, ok = self._release_signal(token, self._carrier if own else None, signal)
+            else:
+                rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
         finally:
             if own:
                 self._reset()
@@ -473,6 +495,17 @@ class Lock:
             state = f"held, validity={self.validity:.3f}s"
         fence = f" fence={self.fence}" if self.fence is not None else ""
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
+
+
+def _signal_of(signal: Any) -> Tuple[bytes, int]:
+    """The ``signal=`` of :meth:`Lock.release` checked: ``(list key as bytes, lifetime in ms > 0)``."""
+    if not isinstance(signal, tuple) or len(signal) != 2:
+        raise TypeError(f"signal must be a (list key, milliseconds) tuple, not {signal!r}")
+    key = token_of(signal[0])  # str as UTF-8, bytes as they are; not empty
+    ms = signal[1]
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+        raise ValueError(f"signal: the list's lifetime must be an int > 0 (ms), got {ms!r}")
+    return key, ms
 
 
 def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers):

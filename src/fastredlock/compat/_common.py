@@ -41,6 +41,9 @@ _DEFAULT_OPTIONS: Dict[str, Any] = {
     "restart_grace": None,
 }
 _options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
+#: Bumped whenever the options change or the clients are closed: a client a Masters object
+#: remembers is reused only while this has not changed.
+_generation = 0
 _clients: Dict[Tuple[Any, ...], Redlock] = {}
 _clients_lock = threading.Lock()
 #: The asyncio clients: one per event loop (a fastredlock.asyncio client belongs to one loop), per
@@ -72,8 +75,10 @@ def configure(**changes: Any) -> Dict[str, Any]:
         raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(_DEFAULT_OPTIONS)}")
     new = dict(_DEFAULT_OPTIONS) if not changes else {**_options, **changes}
     Redlock([("127.0.0.1", 6379)], **new)  # validates every option; connects nowhere
+    global _generation
     _options.clear()
     _options.update(new)
+    _generation += 1
     return dict(_options)
 
 
@@ -88,9 +93,11 @@ def close_clients() -> None:
     The asyncio clients of loops that are no longer running have their connections closed here;
     those of a running loop are closed with :func:`aclose_clients`, on that loop.
     """
+    global _generation
     with _clients_lock:
         clients = list(_clients.values())
         _clients.clear()
+        _generation += 1
         stale = []
         for loop in list(_aio_clients):
             if not loop.is_running():
@@ -201,7 +208,7 @@ class Masters:
     of masters that are one server are then in :attr:`shared`, for the shim to warn about.
     """
 
-    __slots__ = ("entries", "specs", "same_server_ok", "shared", "_redis_clients")
+    __slots__ = ("entries", "specs", "same_server_ok", "shared", "_redis_clients", "_client")
 
     def __init__(self, entries: Iterable[Any], *, same_server_ok: bool = False) -> None:
         if isinstance(entries, (str, bytes, dict)):
@@ -213,11 +220,18 @@ class Masters:
         #: The groups (two or more) of these masters that are dbs of one server.
         self.shared: List[Tuple[MasterSpec, ...]] = shared_servers(self.specs) if same_server_ok else []
         self._redis_clients: Optional[List[Any]] = None
+        self._client: Optional[Tuple[int, Redlock]] = None  # (_generation, the client then)
 
     @property
     def client(self) -> Redlock:
         """The fastredlock client for these masters (one per master set and options, per process)."""
-        return _client_for(self.specs, self.same_server_ok)
+        known = self._client
+        if known is not None and known[0] == _generation:
+            return known[1]
+        generation = _generation
+        client = _client_for(self.specs, self.same_server_ok)
+        self._client = (generation, client)
+        return client
 
     def aio_client(self) -> "AsyncRedlock":
         """The :mod:`fastredlock.asyncio` client for these masters on the running event loop (one
@@ -285,14 +299,15 @@ def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
     return [kinds.get(o.outcome, rex.RedisError)(str(o)) for o in failed]
 
 
-def release_token(client: Redlock, key: bytes, token: Any) -> Tuple[bool, List[MasterOutcome]]:
-    """Owner-checked release of ``key`` held with ``token`` on every master.
+def release_token(client: Redlock, key: bytes, token: Any, signal: Any = None) -> Tuple[bool, List[MasterOutcome]]:
+    """Owner-checked release of ``key`` held with ``token`` on every master (``signal``: as
+    :meth:`fastredlock.Lock.release`'s, pushed where it deleted).
 
     Returns whether a quorum still held it (and deleted it), and what each master answered.
     """
     handle = client.lock(key)
     try:
-        handle.release(token=token)
+        handle.release(token=token, signal=signal)
         released = True
     except LockNotOwnedError:
         released = False

@@ -28,16 +28,11 @@ through fastredlock's engine (:class:`fastredlock.Redlock` with that one master,
 see :func:`fastredlock.compat.configure`); blocking waits, ``locked()``, ``get_owner_id()``,
 ``reset()``, :func:`reset_all` and the signal go through ``redis_client`` itself.
 
-The signal: fastredlock's release is one owner-checked script on the lock key only, so the signal
-is pushed by a second command (one ``EVAL`` through ``redis_client``) right after the release was
-confirmed (the key held this id and was deleted), where the original did both in one script. What
-still holds: the push follows the delete, so a waiter that found the key taken finds the signal
-(already in the list, or pushed while it waits) and tries again; a wake-up never comes before the
-key is gone. What is lost: atomicity. If the releasing process dies between the two commands, or
-the push fails, waiters are not woken and try again at the end of their ``BLPOP`` timeout (the
-acquire's ``timeout``, else ``expire``, else :data:`NO_EXPIRE_TTL` for the shim's waiters; the
-original's waiters without either wait for the next signal). A release that is not confirmed
-(``NotAcquired``) pushes nothing, as in the original.
+The signal: the release is fastredlock's owner-checked release with ``signal=`` (see
+:meth:`fastredlock.Lock.release`): one script that deletes the key only if it holds this id and, in
+the same script, replaces ``lock-signal:NAME`` by a list of one element lasting ``signal_expire``
+ms, as the original's release script did. A waiter that found the key taken either finds that
+element or is woken by it; a release that is not confirmed (``NotAcquired``) pushes nothing.
 
 Differences (bugs not kept):
 
@@ -58,6 +53,9 @@ Differences (bugs not kept):
 - Each ``SET`` and owner-checked delete is bounded by fastredlock's ``io_timeout`` (50 ms) rather
   than the client's socket timeout; a server that fails there raises the redis-py error
   (``ConnectionError``, ``TimeoutError``) the original would have raised.
+- Default ids are fastredlock's tokens (128 random bits drawn once per process from the OS CSPRNG,
+  plus a counter, in hex) instead of 18 random bytes in base64 per lock: as unique, without a
+  system call per lock.
 - ``strict=False`` still needs a redis-py client (or one with its ``connection_pool``) once the lock
   is used: fastredlock reads where the server is from it.
 """
@@ -67,12 +65,12 @@ import logging
 import threading
 import weakref
 from base64 import b64encode
-from os import urandom
 from time import monotonic
 from typing import Any, Optional, Union
 
 from redis import StrictRedis
 
+from .._tokens import new_token
 from ..errors import LockError
 from ._common import Masters, encode_key, error_outcomes, redis_errors, release_token
 
@@ -95,17 +93,6 @@ NO_EXPIRE_TTL = 10.0
 # The original's loggers, so handlers and levels set for them still apply.
 logger_for_acquire = logging.getLogger("redis_lock.acquire")
 logger_for_release = logging.getLogger("redis_lock.release")
-
-# SIGNAL: wake the waiters of one lock (after its release was confirmed).
-# KEYS[1]  the signal list, lock-signal:NAME
-# ARGV[1]  how long the signal lasts, in milliseconds
-# Returns  1.
-_SIGNAL = """\
-redis.call('del', KEYS[1])
-redis.call('lpush', KEYS[1], 1)
-redis.call('pexpire', KEYS[1], ARGV[1])
-return 1
-"""
 
 # EXTEND_BY_ID: prolong a lock held with an id, by an instance that does not hold it itself.
 # KEYS[1]  the lock key; ARGV[1] the id; ARGV[2] the new TTL in seconds
@@ -221,8 +208,8 @@ class Lock:
         accepts another object until the lock is used.
     :param name: the lock's name (the key is ``lock:`` + name).
     :param expire: seconds the lock lives (whole seconds); ``None``: until released.
-    :param id: the value stored (``str``, or ``bytes`` decoded as ASCII, else base64); default: 18
-        random bytes in base64. An instance given the id of a holder may extend and release it.
+    :param id: the value stored (``str``, or ``bytes`` decoded as ASCII, else base64); default: a
+        fresh fastredlock token (see the module docstring). An instance given the id of a holder may extend and release it.
     :param auto_renewal: keep renewing the lock while it is held (needs ``expire``).
     :param signal_expire: milliseconds the release's wake-up signal lasts.
     """
@@ -247,7 +234,7 @@ class Lock:
         self._expire = _check_expire(expire)
         self._signal_expire = signal_expire
         if id is None:
-            self._id = b64encode(urandom(18)).decode("ascii")
+            self._id = new_token().decode("ascii")
         elif isinstance(id, bytes):
             try:
                 self._id = id.decode("ascii")
@@ -347,21 +334,25 @@ class Lock:
         if self._renewal is not None:
             self._renewal.detach()
             self._renewal = None
+        signal = self._wake_signal()
         if handle is not None and handle.token is not None:
             try:
-                handle.release()
+                handle.release(signal=signal)
                 released = True
             except LockError as error:
                 _raise_if_failed(error.outcomes)
                 # held past its validity (LockLostError), the key may still have been ours
                 released = any(o.outcome == "ok" for o in error.outcomes)
         else:  # an id given to this instance, or nothing held: released by the id, if it holds
-            released, outcomes = release_token(_masters(self._client).client, self._key, self._id)
+            released, outcomes = release_token(_masters(self._client).client, self._key, self._id, signal)
             if not released:
                 _raise_if_failed(outcomes)
         if not released:
             raise NotAcquired(f"Lock({self._name}) is not acquired or it already expired.")
-        self._client.eval(_SIGNAL, 1, self._signal, self._signal_expire)
+
+    def _wake_signal(self) -> Any:
+        """What a release pushes, where it deletes: ``(lock-signal:NAME, signal_expire ms)``."""
+        return self._signal, int(self._signal_expire)
 
     def extend(self, expire: Optional[Union[int, float, str]] = None) -> None:
         """Reset the lock's expiry to ``expire`` seconds (default: the constructor's).
