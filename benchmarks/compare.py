@@ -103,10 +103,12 @@ CONFIGS: List[Config] = [
     Config("aioredlock", "aioredlock", "asyncio.gather, EVALSHA", "aioredlock"),
     Config("redis-py-lock", "redis-py Lock (N=1)", "single instance redis.lock.Lock", "redis-py",
            scenarios=("seq1", "threads", "contend"), n1=True),
-    Config("python-redis-lock", "python-redis-lock (N=1)", "single instance, GET + SET NX EX, BLPOP wake-up, EVALSHA",
+    Config("python-redis-lock", "python-redis-lock (N=1)", "single instance, GET + SET NX EX, BLPOP wake-up, EVALSHA (leftover keys: its "
+           "lock-signal lists, which live 1 s after each release)",
            "python-redis-lock", scenarios=("seq1", "threads", "contend"), n1=True),
     Config("shim-redis-lock", "fastredlock.compat.redis_lock (N=1)",
-           "the python-redis-lock shim: one round each way (C core), then the wake-up EVAL via redis-py",
+           "the python-redis-lock shim: SET NX PX, then one EVALSHA that deletes and signals (C core; "
+           "leftover keys: lock-signal lists, 1 s)",
            scenarios=("seq1", "threads", "contend"), n1=True),
     Config("ref-redis-py", "ref: redis-py minimal seq", "N x set(nx, px), then N x evalsha",
            "redis-py", scenarios=("seq5",), reference=True),

@@ -268,3 +268,41 @@ def test_locks_through_one_shared_engine_client(shim_core, conn, name):
     assert client.masters == (f"127.0.0.1:{conn.connection_pool.connection_kwargs['port']}",)
     first.release()
     second.release()
+
+
+@pytest.fixture
+def paused_later():
+    """A server of its own, and ``pause_for(seconds)``: SIGSTOP it now, SIGCONT it that much later."""
+    from fastredlock.testing import LocalMaster
+
+    master = LocalMaster().start()
+    timers = []
+
+    def pause_for(seconds):
+        master.pause()
+        timer = threading.Timer(seconds, master.resume)
+        timers.append(timer)
+        timer.start()
+
+    yield master, pause_for
+    for timer in timers:
+        timer.join()
+    master.stop()
+
+
+def test_a_slow_server_is_waited_for_by_a_blocking_acquire(shim_core, paused_later, name):
+    """The original waited for a slow server's answer; the shim tries again instead of raising
+    (io_timeout is 50 ms), and a non-blocking attempt raises redis-py's TimeoutError."""
+    master, pause_for = paused_later
+    conn = redis.StrictRedis(host="127.0.0.1", port=master.port, socket_timeout=5)
+    pause_for(0.4)
+    with pytest.raises(redis.TimeoutError):
+        Lock(conn, name, expire=5).acquire(blocking=False)
+    pause_for(0.4)
+    started = time.monotonic()
+    lock = Lock(conn, name, expire=5)
+    assert lock.acquire(timeout=3)
+    assert 0.3 < time.monotonic() - started < 2.0
+    assert _text(conn.get(f"lock:{name}")) == lock.id
+    lock.release()
+    conn.close()

@@ -3,8 +3,9 @@
 The suites run in subprocesses, each on fresh local servers, adapted only as
 ``_originals.ADAPTATIONS`` lists (the server's address, the import line, fault injection that
 reaches the shim); see ``_originals``' docstring for why. Where the shim differs on purpose, the
-tests listed in ``_originals.DIFFERENCES`` (each with why) must fail against it, and only those. The original runs once per session, the
-shim once per core. Skipped, with the reason, only when the original cannot be fetched.
+tests listed in ``_originals.DIFFERENCES`` (each with why) must fail against it, and only those.
+The original runs once per session, the shim once per core. Skipped, with the reason, only when
+the original cannot be fetched.
 """
 from __future__ import annotations
 

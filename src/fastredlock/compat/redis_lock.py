@@ -25,8 +25,9 @@ signal_expire``) and that waiters ``BLPOP`` on; the log records (``redis_lock.ac
 ``redis_lock.release``). Processes on the original and on the shim exclude each other and wake each
 other. It locks the one server ``redis_client`` points at (its address, db and credentials are read)
 through fastredlock's engine (:class:`fastredlock.Redlock` with that one master, shared per process,
-see :func:`fastredlock.compat.configure`); blocking waits, ``locked()``, ``get_owner_id()``,
-``reset()``, :func:`reset_all` and the signal go through ``redis_client`` itself.
+see :func:`fastredlock.compat.configure`); blocking waits (``BLPOP``), ``locked()``,
+``get_owner_id()``, ``reset()``, :func:`reset_all` and ``extend()`` by an instance that does not
+hold the lock itself go through ``redis_client``.
 
 The signal: the release is fastredlock's owner-checked release with ``signal=`` (see
 :meth:`fastredlock.Lock.release`): one script that deletes the key only if it holds this id and, in
@@ -40,19 +41,23 @@ Differences (bugs not kept):
   that fastredlock's watchdog renews while it is held (the original: no TTL at all, so a process
   that died left the name locked for good). ``extend()`` of such a lock by the instance that holds
   it still raises ``NotExpirable``; an instance of another id-sharing process cannot tell it has
-  a TTL and extends it (until the holder's watchdog resets it).
+  a TTL and extends it (until the holder's watchdog resets it). In a mixed fleet, if a shim process
+  holding such a lock dies, its key expires without a signal: the shim's waiters try again within
+  :data:`NO_EXPIRE_TTL` seconds, the original's waiters without ``timeout`` or ``expire`` wait for
+  the next release's signal (they blocked for good on the original's own dead holders).
 - ``auto_renewal``: fastredlock's watchdog (one thread per process for all locks, renewing every
   third of ``expire``) instead of a thread per lock every two thirds of it. ``_lock_renewal_thread``
   stays ``None`` and the renewal logs nothing; ``_lock_renewal_interval`` is kept for reading. A
   lock that is garbage collected while held stops being renewed, as in the original, and its key
-  expires.
+  expires. ``AlreadyStarted`` is never raised (there is no thread per lock to start twice).
 - ``acquire(timeout=t)`` gives up ``t`` seconds after it started (the original restarted its wait
   of ``t`` seconds after every wake-up that did not get it the lock).
 - ``acquire()`` checks "already acquired" (the key holds this id) only after ``SET NX`` failed,
   instead of a ``GET`` before every attempt: one round trip instead of two when the lock is free.
 - Each ``SET`` and owner-checked delete is bounded by fastredlock's ``io_timeout`` (50 ms) rather
   than the client's socket timeout; a server that fails there raises the redis-py error
-  (``ConnectionError``, ``TimeoutError``) the original would have raised.
+  (``ConnectionError``, ``TimeoutError``) the original would have raised, except in a blocking
+  ``acquire``, which tries again when the server was only slow (it waited in the original).
 - Default ids are fastredlock's tokens (128 random bits drawn once per process from the OS CSPRNG,
   plus a counter, in hex) instead of 18 random bytes in base64 per lock: as unique, without a
   system call per lock.
@@ -63,6 +68,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from base64 import b64encode
 from time import monotonic
@@ -196,6 +202,23 @@ def _raise_if_failed(outcomes: Any) -> None:
         raise failed[0]
 
 
+def _slow_server_pause(dlm: Any, outcomes: Any) -> Optional[float]:
+    """Seconds to wait before trying again if the server was only slow (it did not answer within
+    ``io_timeout``, or it cools down after that), else None (it answered, or refused to connect).
+
+    A blocking ``acquire`` of the original waited for a slow server's answer (redis-py's default
+    socket timeout is none); the shim tries again instead of raising ``TimeoutError``.
+    """
+    outcome = outcomes[0].outcome if outcomes else None
+    if outcome == "timeout":
+        return 0.0
+    if outcome == "cooling down":
+        (stats,) = dlm.stats()
+        if (stats.last_failure or "").startswith("timeout"):
+            return stats.cooling_down
+    return None
+
+
 def _stop_renewing(dlm: Any, handle: Any) -> None:
     """The lock object was garbage collected while held: stop renewing it (its key expires)."""
     dlm.executor.unwatch(handle)
@@ -302,7 +325,13 @@ class Lock:
         deadline = monotonic() + timeout if timeout else None
         checked = False
         while not handle.acquire(False, None, self._id):
-            _raise_if_failed(handle.outcomes)
+            outcomes = handle.outcomes
+            if blocking and (deadline is None or monotonic() < deadline):
+                pause = _slow_server_pause(dlm, outcomes)
+                if pause is not None:  # no answer in time (its SET, if it lands, is released)
+                    time.sleep(pause)
+                    continue
+            _raise_if_failed(outcomes)
             if not checked:
                 checked = True
                 if self._held:
