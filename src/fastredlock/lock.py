@@ -328,11 +328,7 @@ class Lock:
 
     def _release_signal(self, token: bytes, carrier: Any, signal: Tuple[Union[str, bytes], int]) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release that also pushes to a signal list."""
-        signal_key, signal_ms = signal  # checked by _signal_of
-        executor = self._executor
-        with executor.core(carrying=(carrier,)) as core:
-            rnd = core.release_signal(self.key, signal_key, token, signal_ms)
-        return rnd, rnd.successes >= executor.quorum
+        return self._executor.release_signal(self.key, token, carrier, signal[0], signal[1])  # checked by _signal_of
 
     def _release_token(self, token: Union[str, bytes], signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
         token = token_of(token)
