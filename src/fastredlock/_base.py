@@ -89,6 +89,7 @@ class RedlockBase:
         auto_pipeline: bool = True,
         core: Optional[str] = None,
         on_event: Optional[Callable[[Any], object]] = None,
+        same_server_ok: bool = False,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
             raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
@@ -126,7 +127,11 @@ class RedlockBase:
         self.fence_retention = check_number(fence_retention, "fence_retention", strict=True)
         core_cls = core_class(core)
         self.core: str = "python" if core_cls.__module__.endswith("_io_py") else "cython"
-        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
+        if not isinstance(same_server_ok, bool):
+            raise TypeError(f"same_server_ok must be a bool, not {type(same_server_ok).__name__}")
+        #: Whether several dbs of one server may be masters (see :func:`fastredlock._masters.parse_masters`).
+        self.same_server_ok = same_server_ok
+        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters, same_server_ok=same_server_ok)
         ref = weakref.ref(self)  # the watchdog must not keep the client alive
         #: The seam the handles and the watchdog run their rounds through (not for applications).
         self.executor = Executor(

@@ -246,6 +246,19 @@ class Executor:
             if combiner is not None:
                 combiner.leave()
 
+    def release_signal(self, key: bytes, token: bytes, carrier: Any, signal: bytes, signal_ms: int) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release that also pushes to the list ``signal``
+        where it deletes (see :meth:`fastredlock.Lock.release`): :meth:`release_one`'s lean path,
+        never riding with other threads' releases (a shared round carries plain releases only)."""
+        core = self.checkout(None if carrier is None else _carrying_core(carrier))
+        try:
+            rnd = core.release_signal(key, signal, token, signal_ms)
+        except BaseException:
+            self._interrupted(core, None, None)
+            raise
+        self.checkin(core)
+        return rnd, rnd.ok
+
     def carrier(self, core: Any, rnd: Any) -> Any:
         """The carrier of an acquisition ``rnd`` made in a ``with executor.core(...)`` block."""
         return _carrier(core, rnd)

@@ -50,7 +50,7 @@ from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
-from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA
+from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -325,6 +325,13 @@ cdef class Core:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         self._enc.extend(_as_bytes(key), _as_bytes(token), ttl_ms)
         return self._run(KIND_SCRIPT, 1, (ttl_ms,), True)[0]
+
+    def release_signal(self, key, signal, token, long long signal_ms):
+        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
+        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
+        self._enc.parts([b"EVALSHA", RELEASE_SIGNAL_SHA, b"2", _as_bytes(key), _as_bytes(signal),
+                         _as_bytes(token), b"%d" % signal_ms], RELEASE_SIGNAL)
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
 
     def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.

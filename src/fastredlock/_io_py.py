@@ -27,7 +27,7 @@ from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.result import Round
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
+    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
 )
 from .protocol.session import Session
 
@@ -170,6 +170,12 @@ class Core:
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         return self.extend_many([key], [token], (ttl_ms,))[0]
+
+    def release_signal(self, key: bytes, signal: bytes, token: bytes, signal_ms: int) -> Round:
+        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
+        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
+        args = (b"2", key, signal, token, b"%d" % signal_ms)
+        return self._script(KIND_SCRIPT, RELEASE_SIGNAL_SHA, RELEASE_SIGNAL, [args], (0,))[0]
 
     def acquire_fenced(self, key: bytes, fence_key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically."""

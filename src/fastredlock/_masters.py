@@ -12,7 +12,7 @@ import socket
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["MasterSpec", "parse_master", "parse_masters"]
+__all__ = ["MasterSpec", "parse_master", "parse_masters", "shared_servers"]
 
 _DICT_KEYS = frozenset(
     {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout"}
@@ -174,12 +174,16 @@ def _addresses(spec: MasterSpec) -> "set[tuple]":
     return {info[4][:2] for info in infos}
 
 
-def parse_masters(masters: Iterable[Any]) -> Tuple[MasterSpec, ...]:
+def parse_masters(masters: Iterable[Any], *, same_server_ok: bool = False) -> Tuple[MasterSpec, ...]:
     """Describe every master; reject an empty list and duplicates (they would fake a quorum).
 
-    Two entries are the same master when their addresses overlap once host names are resolved
-    (``localhost`` and ``127.0.0.1``), whatever their db: one server votes once, and a restart of it
-    would forget every db's lock at once.
+    Two entries are the same server when their addresses overlap once host names are resolved
+    (``localhost`` and ``127.0.0.1``), whatever their db: one server should vote once, and a
+    restart of it would forget every db's lock at once. ``same_server_ok=True`` accepts several
+    dbs of one server (a common CI setup): each db holds its own key and casts its own vote, so
+    mutual exclusion still holds (two holders would need a majority of the same dbs, on one
+    server), but there is no fault tolerance: that server is a single point of failure. The same
+    db of one server twice is refused either way (its second SET could never succeed).
     """
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
         raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
@@ -188,11 +192,35 @@ def parse_masters(masters: Iterable[Any]) -> Tuple[MasterSpec, ...]:
         raise ValueError("masters: at least one master is required")
     seen: "dict[tuple, MasterSpec]" = {}
     for spec in specs:
-        for address in _addresses(spec):
-            if address in seen:
+        addresses = _addresses(spec)
+        for address in addresses:
+            other = seen.get(address)
+            if other is None:
+                continue
+            if other.db == spec.db:
                 raise ValueError(
-                    f"masters: {spec.label} and {seen[address].label} are the same server; "
-                    "one server must not vote twice"
+                    f"masters: {spec.label} and {other.label} are the same server and db; one key must "
+                    "not vote twice"
                 )
-        seen.update((address, spec) for address in _addresses(spec))
+            if not same_server_ok:
+                raise ValueError(
+                    f"masters: {spec.label} and {other.label} are the same server; one server must not "
+                    "vote twice (pass same_server_ok=True to accept several dbs of one server, without "
+                    "fault tolerance)"
+                )
+        seen.update((address, spec) for address in addresses)
     return tuple(specs)
+
+
+def shared_servers(specs: Iterable[MasterSpec]) -> List[Tuple[MasterSpec, ...]]:
+    """The groups of masters (two or more) that are dbs of one server, in the order given."""
+    groups: "dict[frozenset, List[MasterSpec]]" = {}
+    for spec in specs:
+        addresses = frozenset(_addresses(spec))
+        for key in list(groups):
+            if key & addresses:
+                groups[key].append(spec)
+                break
+        else:
+            groups[addresses] = [spec]
+    return [tuple(group) for group in groups.values() if len(group) > 1]

@@ -67,6 +67,13 @@ class Redlock(RedlockBase):
     :param on_event: ``on_event(event)`` is called with a :class:`fastredlock.events.LockEvent`
         for each acquisition, refusal, extension, release and loss (default None: nothing is built
         or called). :mod:`fastredlock.metrics` feeds Prometheus and OpenTelemetry from it.
+    :param same_server_ok: ``False`` (default): two masters that are the same server (once host
+        names are resolved), whatever their db, raise ``ValueError``. ``True``: several dbs of one
+        server are accepted as masters (a common CI setup). Each db holds its own key and casts its
+        own vote, so the quorum is a majority of those dbs and mutual exclusion still holds (two
+        holders would both need a majority of the same dbs of one server); what is lost is fault
+        tolerance: that server is a single point of failure, and its restart without persistence
+        forgets the lock in every db at once. The same db of one server twice is always refused.
     """
 
     def lock(

@@ -160,7 +160,8 @@ class Lock:
         return self._executor.outcomes(self._last) if self._last is not None else []
 
     # --- acquire ----------------------------------------------------------------------------
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
+                token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held.
 
         ``blocking=False`` makes exactly one attempt. With ``timeout`` (seconds), attempts go on
@@ -168,9 +169,17 @@ class Lock:
         the handle sleeps ``retry_delay`` plus a random jitter of up to ``retry_jitter`` (or what the
         client's ``backoff`` callable says), never past the deadline. Every failed attempt has been
         released on all masters before the sleep.
+
+        ``token``: the value to store (str as UTF-8, or bytes), for a caller that must choose it
+        (another library's format, a token passed between processes); by default a fresh token of
+        128 random bits plus a counter is drawn for each attempt. A chosen token must be unique to
+        this acquisition: the release and extension check it, and a failed attempt is released, by
+        its token, on the masters that may have taken it, so reusing the token of a live holder of
+        the same name can release that holder. (As :meth:`fastredlock.asyncio.Lock.acquire`.)
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
+        chosen = None if token is None else token_of(token)
         deadline = None
         if timeout is not None:
             if not blocking:
@@ -184,7 +193,7 @@ class Lock:
             attempts += 1
             # One attempt: one round (two with fencing); a failure that may have landed somewhere
             # is already released behind its SETs.
-            token = new_token()
+            token = new_token() if chosen is None else chosen
             if self.fencing:
                 ok = self._attempt_fenced(token)
             else:
@@ -307,7 +316,8 @@ class Lock:
         return True
 
     # --- release and extend -------------------------------------------------------------------
-    def release(self, token: Union[str, bytes, None] = None) -> None:
+    def release(self, token: Union[str, bytes, None] = None, *,
+                signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
         """Release the lock on every master.
 
         Raises :class:`LockLostError` if the lock had been lost while held, and
@@ -318,9 +328,16 @@ class Lock:
         (by another handle, or by another process that passed the token on): one owner-checked
         round, :class:`LockNotOwnedError` if fewer than a quorum still held it. This handle's own
         state changes only if ``token`` is its own.
+
+        With ``signal=(list_key, ms)``, each master that deletes the key also pushes one element to
+        the list ``list_key`` (which then lasts ``ms`` milliseconds), in the same script: processes
+        waiting in ``BLPOP list_key`` wake (python-redis-lock's wake-up; its shim uses it). Such a
+        release is a round of its own (it does not ride with other threads' releases).
         """
+        if signal is not None:
+            signal = _signal_of(signal)
         if token is not None:
-            self._release_token(token)
+            self._release_token(token, signal)
             return
         token = self._require_token()
         executor = self._executor
@@ -330,7 +347,10 @@ class Lock:
         try:
             # Through the carrier while the SETs may be unanswered; may ride with other threads'
             # releases (see _combine).
-            rnd, ok = executor.release_one(self.key, token, self._carrier)
+            if signal is None:
+                rnd, ok = executor.release_one(self.key, token, self._carrier)
+            else:
+                rnd, ok = self._release_signal(token, self._carrier, signal)
         finally:
             self.token = None
             self.fence = None
@@ -345,14 +365,21 @@ class Lock:
         if not ok:
             raise self._release_unconfirmed(rnd, executor.outcomes(rnd))  # the stragglers' answers first
 
-    def _release_token(self, token: Union[str, bytes]) -> None:
+    def _release_signal(self, token: bytes, carrier: Any, signal: Tuple[Union[str, bytes], int]) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release that also pushes to a signal list."""
+        return self._executor.release_signal(self.key, token, carrier, signal[0], signal[1])  # checked by _signal_of
+
+    def _release_token(self, token: Union[str, bytes], signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
         token = token_of(token)
         executor = self._executor
         own = token == self.token
         if own:
             executor.unwatch(self)
         try:
-            rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
+            if signal is not None:
+                rnd, ok = self._release_signal(token, self._carrier if own else None, signal)
+            else:
+                rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
         finally:
             if own:
                 self._reset()
@@ -557,6 +584,17 @@ class Lock:
             state = f"held, validity={self.validity:.3f}s"
         fence = f" fence={self.fence}" if self.fence is not None else ""
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
+
+
+def _signal_of(signal: Any) -> Tuple[bytes, int]:
+    """The ``signal=`` of :meth:`Lock.release` checked: ``(list key as bytes, lifetime in ms > 0)``."""
+    if not isinstance(signal, tuple) or len(signal) != 2:
+        raise TypeError(f"signal must be a (list key, milliseconds) tuple, not {signal!r}")
+    key = token_of(signal[0])  # str as UTF-8, bytes as they are; not empty
+    ms = signal[1]
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+        raise ValueError(f"signal: the list's lifetime must be an int > 0 (ms), got {ms!r}")
+    return key, ms
 
 
 def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers):

@@ -321,6 +321,36 @@ def test_same_server_two_dbs_raises(one_core, masters):
         Redlock([f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1", masters.urls[1]], core=one_core)
 
 
+def test_same_server_ok_accepts_dbs_of_one_server_but_not_one_db_twice(one_core, masters):
+    port = masters[0].port
+    dbs = [f"redis://127.0.0.1:{port}/{db}" for db in (1, 2, 3)]
+    with pytest.raises(ValueError, match="same_server_ok=True"):
+        Redlock(dbs, core=one_core)
+    with pytest.raises(TypeError, match="same_server_ok"):
+        Redlock(dbs, core=one_core, same_server_ok=1)
+    client = Redlock(dbs, core=one_core, same_server_ok=True)
+    assert client.quorum == 2 and client.masters == tuple(f"127.0.0.1:{port}/{db}" for db in (1, 2, 3))
+    client.close()
+    with pytest.raises(ValueError, match="same server and db"):
+        Redlock([dbs[0], f"redis://localhost:{port}/1"], core=one_core, same_server_ok=True)
+
+
+def test_several_dbs_of_one_server_vote_separately(make_client, masters, name):
+    """Each db holds its own key: the quorum is a majority of the dbs, and it still excludes."""
+    port = masters[0].port
+    dbs = [f"redis://127.0.0.1:{port}/{db}" for db in (1, 2, 3)]
+    first = make_client(dbs, same_server_ok=True, retry_count=0)
+    second = make_client(dbs, same_server_ok=True, retry_count=0)
+    lock = first.lock(name, ttl=5)
+    assert lock.acquire()
+    import redis
+
+    assert [redis.Redis(port=port, db=db).exists(name) for db in (1, 2, 3)] == [1, 1, 1]
+    assert not second.lock(name, ttl=5).acquire(blocking=False)
+    lock.release()
+    assert second.lock(name, ttl=5).acquire(blocking=False)
+
+
 def test_public_names_are_documented():
     for public in fastredlock.__all__:
         obj = getattr(fastredlock, public)

@@ -256,3 +256,24 @@ def test_threads_share_one_client(dlm, masters, name, keys_on):
     assert not errors
     assert len(acquired) == 120
     assert all(m.command("KEYS", f"{name}:*") == [] for m in masters)
+
+
+def test_release_with_signal_pushes_to_the_list_where_it_deleted(dlm, masters, name, keys_on):
+    """``signal=(list, ms)``: the owner-checked delete and the push are one script per master."""
+    signal = f"{name}:signal"
+    lock = dlm.lock(name, ttl=5)
+    with pytest.raises(TypeError):
+        lock.release(signal=signal)  # checked before anything is released
+    assert lock.acquire()
+    with pytest.raises(ValueError):
+        lock.release(signal=(signal, 0))
+    assert lock.locked() and keys_on(masters, name) == len(masters)
+    lock.release(signal=(signal, 800))
+    assert keys_on(masters, name) == 0
+    assert [m.command("LRANGE", signal, 0, -1) for m in masters] == [[b"1"]] * len(masters)
+    assert all(0 < m.command("PTTL", signal) <= 800 for m in masters)
+    for m in masters:
+        m.command("DEL", signal)
+    with pytest.raises(LockNotOwnedError):
+        dlm.lock(name, ttl=5).release(token=b"not-held", signal=(signal, 800))
+    assert keys_on(masters, signal) == 0  # nothing deleted, nothing pushed

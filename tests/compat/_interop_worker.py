@@ -6,10 +6,11 @@ fastredlock under test, on ``PYTHONPATH``)::
     python _interop_worker.py LIB SIDE SPEC
 
 LIB is ``redlock-py``, ``redlock``, ``pottery``, ``pottery-aio`` (pottery's ``AIORedlock``, on an
-event loop) or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object with ``ports`` (the
-lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms``, ``start_at`` and, for the
-shim, ``core``; with ``"unprotected": true`` the shim side locks another resource than the original
-(the negative control: a shim whose keys differ from the original's, so the two exclude nobody).
+event loop), ``aioredlock`` or ``python-redis-lock`` (on the first master only; with a ``role`` in
+SPEC, the wake-up run of :func:`wake` instead); SIDE ``original`` or ``shim``; SPEC a JSON object with
+``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms``, ``start_at`` and,
+for the shim, ``core``; with ``"unprotected": true`` the shim side locks another resource than the
+original (the negative control: a shim whose keys differ from the original's, so the two exclude nobody).
 Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
 often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
@@ -119,11 +120,58 @@ def lockers(lib: str, side: str, spec: dict):
         lock = AIORedlock(key=resource, masters=masters, auto_release_time=ttl_ms / 1000)
         return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
             lambda: loop.run_until_complete(lock.release()))
+    if lib == "python-redis-lock":  # a single-server lock: the first master only
+        conn, redis_lock = _redis_lock(side, spec)
+        lock = redis_lock.Lock(conn, resource, expire=max(1, ttl_ms // 1000))
+        return (lambda: lock.acquire(blocking=False)), lock.release
     raise SystemExit(f"unknown library {lib!r}")
+
+
+def _redis_lock(side: str, spec: dict):
+    """A client of the first master and python-redis-lock's module (the original or the shim)."""
+    import logging
+
+    from redis import StrictRedis
+
+    if side == "original":
+        import redis_lock
+    else:
+        import fastredlock.compat
+        from fastredlock.compat import redis_lock
+
+        fastredlock.compat.configure(restart_aware=False, core=spec.get("core"), io_timeout=0.5)
+    logging.getLogger("redis_lock").setLevel(logging.ERROR)  # each refusal logs a warning
+    return StrictRedis(host="127.0.0.1", port=spec["ports"][0], socket_timeout=10), redis_lock
+
+
+def wake(side: str, spec: dict) -> None:
+    """python-redis-lock's wake-up across processes: ``role`` "hold" takes the lock, holds it for
+    ``hold`` seconds and releases it; "wait" waits for the key, then blocks in ``acquire(timeout=)``
+    until the release's signal wakes it. Prints when it released / acquired (wall clock)."""
+    conn, redis_lock = _redis_lock(side, spec)
+    key = "lock:" + spec["resource"]
+    if spec["role"] == "hold":
+        lock = redis_lock.Lock(conn, spec["resource"], expire=30)
+        assert lock.acquire(blocking=False)
+        time.sleep(spec["hold"])
+        released_at = time.time()
+        lock.release()
+        print(json.dumps({"released_at": released_at}))
+        return
+    while not conn.exists(key):
+        time.sleep(0.002)
+    lock = redis_lock.Lock(conn, spec["resource"])
+    got = lock.acquire(timeout=spec["timeout"])
+    print(json.dumps({"got": got, "acquired_at": time.time()}))
+    if got:
+        lock.release()
 
 
 def main() -> None:
     lib, side, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    if "role" in spec:
+        wake(side, spec)
+        return
     if side == "shim" and spec.get("unprotected"):
         spec["resource"] += ":elsewhere"
     acquire, release = lockers(lib, side, spec)

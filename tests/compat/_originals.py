@@ -11,9 +11,9 @@ once against the shim, on the same fresh local server. What is adapted, and why:
 
 - the server: every ``localhost`` / ``localhost:6379`` the suites hard-code becomes the local test
   server's port (pottery's sdist ships no ``conftest.py``; ours gives the ``redis`` fixture of
-  pottery's repository, pointed at that server); pottery's ``test_contention`` used five dbs of one
-  server as its five masters, which fastredlock refuses (one server must not vote five times), so
-  it gets five local servers instead;
+  pottery's repository, pointed at that server); pottery's ``test_contention`` uses five dbs of one
+  server as its five masters: the shim accepts them (with a warning: one server is no fault
+  tolerance), so they stay five dbs of the local server;
 - the import lines, in the shim's run only: ``from redlock import ...`` /
   ``from pottery import ...`` name the shim's module instead;
 - glasslion's ``import mock`` (the PyPI backport) becomes ``from unittest import mock``, the same
@@ -25,7 +25,13 @@ once against the shim, on the same fresh local server. What is adapted, and why:
   client's user (an ACL rule, lifted at the end of the block), a real master failure that both the
   original and the shim see as a redis error;
 - in the shim's run only, ``fastredlock.compat.configure(restart_aware=False, core=...)``: the
-  server was just started, and restart-aware voting would (rightly) not trust it yet;
+  server was just started, and restart-aware voting would (rightly) not trust it yet (python-redis-lock's
+  ``helper.py``, run as a subprocess, gets the same line);
+- python-redis-lock's suite runs as its sdist ships it (its ``conftest.py`` starts a ``redis-server`` on
+  a Unix socket, ``helper.py``/``config.py`` beside it, with ``process-tests``, ``gevent`` and
+  ``eventlet`` installed for its ``effect`` fixture); not run: ``tests/test_django_integration.py``
+  (the Django cache backend, ``redis_lock.django_cache``, which the shim does not replace). The tests
+  where the shim differs on purpose are listed in :data:`DIFFERENCES`, each with why;
 - pottery's asyncio suite (``pottery-aio``: ``tests/test_aioredlock.py``) needs what its repository
   has and its sdist lacks: pytest-asyncio in auto mode (``Original.suite_deps`` and
   ``pytest_args``; installed into both runs' folders with this environment's pytest pinned, never
@@ -58,11 +64,15 @@ class Original(NamedTuple):
     doctests: Tuple[Tuple[str, str], ...] = ()  # (source file, module name): documented examples run too
     suite_deps: Tuple[str, ...] = ()  # what the suite itself needs (a pytest plugin), in both runs
     pytest_args: Tuple[str, ...] = ()  # the suite's pytest configuration (its repository's pytest.ini)
+    support: Tuple[str, ...] = ()  # the sdist's helper files the tests import (copied beside them)
 
 
 #: pottery's suite compares an exception's repr with the redis-py 5 form of a client's repr (later
 #: versions add the socket options); the same redis-py serves both runs of every suite.
 _REDIS_PY = "redis==5.3.1"
+#: python-redis-lock's connection fixtures: ``make_conn`` over ``make_conn_plain``, each with and without
+#: ``decode_responses`` (pytest joins their ids).
+_DECODE_IDS = [f"decode_responses={a}-decode_responses={b}" for a in ("True", "False") for b in ("True", "False")]
 
 ORIGINALS: Dict[str, Original] = {
     "redlock-py": Original("redlock-py", "1.0.8", "fastredlock.compat.redlock_py", ("tests/test_redlock.py",),
@@ -80,6 +90,35 @@ ORIGINALS: Dict[str, Original] = {
                             (_REDIS_PY,), (("pottery/aioredlock.py", "pottery.aioredlock"),),
                             suite_deps=("pytest-asyncio==1.4.0",),
                             pytest_args=("-p", "pytest_asyncio.plugin", "-o", "asyncio_mode=auto")),
+    # python-redis-lock: a single-server lock (``import redis_lock``). Its suite starts its own
+    # redis-server on a Unix socket (process-tests' TestProcess) and runs helper.py in subprocesses,
+    # also under gevent and eventlet monkey-patching (its tox.ini pins both; their current releases
+    # here, the old pins do not build on this Python).
+    "python-redis-lock": Original("python-redis-lock", "4.0.0", "fastredlock.compat.redis_lock",
+                                  ("tests/test_redis_lock.py",), (_REDIS_PY,),
+                                  suite_deps=("process-tests==3.0.0", "gevent==26.9.0", "eventlet==0.41.3"),
+                                  support=("tests/conftest.py", "tests/helper.py", "tests/config.py")),
+}
+
+#: The tests of a suite where the shim differs from the original on purpose (a bug not kept, or a
+#: detail of the original's internals); each must fail against the shim (and pass against the
+#: original), so that a difference that goes away is noticed too.
+DIFFERENCES: Dict[str, Dict[str, str]] = {
+    "python-redis-lock": {
+        **{f"test_redis_lock::test_simple_auto_renewal[{effect}]": (
+            "reads the renewal thread's log lines ('Starting renewal thread', 'Refreshing Lock'): the shim "
+            "renews with fastredlock's watchdog (one thread per process, all locks), which logs none")
+           for effect in ("normal", "gevent", "eventlet")},
+        **{f"test_redis_lock::test_auto_renewal[{conn}]": (
+            "checks lock._lock_renewal_thread is a threading.Thread of its own: the watchdog renews instead "
+            "(the key is still renewed: the test's own assertion on the key is covered by "
+            "test_compat_redis_lock.py::test_auto_renewal_keeps_it_and_stops_when_the_lock_is_collected)")
+           for conn in _DECODE_IDS},
+        **{f"test_redis_lock::test_auto_renewal_stops_after_gc[{conn}]": (
+            "joins lock._lock_renewal_thread (None in the shim); that renewal stops when the lock is "
+            "collected, and the key expires, is checked by test_compat_redis_lock.py")
+           for conn in _DECODE_IDS},
+    },
 }
 
 #: The originals whose sdists ship a test suite (run by test_compat_suites.py).
@@ -205,10 +244,10 @@ def _pottery(file: str, imports: str, n_imports: int, client: str, n_set: int, l
     """What pottery's suites (``Redlock``'s and ``AIORedlock``'s, alike) need adapted in ``file``."""
     return [
         Adaptation(file, imports, "from {shim} import", _IMPORT, shim_only=True, regex=True, count=n_imports),
-        Adaptation(file, "urls = [f'redis://localhost:6379/{db}' for db in dbs]", "urls = {urls!r}",
-                   "the server: test_contention's five masters were five dbs of localhost:6379, which "
-                   "fastredlock refuses (one server would vote five times); they become five local servers",
-                   count=1),
+        Adaptation(file, "urls = [f'redis://localhost:6379/{db}' for db in dbs]",
+                   "urls = [f'redis://localhost:{port}/{{db}}' for db in dbs]",
+                   "the server: test_contention's five masters are five dbs of the local server (the shim "
+                   "accepts them, with a warning that one server is no fault tolerance)", count=1),
         Adaptation(file, f"unittest.mock.patch.object({client}, 'set')", f"refuse({client}, 'set')",
                    "fault injection reaching the shim: the server refuses SET", count=n_set),
         Adaptation(file, f"unittest.mock.patch.object({script_class}, '__call__')",
@@ -241,6 +280,15 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
     "pottery": [
         *_pottery("tests/test_redlock.py", r"^from pottery(\.base)? import", 9, "redis", 2, "redlock", 6),
         Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
+    ],
+    "python-redis-lock": [
+        Adaptation("tests/test_redis_lock.py", "from redis_lock import", "from {shim} import", _IMPORT,
+                   shim_only=True, count=8),
+        Adaptation("tests/helper.py", "from redis_lock import Lock\n",
+                   "from {shim} import Lock\nimport fastredlock.compat\n\n"
+                   "fastredlock.compat.configure(restart_aware=False, core={core!r})\n",
+                   "import line, and in helper.py (a subprocess of the suite, which the shim's conftest does "
+                   "not reach) the shim's configuration: the server was just started", shim_only=True, count=1),
     ],
     "pottery-aio": _pottery("tests/test_aioredlock.py", r"^from pottery(\.exceptions)? import", 6, "aioredis", 1,
                             "aioredlock", 3, script_class="AsyncScript"),
@@ -404,12 +452,12 @@ def adapt(name: str, dest: Path, *, ports: List[int], shim: bool, core: Optional
     orig = ORIGINALS[name]
     src = sdist(name)
     dest.mkdir(parents=True, exist_ok=True)
-    texts = {f: (src / f).read_text() for f in orig.tests}
+    texts = {f: (src / f).read_text() for f in (*orig.tests, *orig.support)}
     applied = []
     for a in ADAPTATIONS[name]:
         if (a.shim_only and not shim) or not a.when():
             continue
-        new = a.new.format(port=port, shim=orig.shim, urls=urls)
+        new = a.new.format(port=port, shim=orig.shim, urls=urls, core=core)
         text = texts[a.file]
         if a.regex:
             text, n = re.subn(a.old, new, text, flags=re.MULTILINE)
@@ -432,7 +480,7 @@ def adapt(name: str, dest: Path, *, ports: List[int], shim: bool, core: Optional
     if orig.suite_deps or orig.pytest_args:
         applied.append(f"the suite's own needs, from its repository: {' '.join(orig.suite_deps)} installed beside "
                        f"the pins in both runs; pytest {' '.join(orig.pytest_args)}")
-    conftest = _CONFTESTS.get(name, "").format(port=port)
+    conftest = texts.get("tests/conftest.py", "") + _CONFTESTS.get(name, "").format(port=port)  # the sdist's own first
     if shim:
         conftest += _SHIM_CONFTEST.format(core=core)
     (dest / "conftest.py").write_text(conftest)

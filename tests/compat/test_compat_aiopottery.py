@@ -99,8 +99,12 @@ def test_locked_reports_seconds_left_for_the_holder_only(shim_core, name, with_c
         lock = AIORedlock(key=name, masters=clients, auto_release_time=2)
         other = AIORedlock(key=name, masters=clients, auto_release_time=2)
         assert await lock.locked() == 0
+        started = time.monotonic()
         assert await lock.acquire()
-        assert 1.9 < await lock.locked() < 2
+        left = await lock.locked()
+        # the TTL less the rounds' time and the drift allowance (2 s x 1% + 2 ms), measured: a busy
+        # machine can take a while over the rounds (as the sync test)
+        assert 2 - (time.monotonic() - started) - 0.035 <= left < 2
         assert await other.locked() == 0
         await lock.release()
         assert await lock.locked() == 0
@@ -120,7 +124,7 @@ def test_blocking_nonblocking_and_timeouts(shim_core, name, with_clients, caplog
         started = time.monotonic()
         assert await other.acquire(timeout=0.05) is False
         assert time.monotonic() - started < 0.3
-        with caplog.at_level(logging.INFO, logger="fastredlock.compat.pottery"):
+        with caplog.at_level(logging.INFO, logger="pottery"):
             assert await other.acquire()  # waits for the holder's 0.3 s to run out
         await other.release()
         lines = [r.getMessage() for r in caplog.records if "enqueued" in r.getMessage()]
@@ -359,8 +363,10 @@ def test_bad_arguments(one_shim_core, masters, name):
         AIORedlock(key=name, masters=[_aio(masters[0].port)], context_manager_blocking=False,
                    context_manager_timeout=1)
     dbs = [_aio(masters[0].port, db=db) for db in (1, 2, 3)]
-    with pytest.raises(ValueError, match="same server"):
-        AIORedlock(key=name, masters=dbs)
+    with pytest.warns(RuntimeWarning, match="dbs of one server"):
+        AIORedlock(key=name, masters=dbs)  # accepted, without fault tolerance (as the sync Redlock)
+    with pytest.raises(ValueError, match="same server and db"):
+        AIORedlock(key=name, masters=[dbs[0], _aio(masters[0].port, db=1)])
     lock = AIORedlock(key=name, masters=[_aio(masters[0].port)])
     with pytest.raises(AttributeError):
         lock.__dict__

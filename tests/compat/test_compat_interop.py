@@ -98,7 +98,7 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
     assert counter.command("GET", "holders") == b"0"
     # A SET that arrived after its release (a late reply on a busy machine; pottery also returns at
     # quorum with SETs still in flight) may linger, but only until its TTL: nothing is left for good.
-    key = f"redlock:{name}" if lib.startswith("pottery") else name
+    key = {"pottery": f"redlock:{name}", "pottery-aio": f"redlock:{name}", "python-redis-lock": f"lock:{name}"}.get(lib, name)
     if keys_on(masters, key):
         time.sleep(TTL_MS / 1000 + 0.2)
     assert keys_on(masters, key) == 0, "a lock was left behind past its TTL"
@@ -111,3 +111,34 @@ def test_original_and_shim_on_different_keys_overlap(core, masters, counter, nam
     # the counter must see it. One library (the cheapest to install) shows the check can fire.
     results = _run_sides("redlock-py", core, masters, counter, name, 1.0, unprotected=True)
     assert sum(run["overlaps"] for runs in results.values() for run in runs) > 0, results
+def _install(lib):
+    try:
+        return _originals.install(lib), _originals.shim_deps(lib)
+    except _originals.Unavailable as exc:
+        pytest.skip(f"cannot install the original {lib}: {exc}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("holder, waiter", [("original", "shim"), ("shim", "original")])
+def test_redis_lock_release_wakes_a_waiter_on_the_other_side(holder, waiter, core, masters, name):
+    """python-redis-lock's waiters sleep in BLPOP on ``lock-signal:NAME``: a release by either side
+    wakes a waiter of the other, long before its timeout (5 s) would have."""
+    paths = dict(zip(("original", "shim"), _install("python-redis-lock")))
+    spec = {"ports": [masters[0].port], "resource": name, "core": core, "hold": 1.0, "timeout": 5}
+
+    def start(side, role):
+        env = _env(paths[side], shim=side == "shim")
+        return subprocess.Popen([sys.executable, WORKER, "python-redis-lock", side, json.dumps({**spec, "role": role})],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    hold = start(holder, "hold")
+    wait = start(waiter, "wait")
+    outs = {}
+    for role, proc in (("hold", hold), ("wait", wait)):
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, f"{role} worker failed:\n{err[-3000:]}"
+        outs[role] = json.loads(out.strip().splitlines()[-1])
+    assert outs["wait"]["got"], outs
+    latency = outs["wait"]["acquired_at"] - outs["hold"]["released_at"]
+    print(f"{holder} released, {waiter} woke {latency * 1000:.1f} ms later (its timeout: {spec['timeout']} s)")
+    assert 0 <= latency < 0.5, f"woken {latency:.3f} s after the release (timeout {spec['timeout']} s): {outs}"

@@ -75,7 +75,7 @@ def test_blocking_acquire_that_waited_logs_once(shim_core, clients, name, caplog
     holder = Redlock(key=name, masters=clients, auto_release_time=0.2)
     other = Redlock(key=name, masters=clients, auto_release_time=0.2)
     assert holder.acquire()
-    with caplog.at_level(logging.INFO, logger="fastredlock.compat.pottery"):
+    with caplog.at_level(logging.INFO, logger="pottery"):
         assert other.acquire()
     lines = [r.getMessage() for r in caplog.records if "enqueued" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith(f"source=pottery sample#redlock.enqueued.{name}=")
@@ -196,7 +196,29 @@ def test_slots_and_context_timer():
         timer.stop()
 
 
-def test_one_server_listed_twice_is_refused(one_shim_core, masters, name):
+def test_dbs_of_one_server_are_accepted_with_a_warning(shim_core, masters, name, caplog):
     dbs = [redis.Redis(host="127.0.0.1", port=masters[0].port, db=db) for db in (1, 2, 3)]
-    with pytest.raises(ValueError, match="same server"):
-        Redlock(key=name, masters=dbs)
+    with caplog.at_level(logging.WARNING, logger="pottery"), pytest.warns(RuntimeWarning) as warned:
+        lock = Redlock(key=name, masters=dbs, auto_release_time=2)
+    (message,) = [str(w.message) for w in warned]
+    assert "single point of failure" in message and "mutual exclusion still holds" in message
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("pottery", message)]
+    assert lock.acquire(blocking=False)
+    assert [d.exists(lock.key) for d in dbs] == [1, 1, 1]  # one key, and one vote, per db
+    with pytest.warns(RuntimeWarning):
+        other = Redlock(key=name, masters=dbs, auto_release_time=2)
+    assert other.acquire(blocking=False) is False
+    lock.release()
+    same_db = [redis.Redis(host="127.0.0.1", port=masters[0].port, db=1), redis.Redis(host="localhost", port=masters[0].port, db=1)]
+    with pytest.raises(ValueError, match="same server and db"):
+        Redlock(key=name, masters=same_db)
+
+
+def test_failures_are_logged_to_potterys_logger_as_pottery_did(shim_core, dead_port, name, caplog):
+    down = redis.Redis(host="127.0.0.1", port=dead_port)
+    lock = Redlock(key=name, masters=[down], auto_release_time=1)
+    with caplog.at_level(logging.INFO, logger="pottery"):
+        assert lock.acquire(blocking=False) is False
+    records = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert records == [("pottery", "ERROR", "Redlock.__acquire_masters() caught ConnectionError")]
+    assert caplog.records[0].exc_info is not None

@@ -26,6 +26,10 @@ class Redlock(RedlockBase):
 
     Takes the options of :class:`fastredlock.Redlock`. Close it with ``await dlm.aclose()`` or use
     ``async with Redlock(...) as dlm``.
+
+    ``same_server_ok=True`` accepts several dbs of one server as masters (refused by default):
+    each db votes, so mutual exclusion holds as on that one server, but it is a single point of
+    failure (see :class:`fastredlock.Redlock`).
     """
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:

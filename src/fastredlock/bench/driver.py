@@ -62,6 +62,7 @@ PEER_GROUPS: Dict[str, List[str]] = {
     # aioredis 1.x imports distutils, gone from the standard library in 3.12
     "aioredlock": ["aioredlock"] + (["setuptools"] if sys.version_info >= (3, 12) else []),
     "redis-py": ["redis"],
+    "python-redis-lock": ["python-redis-lock==4.0.0"],  # the version the shim follows
 }
 
 FULL = ("seq5", "threads", "contend", "refuse", "stall")
@@ -104,6 +105,13 @@ CONFIGS: List[Config] = [
     Config("pottery-aio", "pottery AIORedlock", "asyncio.as_completed, EVALSHA", "pottery"),
     Config("aioredlock", "aioredlock", "asyncio.gather, EVALSHA", "aioredlock"),
     Config("redis-py-lock", "redis-py Lock (N=1)", "single instance redis.lock.Lock", "redis-py",
+           scenarios=("seq1", "threads", "contend"), n1=True),
+    Config("python-redis-lock", "python-redis-lock (N=1)", "single instance, GET + SET NX EX, BLPOP wake-up, EVALSHA (leftover keys: its "
+           "lock-signal lists, which live 1 s after each release)",
+           "python-redis-lock", scenarios=("seq1", "threads", "contend"), n1=True),
+    Config("shim-redis-lock", "fastredlock.compat.redis_lock (N=1)",
+           "the python-redis-lock shim: SET NX PX, then one EVALSHA that deletes and signals (C core; "
+           "leftover keys: lock-signal lists, 1 s)",
            scenarios=("seq1", "threads", "contend"), n1=True),
     Config("ref-redis-py", "ref: redis-py minimal seq", "N x set(nx, px), then N x evalsha",
            "redis-py", scenarios=("seq5",), reference=True),

@@ -528,6 +528,56 @@ class RedisPyLock(Adapter):
         lock.release()
 
 
+class PythonRedisLock(Adapter):
+    """python-redis-lock (N=1): ``redis_lock.Lock(conn, name, expire=s).acquire()`` (blocking: a
+    waiter sleeps in ``BLPOP`` on the lock's signal list until a release pushes to it)."""
+
+    dists = ("python-redis-lock", "redis", "hiredis")
+    module = "redis_lock"
+
+    def __init__(self, urls: List[str], ttl: float) -> None:
+        super().__init__(urls, ttl)
+        import logging
+
+        import redis
+
+        self.redis_lock = self._module()
+        logging.getLogger("redis_lock").setLevel(logging.ERROR)  # a refused attempt logs a warning
+        self.r = redis.StrictRedis.from_url(urls[0])
+        self.expire = max(1, int(ttl))  # whole seconds, as the library takes them
+
+    @staticmethod
+    def _module() -> Any:
+        import redis_lock
+
+        return redis_lock
+
+    def key(self, name: str) -> bytes:
+        return b"lock:" + name.encode()
+
+    def acquire(self, name: str) -> Any:
+        lock = self.redis_lock.Lock(self.r, name, expire=self.expire)
+        return lock if lock.acquire() else None
+
+    def release(self, lock: Any) -> None:
+        lock.release()
+
+
+class ShimRedisLock(PythonRedisLock):
+    """fastredlock's drop-in for python-redis-lock (``fastredlock.compat.redis_lock``), on the C core."""
+
+    dists = ("fastredlock", "redis", "hiredis")
+    module = "fastredlock"
+
+    @staticmethod
+    def _module() -> Any:
+        import fastredlock.compat
+        from fastredlock.compat import redis_lock
+
+        fastredlock.compat.configure(core="cython")
+        return redis_lock
+
+
 class RefRedisPy(Adapter):
     """Reference: the least redis-py can do — N x ``SET NX PX``, then N x ``EVALSHA`` release."""
 
@@ -672,6 +722,8 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "pottery-aio": PotteryAio,
     "aioredlock": AioRedlock,
     "redis-py-lock": RedisPyLock,
+    "python-redis-lock": PythonRedisLock,
+    "shim-redis-lock": ShimRedisLock,
     "ref-redis-py": RefRedisPy,
     "ref-raw-mux": RawMux,
     "ref-raw-x64": RawMux,

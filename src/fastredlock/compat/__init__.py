@@ -9,9 +9,11 @@ pottery (``Redlock``)        ``from fastredlock.compat.pottery import Redlock``
 pottery (``AIORedlock``)     ``from fastredlock.compat.pottery import AIORedlock``
 redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
 aioredlock (asyncio)          ``from fastredlock.compat.aioredlock import Aioredlock``
+python-redis-lock             ``from fastredlock.compat import redis_lock``
 ============================  ==========================================================
 
 Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),
+(python-redis-lock's ``lock:`` key and ``lock-signal:`` wake-up list too),
 with ``SET key value NX PX ttl``, and releases with the same owner check (``GET == value`` then
 ``DEL``), so processes still on the old library and processes on the shim exclude each other during
 a rolling migration. What differs from each original (the bugs that were not kept) is listed in

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 
 from ..client import MAX_TTL, Redlock
 from ..errors import LockError, LockNotOwnedError, MasterOutcome
-from .._masters import MasterSpec, parse_masters
+from .._masters import MasterSpec, parse_masters, shared_servers
 
 if TYPE_CHECKING:  # type names only: the asyncio client is imported by the asyncio shims
     from ..asyncio import Redlock as AsyncRedlock
@@ -41,6 +41,9 @@ _DEFAULT_OPTIONS: Dict[str, Any] = {
     "restart_grace": None,
 }
 _options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
+#: Bumped whenever the options change or the clients are closed: a client a Masters object
+#: remembers is reused only while this has not changed.
+_generation = 0
 _clients: Dict[Tuple[Any, ...], Redlock] = {}
 _clients_lock = threading.Lock()
 #: The asyncio clients: one per event loop (a fastredlock.asyncio client belongs to one loop), per
@@ -72,8 +75,10 @@ def configure(**changes: Any) -> Dict[str, Any]:
         raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(_DEFAULT_OPTIONS)}")
     new = dict(_DEFAULT_OPTIONS) if not changes else {**_options, **changes}
     Redlock([("127.0.0.1", 6379)], **new)  # validates every option; connects nowhere
+    global _generation
     _options.clear()
     _options.update(new)
+    _generation += 1
     return dict(_options)
 
 
@@ -88,9 +93,11 @@ def close_clients() -> None:
     The asyncio clients of loops that are no longer running have their connections closed here;
     those of a running loop are closed with :func:`aclose_clients`, on that loop.
     """
+    global _generation
     with _clients_lock:
         clients = list(_clients.values())
         _clients.clear()
+        _generation += 1
         stale = []
         for loop in list(_aio_clients):
             if not loop.is_running():
@@ -110,11 +117,11 @@ async def aclose_clients() -> None:
         await client.aclose()
 
 
-def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
+def _aio_client_for(specs: Tuple[MasterSpec, ...], same_server_ok: bool = False) -> "AsyncRedlock":
     from ..asyncio import Redlock as AsyncRedlock
 
     loop = asyncio.get_running_loop()  # RuntimeError outside a coroutine, as the client would raise
-    key = (specs, tuple(sorted(_options.items())))
+    key = (specs, same_server_ok, tuple(sorted(_options.items())))
     stale: List["AsyncRedlock"] = []
     with _clients_lock:
         per_loop = _aio_clients.get(loop)
@@ -126,22 +133,24 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
             per_loop = _aio_clients[loop] = {}
         client = per_loop.get(key)
         if client is None:
-            client = AsyncRedlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **_options)
+            client = AsyncRedlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0,
+                                  same_server_ok=same_server_ok, **_options)
             per_loop[key] = client
     for aio in stale:
         aio.executor.close()
     return client
 
 
-def _client_for(specs: Tuple[MasterSpec, ...]) -> Redlock:
-    key = (specs, tuple(sorted(_options.items())))
+def _client_for(specs: Tuple[MasterSpec, ...], same_server_ok: bool = False) -> Redlock:
+    key = (specs, same_server_ok, tuple(sorted(_options.items())))
     client = _clients.get(key)
     if client is None:
         with _clients_lock:
             client = _clients.get(key)
             if client is None:
                 # The shims make their own attempts (each original had its own retry rules).
-                client = Redlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **_options)
+                client = Redlock(specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0,
+                                 same_server_ok=same_server_ok, **_options)
                 _clients[key] = client
     return client
 
@@ -193,26 +202,41 @@ def _to_master(entry: Any) -> Any:
 
 
 class Masters:
-    """The masters of one shim object: as the user gave them, and the client shared for them."""
+    """The masters of one shim object: as the user gave them, and the client shared for them.
 
-    __slots__ = ("entries", "specs", "_redis_clients")
+    ``same_server_ok``: accept several dbs of one server (see :func:`parse_masters`); the groups
+    of masters that are one server are then in :attr:`shared`, for the shim to warn about.
+    """
 
-    def __init__(self, entries: Iterable[Any]) -> None:
+    __slots__ = ("entries", "specs", "same_server_ok", "shared", "_redis_clients", "_client")
+
+    def __init__(self, entries: Iterable[Any], *, same_server_ok: bool = False) -> None:
         if isinstance(entries, (str, bytes, dict)):
             raise TypeError("expected a list of masters, not a single one")
         self.entries: List[Any] = list(entries)
-        self.specs: Tuple[MasterSpec, ...] = parse_masters([_to_master(e) for e in self.entries])
+        self.specs: Tuple[MasterSpec, ...] = parse_masters([_to_master(e) for e in self.entries],
+                                                           same_server_ok=same_server_ok)
+        self.same_server_ok = same_server_ok
+        #: The groups (two or more) of these masters that are dbs of one server.
+        self.shared: List[Tuple[MasterSpec, ...]] = shared_servers(self.specs) if same_server_ok else []
         self._redis_clients: Optional[List[Any]] = None
+        self._client: Optional[Tuple[int, Redlock]] = None  # (_generation, the client then)
 
     @property
     def client(self) -> Redlock:
         """The fastredlock client for these masters (one per master set and options, per process)."""
-        return _client_for(self.specs)
+        known = self._client
+        if known is not None and known[0] == _generation:
+            return known[1]
+        generation = _generation
+        client = _client_for(self.specs, self.same_server_ok)
+        self._client = (generation, client)
+        return client
 
     def aio_client(self) -> "AsyncRedlock":
         """The :mod:`fastredlock.asyncio` client for these masters on the running event loop (one
         per loop, master set and options, per process)."""
-        return _aio_client_for(self.specs)
+        return _aio_client_for(self.specs, self.same_server_ok)
 
     @property
     def quorum(self) -> int:
@@ -275,14 +299,15 @@ def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
     return [kinds.get(o.outcome, rex.RedisError)(str(o)) for o in failed]
 
 
-def release_token(client: Redlock, key: bytes, token: Any) -> Tuple[bool, List[MasterOutcome]]:
-    """Owner-checked release of ``key`` held with ``token`` on every master.
+def release_token(client: Redlock, key: bytes, token: Any, signal: Any = None) -> Tuple[bool, List[MasterOutcome]]:
+    """Owner-checked release of ``key`` held with ``token`` on every master (``signal``: as
+    :meth:`fastredlock.Lock.release`'s, pushed where it deleted).
 
     Returns whether a quorum still held it (and deleted it), and what each master answered.
     """
     handle = client.lock(key)
     try:
-        handle.release(token=token)
+        handle.release(token=token, signal=signal)
         released = True
     except LockNotOwnedError:
         released = False

@@ -57,8 +57,11 @@ Differences (bugs not kept):
 - An ``acquire()`` that fails on a ``Redlock`` that holds the lock keeps that hold, so
   ``release()`` still frees it (pottery forgot it, leaving the key until ``auto_release_time``).
 - ``acquire(timeout=0)`` makes one attempt (pottery made none and returned ``False``).
-- One server listed twice (under two names, or as two dbs) is refused with ``ValueError``: its
-  votes would fake a quorum, and a restart would make it forget the lock in every db at once.
+- Several dbs of one server as masters (``redis://host:port/0``, ``/1``, ... — a common CI setup)
+  are accepted, as by pottery, with a ``RuntimeWarning`` and a log record saying what is lost: each
+  db holds its own key and votes, so mutual exclusion holds as on that one server, but there is no
+  fault tolerance (the server is a single point of failure). The same db of one server twice is
+  refused with ``ValueError`` (its second vote could never be won).
 - An ``auto_release_time`` too small to ever be valid (2 ms or less) is "not acquired" without a
   round (pottery set and deleted the key).
 - ``AIORedlock`` without masters raises ``ValueError`` (pottery's raised ``StopIteration`` from its
@@ -80,6 +83,7 @@ import os
 import random
 import time
 import timeit
+import warnings
 from time import monotonic
 from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
 
@@ -100,8 +104,8 @@ __all__ = [
     "synchronize",
 ]
 
-#: Where the shim logs (pottery logged to ``pottery``).
-logger = logging.getLogger(__name__)
+#: Where the shim logs: pottery's logger, ``pottery``, so handlers and levels set for it still apply.
+logger = logging.getLogger("pottery")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -244,6 +248,18 @@ class _Wait:
         return acquired
 
 
+def _warn_one_server(group: Any) -> None:
+    """Say what is lost when masters are dbs of one server (a warning and a log record)."""
+    labels = ", ".join(spec.label for spec in group)
+    message = (
+        f"masters {labels} are dbs of one server: accepted, but without fault tolerance (that server "
+        "is a single point of failure: while it is down no lock can be taken, and a restart without "
+        "persistence forgets the lock in every db at once); mutual exclusion still holds on that server"
+    )
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    logger.warning(message)
+
+
 class _Answers:
     """The masters' answers to one ``locked()`` question, taken as they come."""
 
@@ -265,7 +281,7 @@ class _Answers:
             ms = answer()
         except Exception as error:  # redis-py's RedisError, and OSError below it
             self._errors.append(error)
-            logger.warning("%s.locked() on %s: %r", type(lock).__qualname__, lock.key, error)
+            logger.error("%s.locked() caught %s", type(lock).__qualname__, type(error).__qualname__, exc_info=error)
             return None
         if ms:
             self._left.append(int(ms) / 1000.0)
@@ -354,7 +370,10 @@ class _PotteryLock:
 
     def _masters(self) -> Masters:
         if self._seen_masters is not self.masters:
-            self._masters_obj = Masters(self.masters)
+            masters = Masters(self.masters, same_server_ok=True)
+            for group in masters.shared:
+                _warn_one_server(group)
+            self._masters_obj = masters
             self._seen_masters = self.masters
         return cast(Masters, self._masters_obj)
 
@@ -368,10 +387,13 @@ class _PotteryLock:
             raise QuorumIsImpossible(self.key, self.masters, redis_errors=errors)
 
     def _failures(self, outcomes: Any, what: str) -> List[Any]:
-        failed = error_outcomes(outcomes)
-        if failed:
-            logger.warning("%s.%s() on %s: %s", type(self).__qualname__, what, self.key, ", ".join(map(str, failed)))
-        return redis_errors(failed)
+        """The failed masters' redis-py errors, each logged as pottery logged it (one ERROR record
+        per master, ``Redlock.extend() caught TimeoutError``, with the error attached)."""
+        errors = redis_errors(error_outcomes(outcomes))
+        for error in errors:
+            logger.error("%s.%s() caught %s", type(self).__qualname__, what, type(error).__qualname__,
+                         exc_info=error)
+        return errors
 
     # --- the steps around each round ----------------------------------------------------------
     def _new_handle(self, client: Any) -> Any:
@@ -386,7 +408,7 @@ class _PotteryLock:
         return True
 
     def _not_taken(self, outcomes: Any, raise_on_redis_errors: Optional[bool]) -> bool:
-        self._check_enough_masters_up(raise_on_redis_errors, self._failures(outcomes, "acquire"))
+        self._check_enough_masters_up(raise_on_redis_errors, self._failures(outcomes, "__acquire_masters"))
         return False
 
     def _to_extend(self) -> Any:

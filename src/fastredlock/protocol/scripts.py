@@ -33,8 +33,27 @@ end
 return 0
 """
 
+# RELEASE_SIGNAL (a release that wakes the waiters sleeping in BLPOP on a signal list, as
+# python-redis-lock's waiters do; its shim, fastredlock.compat.redis_lock, uses it)
+# KEYS[1]  the lock key
+# KEYS[2]  the signal list
+# ARGV[1]  the token of this acquisition
+# ARGV[2]  how long the signal lasts, in milliseconds
+# Returns  1 if the key held the token: it was deleted, and the list now holds one element, else 0.
+RELEASE_SIGNAL = b"""\
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[1])
+    redis.call('del', KEYS[2])
+    redis.call('lpush', KEYS[2], 1)
+    redis.call('pexpire', KEYS[2], ARGV[2])
+    return 1
+end
+return 0
+"""
+
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
+RELEASE_SIGNAL_SHA = hashlib.sha1(RELEASE_SIGNAL).hexdigest().encode()
 
 # FENCED_ACQUIRE (round 1 of a fenced acquisition)
 # KEYS[1]  the lock key
