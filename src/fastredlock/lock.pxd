@@ -28,8 +28,8 @@ cdef class Lock:
     cdef public object _carrier
     cdef object __weakref__
 
-    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint)
-    cpdef bint acquire(self, bint blocking=*, object timeout=*) except -1
+    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object)
+    cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)
 

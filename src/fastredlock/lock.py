@@ -156,7 +156,8 @@ class Lock:
         return self._executor.outcomes(self._last) if self._last is not None else []
 
     # --- acquire ----------------------------------------------------------------------------
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
+                token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held.
 
         ``blocking=False`` makes exactly one attempt. With ``timeout`` (seconds), attempts go on
@@ -164,9 +165,17 @@ class Lock:
         the handle sleeps ``retry_delay`` plus a random jitter of up to ``retry_jitter`` (or what the
         client's ``backoff`` callable says), never past the deadline. Every failed attempt has been
         released on all masters before the sleep.
+
+        ``token``: the value to store (str as UTF-8, or bytes), for a caller that must choose it
+        (another library's format, a token passed between processes); by default a fresh token
+        of 128 random bits plus a counter is drawn for each attempt. A chosen token must be unique
+        to this acquisition: the release and extension check it, and a failed attempt is released,
+        by its token, on the masters that may have taken it, so reusing the token of a live holder
+        of the same name can release that holder.
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
+        chosen = None if token is None else token_of(token)
         deadline = None
         if timeout is not None:
             if not blocking:
@@ -179,7 +188,7 @@ class Lock:
             attempts += 1
             # One attempt: one round (two with fencing); a failure that may have landed somewhere
             # is already released behind its SETs.
-            token = new_token()
+            token = new_token() if chosen is None else chosen
             if self.fencing:
                 ok = self._attempt_fenced(token)
             else:

@@ -1,35 +1,45 @@
-"""Drop-in replacement for redis-py's asyncio ``Lock`` (``redis.asyncio.lock.Lock``), on fastredlock.
+"""Drop-in replacements for redis-py's ``Lock`` (``redis.lock.Lock``) and its asyncio ``Lock``
+(``redis.asyncio.lock.Lock``), on fastredlock.
 
-Pass it as the lock class, or build it as you built redis-py's::
+Pass one as the lock class, or build it as you built redis-py's::
+
+    from redis import Redis
+    from fastredlock.compat.redis_py import Lock
+
+    r = Redis(host="127.0.0.1", port=6379)
+    with r.lock("orders:42", timeout=10, lock_class=Lock) as lock:
+        ...
+        lock.extend(5)                       # 5 more seconds
+    lock = Lock(r, "orders:42", timeout=10, blocking_timeout=1)
 
     from redis.asyncio import Redis
     from fastredlock.compat.redis_py import AsyncLock
 
     r = Redis(host="127.0.0.1", port=6379)
     async with r.lock("orders:42", timeout=10, lock_class=AsyncLock) as lock:
-        ...
-        await lock.extend(5)                 # 5 more seconds
-    lock = AsyncLock(r, "orders:42", timeout=10, blocking_timeout=1)
+        await lock.extend(5)
 
 Same as redis-py (5.x to 8.x): the arguments (``timeout``, ``sleep``, ``blocking``,
 ``blocking_timeout``, ``thread_local``, ``raise_on_release_error``), the methods
-(``acquire(blocking=None, blocking_timeout=None, token=None)``, ``release()``,
-``extend(additional_time, replace_ttl=False)``, ``reacquire()``, ``owned()``, ``locked()``,
-``async with``), the token (``local.token``: thread-local unless ``thread_local=False``; a ``token=``
-of your own is encoded by the client's encoder), the errors and their messages
-(``redis.exceptions.LockError``, ``LockNotOwnedError``), and what is stored: the key is ``name``
-(encoded by the client), its value the token, written with ``SET name token NX PX timeout``, and
-released, extended and reacquired only while it still holds that token. A single master: the server
-the client points at (its host, port, db and credentials are read; the lock does not go through the
-client's connection pool). Old and new processes exclude each other on the same names.
+(``acquire(sleep=None, blocking=None, blocking_timeout=None, token=None)`` for :class:`Lock`,
+``acquire(blocking=None, blocking_timeout=None, token=None)`` for :class:`AsyncLock`, as in
+redis-py; ``release()``, ``extend(additional_time, replace_ttl=False)``, ``reacquire()``,
+``owned()``, ``locked()``, ``with`` / ``async with``), the token (``local.token``: thread-local
+unless ``thread_local=False``; a ``token=`` of your own is encoded by the client's encoder), the
+errors and their messages (``redis.exceptions.LockError``, ``LockNotOwnedError``), and what is
+stored: the key is ``name`` (encoded by the client), its value the token, written with ``SET name
+token NX PX timeout``, and released, extended and reacquired only while it still holds that token.
+A single master: the server the client points at (its host, port, db and credentials are read; the
+lock does not go through the client's connection pool; ``owned()`` and ``locked()`` do, as in
+redis-py). Old and new processes exclude each other on the same names.
 
 Differences (bugs not kept):
 
 - A lock without ``timeout`` (``None`` or ``0``) is not stored forever: it gets a TTL of
-  :data:`NO_TIMEOUT_TTL` seconds that a watchdog task renews while the lock is held and its event
-  loop runs, so a process that dies leaves the name locked for seconds rather than for good
-  (redis-py: ``TTL name`` is ``-1`` until someone deletes it). ``extend()`` and ``reacquire()``
-  still refuse such a lock.
+  :data:`NO_TIMEOUT_TTL` seconds that a watchdog (a thread for :class:`Lock`, a task on the event
+  loop for :class:`AsyncLock`) renews while the lock is held, so a process that dies leaves the name
+  locked for seconds rather than for good (redis-py: ``TTL name`` is ``-1`` until someone deletes
+  it). ``extend()`` and ``reacquire()`` still refuse such a lock.
 - Each operation is bounded by fastredlock's ``io_timeout`` (50 ms; see
   :func:`fastredlock.compat.configure`) rather than the client's socket timeout, and a lock counts as
   held only while its validity (measured on the monotonic clock, minus the drift allowance) lasts.
@@ -38,28 +48,36 @@ Differences (bugs not kept):
   redis-py's. An extension that fails loses the lock (it is deleted if it was still ours), and
   ``extend()`` of a lock whose timeout cannot be represented raises ``ValueError``.
 - A ``timeout`` too small to ever be valid (2 ms or less) is "not acquired" (redis-py set the key).
+- A release that could not reach the server raises the redis-py error and keeps the token, so it
+  can be retried (redis-py forgot the token first).
 - Tokens are 128 bits from the OS CSPRNG plus a counter (redis-py: ``uuid1().hex``, which carries
   the host's MAC address and the time).
-- Not for ``redis.asyncio.RedisCluster`` clients: the lock names one server.
+- Not for ``RedisCluster`` clients: the lock names one server.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
+import time
+import weakref
 from types import SimpleNamespace
-from typing import Any, Awaitable, Optional, Union
+from typing import Any, Awaitable, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
 from ._common import Masters, redis_errors, usable_ttl
 
-__all__ = ["NO_TIMEOUT_TTL", "AsyncLock"]
+__all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
 
-#: Where the shim logs (redis-py logged to ``redis.asyncio.lock``).
+#: Where the shims log (redis-py logged to ``redis.lock`` / ``redis.asyncio.lock``).
 logger = logging.getLogger(__name__)
 
 #: Seconds of TTL given to a lock made without ``timeout``, renewed by a watchdog while it is held.
 NO_TIMEOUT_TTL = 10.0
+
+#: The masters read from each connection pool, once: reading a client resolves its host name, which
+#: a lock made per call (``r.lock(name)``, redis-py's idiom) must not pay each time.
+_masters_of_pool: "weakref.WeakKeyDictionary[Any, Masters]" = weakref.WeakKeyDictionary()
 
 
 def _exceptions() -> Any:
@@ -78,14 +96,25 @@ def _check_seconds(value: Any, what: str, *, none_ok: bool = False) -> None:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
 
 
-class AsyncLock:
-    """A lock on the key ``name`` of the server ``redis`` points at; see the module docstring.
+def _masters_for(redis: Any) -> Masters:
+    """The one master ``redis`` points at (read once per connection pool)."""
+    pool = redis.connection_pool
+    try:
+        masters = _masters_of_pool.get(pool)
+    except TypeError:  # a pool that cannot be weakly referenced: read it each time
+        return Masters([redis])
+    if masters is None:
+        masters = _masters_of_pool[pool] = Masters([redis])  # an unreadable client is reported here
+    return masters
 
-    Arguments as :class:`redis.asyncio.lock.Lock`: ``timeout`` (seconds the lock lives; ``None``:
-    until released), ``sleep`` (seconds between attempts), ``blocking`` and ``blocking_timeout``
-    (defaults of :meth:`acquire`), ``thread_local`` (keep the token per thread),
-    ``raise_on_release_error`` (let ``async with`` raise when the lock was gone at its end).
-    """
+
+class _RedisPyLock:
+    """What :class:`Lock` and :class:`AsyncLock` share: the arguments and their checks, the key and
+    token as redis-py stores them, and redis-py's errors and messages. The subclasses add the
+    operations, blocking or awaitable."""
+
+    #: The client the subclass takes, for the error message of a wrong one.
+    _CLIENT = "redis.Redis"
 
     def __init__(
         self,
@@ -99,7 +128,7 @@ class AsyncLock:
         raise_on_release_error: bool = True,
     ) -> None:
         if not hasattr(redis, "connection_pool"):
-            raise TypeError(f"redis must be a redis.asyncio.Redis client, not {type(redis).__name__}")
+            raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}")
         _check_seconds(timeout, "timeout", none_ok=True)
         _check_seconds(sleep, "sleep")
         _check_seconds(blocking_timeout, "blocking_timeout", none_ok=True)
@@ -113,7 +142,7 @@ class AsyncLock:
         self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
         self.raise_on_release_error = raise_on_release_error
         self.local.token = None
-        self._masters = Masters([redis])  # an unreadable or unsupported client is reported here
+        self._masters = _masters_for(redis)
         self._key: bytes = self._encode(name)
 
     # --- helpers --------------------------------------------------------------------------------
@@ -125,119 +154,97 @@ class AsyncLock:
     def _ttl(self) -> float:
         return float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
 
-    # --- acquire --------------------------------------------------------------------------------
-    async def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        blocking_timeout: Optional[float] = None,
-        token: Optional[Union[str, bytes]] = None,
-    ) -> bool:
-        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+    def _handle(self, dlm: Any) -> Any:
+        """This thread's fastredlock handle for the next attempt (reused while it holds nothing)."""
+        local = self.local
+        handle = getattr(local, "handle", None)
+        if handle is None or handle.token is not None or local.client is not dlm:
+            ttl = self._ttl()
+            if not usable_ttl(dlm, ttl):
+                return None
+            handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
+        return handle
 
-        ``blocking`` (default: the constructor's) ``False`` makes one attempt; else attempts repeat
-        every ``sleep`` seconds until ``blocking_timeout`` (default: the constructor's; ``None``:
-        forever) would be passed. ``token``: the value to store (encoded by the client), else a
-        fresh one.
-        """
+    def _held(self, handle: Any, dlm: Any) -> None:
+        local = self.local
+        local.token = handle.token
+        local.handle = handle
+        local.client = dlm
+
+    def _acquire_args(
+        self, blocking: Optional[bool], blocking_timeout: Optional[float], token: Any, now: float
+    ) -> Tuple[bool, Optional[float], Optional[bytes]]:
+        """``acquire``'s arguments resolved as redis-py does: (blocking, stop trying at, token)."""
         if token is not None:
             token = self._encode(token)
         if blocking is None:
             blocking = self.blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        loop = asyncio.get_running_loop()
-        stop_trying_at = None if blocking_timeout is None else loop.time() + blocking_timeout
-        while True:
-            if await self._attempt(token):
-                return True
-            if not blocking:
-                return False
-            next_try_at = loop.time() + self.sleep
-            if stop_trying_at is not None and next_try_at > stop_trying_at:
-                return False
-            await asyncio.sleep(self.sleep)
+        return blocking, None if blocking_timeout is None else now + blocking_timeout, token
 
-    async def _attempt(self, token: Optional[bytes]) -> bool:
-        """One ``SET name token NX PX`` round; on success the token and handle are this thread's."""
-        dlm = self._masters.aio_client()
-        ttl = self._ttl()
-        if not usable_ttl(dlm, ttl):
-            return False
-        handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
-        if not await handle.acquire(blocking=False, token=token):  # token None: a fresh one
-            return False
-        self.local.token = handle.token
-        self.local.handle = handle
-        return True
+    @staticmethod
+    def _try_again(blocking: bool, stop_trying_at: Optional[float], sleep: float, now: float) -> bool:
+        """Whether to sleep ``sleep`` and try again (redis-py: never to wake past the deadline)."""
+        return blocking and (stop_trying_at is None or now + sleep <= stop_trying_at)
 
-    # --- state ----------------------------------------------------------------------------------
-    async def locked(self) -> bool:
-        """Whether anyone holds the lock (the key exists)."""
-        return await self.redis.get(self.name) is not None
-
-    async def owned(self) -> bool:
-        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
-        stored = await self.redis.get(self.name)
+    def _owns(self, stored: Any) -> bool:
+        """Whether ``stored`` (the key's value, read through the client) is this lock's token."""
         if stored and not isinstance(stored, bytes):
             stored = self._encode(stored)  # decode_responses=True
         return self.local.token is not None and stored == self.local.token
 
-    # --- release, extend, reacquire -------------------------------------------------------------
-    async def release(self) -> None:
-        """Delete the key if it still holds this lock's token.
+    def _not_acquired(self) -> Exception:
+        return _exceptions().LockError("Unable to acquire lock within the time specified", lock_name=self.name)
 
-        ``LockError`` if this lock holds nothing, ``LockNotOwnedError`` if the key no longer holds
-        its token. A release that could not reach the server raises the redis-py error and keeps
-        the token, so it can be retried.
-        """
+    def _exit_failed(self) -> None:
+        """A release at the end of ``with`` failed with a LockError: raise it, or log it."""
+        if self.raise_on_release_error:
+            raise
+        logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+
+    # --- release, extend, reacquire: the checks and the errors ------------------------------------
+    def _release_start(self) -> Tuple[bytes, Any]:
+        """The token to release and the handle to release it with; LockError if none is held."""
         token = self.local.token
         if token is None:
             raise _exceptions().LockError(
                 "Cannot release a lock that's not owned or is already unlocked.", lock_name=self.name
             )
-        handle = getattr(self.local, "handle", None) or self._masters.aio_client().lock(self._key, self._ttl())
-        try:
-            await handle.release(token=token)
-        except _LockError as error:
-            self._raise_failed(error)  # keeps the token for a retry
-            self.local.token = None
-            raise _exceptions().LockNotOwnedError("Cannot release a lock that's no longer owned") from None
+        handle = getattr(self.local, "handle", None)
+        if handle is None or handle.token != token:  # a token set by hand: release it by value
+            handle = self._masters_client().lock(self._key, self._ttl())
+        return token, handle
+
+    def _release_failed(self, error: _LockError) -> Exception:
+        """The error to raise for a release that found the key not ours (the token is forgotten);
+        a redis-py error is raised instead if the server's answer is unknown (the token is kept)."""
+        self._raise_failed(error)
         self.local.token = None
+        return _exceptions().LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
-    def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
-        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
-
-        Returns an awaitable of ``True``; raises ``LockError`` now if the lock is not held or has no
-        timeout, and the awaitable raises ``LockNotOwnedError`` if the lock was lost.
-        """
+    def _extend_check(self, what: str) -> None:
+        """``extend``/``reacquire``'s refusals, raised before any I/O (``what``: which one)."""
         if self.local.token is None:
-            raise _exceptions().LockError("Cannot extend an unlocked lock")
+            raise _exceptions().LockError(f"Cannot {what} an unlocked lock", lock_name=self.name)
         if not self.timeout:
-            raise _exceptions().LockError("Cannot extend a lock with no timeout")
-        return self._do_extend(additional_time, replace_ttl, "extend")
+            raise _exceptions().LockError(f"Cannot {what} a lock with no timeout", lock_name=self.name)
 
-    def reacquire(self) -> Awaitable[bool]:
-        """Reset the lock's time left to ``timeout``; an awaitable of ``True`` (errors as :meth:`extend`)."""
-        if self.local.token is None:
-            raise _exceptions().LockError("Cannot reacquire an unlocked lock")
-        if not self.timeout:
-            raise _exceptions().LockError("Cannot reacquire a lock with no timeout")
-        return self._do_extend(None, True, "reacquire")
-
-    async def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
+    def _extend_start(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> Tuple[Any, float]:
+        """The handle to extend and its new TTL (``additional_time`` None: reacquire)."""
         handle = getattr(self.local, "handle", None)
         if handle is None or handle.token != self.local.token:
-            raise _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned")
+            raise self._not_owned(what)
         if additional_time is None:
-            ttl = float(self.timeout)
-        else:
-            ttl = float(additional_time) + (0.0 if replace_ttl else handle.validity)
-        try:
-            await handle.extend(ttl)
-        except _LockError as error:
-            self._raise_failed(error)
-            raise _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned") from None
-        return True
+            return handle, float(self.timeout)  # type: ignore[arg-type]
+        return handle, float(additional_time) + (0.0 if replace_ttl else handle.validity)
+
+    def _extend_failed(self, error: _LockError, what: str) -> Exception:
+        self._raise_failed(error)
+        return self._not_owned(what)
+
+    def _not_owned(self, what: str) -> Exception:
+        return _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name)
 
     def _raise_failed(self, error: _LockError) -> None:
         """Raise a redis-py error if the server did not answer "ok" or "no" (it failed, or its
@@ -247,19 +254,188 @@ class AsyncLock:
             failed = redis_errors(unknown) or [_exceptions().ConnectionError(str(unknown[0]))]
             raise failed[0] from error
 
-    # --- context manager ------------------------------------------------------------------------
+    def _masters_client(self) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} name={self.name!r} timeout={self.timeout!r}>"
+
+
+class Lock(_RedisPyLock):
+    """A lock on the key ``name`` of the server ``redis`` (a ``redis.Redis``) points at; see the
+    module docstring.
+
+    Arguments as :class:`redis.lock.Lock`: ``timeout`` (seconds the lock lives; ``None``: until
+    released), ``sleep`` (seconds between attempts), ``blocking`` and ``blocking_timeout`` (defaults
+    of :meth:`acquire`), ``thread_local`` (keep the token per thread), ``raise_on_release_error``
+    (let ``with`` raise when the lock was gone at its end).
+    """
+
+    def _masters_client(self) -> Any:
+        return self._masters.client
+
+    def acquire(
+        self,
+        sleep: Optional[float] = None,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+
+        ``blocking`` (default: the constructor's) ``False`` makes one attempt; else attempts repeat
+        every ``sleep`` seconds (default: the constructor's) until ``blocking_timeout`` (default:
+        the constructor's; ``None``: forever) would be passed. ``token``: the value to store
+        (encoded by the client), else a fresh one.
+        """
+        if sleep is None:
+            sleep = self.sleep
+        blocking, stop_trying_at, token = self._acquire_args(blocking, blocking_timeout, token, time.monotonic())
+        dlm = self._masters.client
+        while True:
+            handle = self._handle(dlm)
+            if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
+                self._held(handle, dlm)
+                return True
+            if not self._try_again(blocking, stop_trying_at, sleep, time.monotonic()):
+                return False
+            time.sleep(sleep)
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock (the key exists)."""
+        return self.redis.get(self.name) is not None
+
+    def owned(self) -> bool:
+        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
+        return self._owns(self.redis.get(self.name))
+
+    def release(self) -> None:
+        """Delete the key if it still holds this lock's token.
+
+        ``LockError`` if this lock holds nothing, ``LockNotOwnedError`` if the key no longer holds
+        its token. A release that could not reach the server raises the redis-py error and keeps
+        the token, so it can be retried.
+        """
+        token, handle = self._release_start()
+        try:
+            handle.release(token=token)
+        except _LockError as error:
+            raise self._release_failed(error) from None
+        self.local.token = None
+
+    def extend(self, additional_time: float, replace_ttl: bool = False) -> bool:
+        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
+
+        Returns ``True``; ``LockError`` if the lock is not held or has no timeout,
+        ``LockNotOwnedError`` if it was lost.
+        """
+        self._extend_check("extend")
+        return self._do_extend(additional_time, replace_ttl, "extend")
+
+    def reacquire(self) -> bool:
+        """Reset the lock's time left to ``timeout``; ``True`` (errors as :meth:`extend`)."""
+        self._extend_check("reacquire")
+        return self._do_extend(None, True, "reacquire")
+
+    def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
+        handle, ttl = self._extend_start(additional_time, replace_ttl, what)
+        try:
+            handle.extend(ttl)
+        except _LockError as error:
+            raise self._extend_failed(error, what) from None
+        return True
+
+    def __enter__(self) -> "Lock":
+        if self.acquire():
+            return self
+        raise self._not_acquired()
+
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        try:
+            self.release()
+        except _exceptions().LockError:
+            self._exit_failed()
+
+
+class AsyncLock(_RedisPyLock):
+    """A lock on the key ``name`` of the server ``redis`` (a ``redis.asyncio.Redis``) points at;
+    see the module docstring. Arguments as :class:`redis.asyncio.lock.Lock` (and :class:`Lock`).
+    """
+
+    _CLIENT = "redis.asyncio.Redis"
+
+    def _masters_client(self) -> Any:
+        return self._masters.aio_client()
+
+    async def acquire(
+        self,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+
+        As :meth:`Lock.acquire`, without ``sleep`` (redis-py's asyncio lock has none): attempts
+        repeat every ``sleep`` seconds of the constructor, sleeping with ``asyncio.sleep``.
+        """
+        loop = asyncio.get_running_loop()
+        blocking, stop_trying_at, token = self._acquire_args(blocking, blocking_timeout, token, loop.time())
+        dlm = self._masters.aio_client()
+        while True:
+            handle = self._handle(dlm)
+            if handle is not None and await handle.acquire(blocking=False, token=token):
+                self._held(handle, dlm)
+                return True
+            if not self._try_again(blocking, stop_trying_at, self.sleep, loop.time()):
+                return False
+            await asyncio.sleep(self.sleep)
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock (the key exists)."""
+        return await self.redis.get(self.name) is not None
+
+    async def owned(self) -> bool:
+        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
+        return self._owns(await self.redis.get(self.name))
+
+    async def release(self) -> None:
+        """Delete the key if it still holds this lock's token (errors as :meth:`Lock.release`)."""
+        token, handle = self._release_start()
+        try:
+            await handle.release(token=token)
+        except _LockError as error:
+            raise self._release_failed(error) from None
+        self.local.token = None
+
+    def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
+        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
+
+        Returns an awaitable of ``True``; raises ``LockError`` now if the lock is not held or has no
+        timeout, and the awaitable raises ``LockNotOwnedError`` if the lock was lost.
+        """
+        self._extend_check("extend")
+        return self._do_extend(additional_time, replace_ttl, "extend")
+
+    def reacquire(self) -> Awaitable[bool]:
+        """Reset the lock's time left to ``timeout``; an awaitable of ``True`` (errors as :meth:`extend`)."""
+        self._extend_check("reacquire")
+        return self._do_extend(None, True, "reacquire")
+
+    async def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
+        handle, ttl = self._extend_start(additional_time, replace_ttl, what)
+        try:
+            await handle.extend(ttl)
+        except _LockError as error:
+            raise self._extend_failed(error, what) from None
+        return True
+
     async def __aenter__(self) -> "AsyncLock":
         if await self.acquire():
             return self
-        raise _exceptions().LockError("Unable to acquire lock within the time specified")
+        raise self._not_acquired()
 
     async def __aexit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
         try:
             await self.release()
         except _exceptions().LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__qualname__} name={self.name!r} timeout={self.timeout!r}>"
+            self._exit_failed()
