@@ -6,7 +6,8 @@ fastredlock under test, on ``PYTHONPATH``)::
     python _interop_worker.py LIB SIDE SPEC
 
 LIB is ``redlock-py``, ``redlock``, ``pottery``, ``pottery-aio`` (pottery's ``AIORedlock``, on an
-event loop) or ``aioredlock``; SIDE ``original`` or ``shim``; SPEC a JSON object with ``ports`` (the
+event loop), ``aioredlock``, ``redis-py`` (``redis.lock.Lock``, on the first lock master only) or
+``redis-py-aio`` (``redis.asyncio.lock.Lock``, likewise); SIDE ``original`` or ``shim``; SPEC a JSON object with ``ports`` (the
 lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms`` and, for the shim, ``core``.
 Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
@@ -115,6 +116,30 @@ def lockers(lib: str, side: str, spec: dict):
         loop = asyncio.new_event_loop()  # the worker's loop, for its whole run
         masters = [AIORedis(host="127.0.0.1", port=p, socket_timeout=1) for p in ports]
         lock = AIORedlock(key=resource, masters=masters, auto_release_time=ttl_ms / 1000)
+        return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
+            lambda: loop.run_until_complete(lock.release()))
+    if lib == "redis-py":  # one server: the first of the lock masters
+        from redis import Redis
+
+        if side == "original":
+            from redis.lock import Lock
+        else:
+            from fastredlock.compat.redis_py import Lock
+        r = Redis(host="127.0.0.1", port=ports[0], socket_timeout=1)
+        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=Lock)
+        return (lambda: lock.acquire(blocking=False)), lock.release
+    if lib == "redis-py-aio":
+        import asyncio
+
+        from redis.asyncio import Redis as AIORedis
+
+        if side == "original":
+            from redis.asyncio.lock import Lock as AIOLock
+        else:
+            from fastredlock.compat.redis_py import AsyncLock as AIOLock
+        loop = asyncio.new_event_loop()  # the worker's loop, for its whole run
+        r = AIORedis(host="127.0.0.1", port=ports[0], socket_timeout=1)
+        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=AIOLock)
         return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
             lambda: loop.run_until_complete(lock.release()))
     raise SystemExit(f"unknown library {lib!r}")
