@@ -10,6 +10,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py                      # N=1 and N=5, Cython core
     python benchmarks/instructions.py --masters 1 --core python
     python benchmarks/instructions.py --path /tmp/old/src  # another checkout (built in place)
+    python benchmarks/instructions.py --masters 1 --api shim  # redis-py's Lock API through the shim
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -33,22 +34,35 @@ if path:
 import fastredlock
 if path and not fastredlock.__file__.startswith(path):
     raise SystemExit(f"imported {fastredlock.__file__}, not the package under {path}")
-dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0)
 name = f"instructions:{os.getpid()}"
+api = sys.argv[5]
+# valgrind slows the loop ~50x: a deadline that a busy machine cannot miss (it costs no instructions)
+if api == "fastredlock":
+    dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=1.0,
+                              connect_timeout=1.0)
+    new_lock = lambda: dlm.lock(name, ttl=10.0)
+else:  # redis-py's Lock API, one master: redis-py's own class, or the shim's
+    import redis
+    import fastredlock.compat
+    from fastredlock.compat.redis_py import Lock
+
+    fastredlock.compat.configure(core=sys.argv[2], io_timeout=1.0, connect_timeout=1.0)
+    r = redis.Redis.from_url(sys.argv[4].split(",")[0])
+    lock_class = Lock if api == "shim" else None
+    new_lock = lambda: r.lock(name, timeout=10.0, lock_class=lock_class)
 for _ in range(int(sys.argv[3])):
-    lock = dlm.lock(name, ttl=10.0)
+    lock = new_lock()
     if not lock.acquire(blocking=False):
         raise SystemExit("not acquired: is another client using these masters?")
     lock.release()
-dlm.close()
 """
 
 
-def count(core: str, cycles: int, urls: List[str], path: str) -> int:
+def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock") -> int:
     """Instructions (user space) of one run of the loop with ``cycles`` cycles."""
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls),
+        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
@@ -57,8 +71,8 @@ def count(core: str, cycles: int, urls: List[str], path: str) -> int:
     return int(found.group(1))
 
 
-def per_cycle(core: str, small: int, large: int, urls: List[str], path: str) -> float:
-    return (count(core, large, urls, path) - count(core, small, urls, path)) / (large - small)
+def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, api: str = "fastredlock") -> float:
+    return (count(core, large, urls, path, api) - count(core, small, urls, path, api)) / (large - small)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -67,6 +81,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--core", default="cython", choices=("cython", "python"))
     parser.add_argument("--cycles", default="500,2500", help="the two loop lengths A,B (default 500,2500)")
     parser.add_argument("--path", default="", help="import fastredlock from this folder (a checkout's src/)")
+    parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py"),
+                        help="the loop: fastredlock's API (default), redis-py's Lock API through the shim "
+                             "fastredlock.compat.redis_py.Lock, or redis-py's own Lock (the last two: first master only)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -80,8 +97,10 @@ def main(argv: Optional[List[str]] = None) -> None:
             # restart-aware voting (the default) refuses masters younger than the TTL: wait that
             # out rather than measure a client configured unlike the users' default
             time.sleep(10.5)
-            ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "")
-        print(f"N={n} core={args.core}: {ir:,.0f} instructions per lock+unlock cycle (client, user space)")
+            ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
+                           args.api)
+        print(f"N={n if args.api == 'fastredlock' else 1} core={args.core} api={args.api}: {ir:,.0f} instructions "
+              "per lock+unlock cycle (client, user space)")
 
 
 if __name__ == "__main__":

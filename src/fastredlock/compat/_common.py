@@ -41,6 +41,8 @@ _DEFAULT_OPTIONS: Dict[str, Any] = {
     "restart_grace": None,
 }
 _options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
+#: ``_options`` as part of a client's key (kept in step by configure(): a lock per call looks it up).
+_options_key: Tuple[Any, ...] = tuple(sorted(_options.items()))
 _clients: Dict[Tuple[Any, ...], Redlock] = {}
 _clients_lock = threading.Lock()
 #: The asyncio clients: one per event loop (a fastredlock.asyncio client belongs to one loop), per
@@ -71,9 +73,11 @@ def configure(**changes: Any) -> Dict[str, Any]:
     if unknown:
         raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(_DEFAULT_OPTIONS)}")
     new = dict(_DEFAULT_OPTIONS) if not changes else {**_options, **changes}
+    global _options_key
     Redlock([("127.0.0.1", 6379)], **new)  # validates every option; connects nowhere
     _options.clear()
     _options.update(new)
+    _options_key = tuple(sorted(_options.items()))
     return dict(_options)
 
 
@@ -114,7 +118,7 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
     from ..asyncio import Redlock as AsyncRedlock
 
     loop = asyncio.get_running_loop()  # RuntimeError outside a coroutine, as the client would raise
-    key = (specs, tuple(sorted(_options.items())))
+    key = (specs, _options_key)
     stale: List["AsyncRedlock"] = []
     with _clients_lock:
         per_loop = _aio_clients.get(loop)
@@ -134,7 +138,7 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...]) -> "AsyncRedlock":
 
 
 def _client_for(specs: Tuple[MasterSpec, ...]) -> Redlock:
-    key = (specs, tuple(sorted(_options.items())))
+    key = (specs, _options_key)
     client = _clients.get(key)
     if client is None:
         with _clients_lock:

@@ -62,7 +62,7 @@ import threading
 import time
 import weakref
 from types import SimpleNamespace
-from typing import Any, Awaitable, Optional, Tuple, Union
+from typing import Any, Awaitable, Dict, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
 from ._common import Masters, redis_errors, usable_ttl
@@ -75,9 +75,8 @@ logger = logging.getLogger(__name__)
 #: Seconds of TTL given to a lock made without ``timeout``, renewed by a watchdog while it is held.
 NO_TIMEOUT_TTL = 10.0
 
-#: The masters read from each connection pool, once: reading a client resolves its host name, which
-#: a lock made per call (``r.lock(name)``, redis-py's idiom) must not pay each time.
-_masters_of_pool: "weakref.WeakKeyDictionary[Any, Masters]" = weakref.WeakKeyDictionary()
+_monotonic = time.monotonic
+_NUMBERS = (int, float)
 
 
 def _exceptions() -> Any:
@@ -86,26 +85,58 @@ def _exceptions() -> Any:
     return exceptions
 
 
-def _check_seconds(value: Any, what: str, *, none_ok: bool = False) -> None:
+def _check_seconds(value: Any, what: str, none_ok: bool = False) -> None:
     """Refuse a duration redis-py would have sent the server (or slept) and failed on later."""
     if value is None and none_ok:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, _NUMBERS):
         raise TypeError(f"{what} must be a number of seconds{' or None' if none_ok else ''}, not {type(value).__name__}")
     if not value >= 0:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
 
 
-def _masters_for(redis: Any) -> Masters:
-    """The one master ``redis`` points at (read once per connection pool)."""
-    pool = redis.connection_pool
-    try:
-        masters = _masters_of_pool.get(pool)
-    except TypeError:  # a pool that cannot be weakly referenced: read it each time
-        return Masters([redis])
-    if masters is None:
-        masters = _masters_of_pool[pool] = Masters([redis])  # an unreadable client is reported here
-    return masters
+class _Pool:
+    """What a lock reads from its client's connection pool, once per pool: the master (reading a
+    client resolves its host name) and the encoder. redis-py's idiom makes a lock per call
+    (``r.lock(name)``), which must not pay for either each time."""
+
+    __slots__ = ("ref", "masters", "encoder", "encoding", "errors")
+
+    def __init__(self, redis: Any, pool: Any) -> None:
+        self.ref = weakref.ref(pool, lambda _, key=id(pool): _pools.pop(key, None))
+        self.masters = Masters([redis])  # an unreadable or unsupported client is reported here
+        self.encoder = pool.get_encoder()
+        self.encoding: str = self.encoder.encoding
+        self.errors: str = self.encoder.encoding_errors
+
+
+#: id(pool) -> what was read from it (an entry leaves with its pool).
+_pools: Dict[int, _Pool] = {}
+
+
+def _pool_of(redis: Any, pool: Any) -> _Pool:
+    known = _pools.get(id(pool))
+    if known is None or known.ref() is not pool:
+        known = _Pool(redis, pool)
+        _pools[id(pool)] = known
+    return known
+
+
+class _Local(threading.local):
+    """The lock's per-thread state (redis-py's ``local``): ``token``, and the fastredlock handle that
+    holds it with the client that handle belongs to. Empty in every thread until it acquires."""
+
+    token: Optional[bytes] = None
+    handle: Any = None
+    client: Any = None
+
+
+class _Shared(SimpleNamespace):
+    """``local`` of a lock made with ``thread_local=False``: one state for all threads."""
+
+    token: Optional[bytes] = None
+    handle: Any = None
+    client: Any = None
 
 
 class _RedisPyLock:
@@ -127,11 +158,18 @@ class _RedisPyLock:
         thread_local: bool = True,
         raise_on_release_error: bool = True,
     ) -> None:
-        if not hasattr(redis, "connection_pool"):
-            raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}")
-        _check_seconds(timeout, "timeout", none_ok=True)
-        _check_seconds(sleep, "sleep")
-        _check_seconds(blocking_timeout, "blocking_timeout", none_ok=True)
+        try:
+            pool = redis.connection_pool
+        except AttributeError:
+            raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}") from None
+        if not (
+            (timeout is None or timeout.__class__ in _NUMBERS and timeout >= 0)
+            and sleep.__class__ in _NUMBERS and sleep >= 0
+            and (blocking_timeout is None or blocking_timeout.__class__ in _NUMBERS and blocking_timeout >= 0)
+        ):  # the common case checked at once; the checks below say what is wrong
+            _check_seconds(timeout, "timeout", True)
+            _check_seconds(sleep, "sleep")
+            _check_seconds(blocking_timeout, "blocking_timeout", True)
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -139,49 +177,42 @@ class _RedisPyLock:
         self.blocking = blocking
         self.blocking_timeout = blocking_timeout
         self.thread_local = bool(thread_local)
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any = _Local() if thread_local else _Shared()
         self.raise_on_release_error = raise_on_release_error
-        self.local.token = None
-        self._masters = _masters_for(redis)
-        self._key: bytes = self._encode(name)
+        known = self._pool = _pool_of(redis, pool)
+        self._masters: Masters = known.masters
+        self._key: bytes = name.encode(known.encoding, known.errors) if name.__class__ is str else self._encode(name)
 
     # --- helpers --------------------------------------------------------------------------------
     def _encode(self, value: Any) -> bytes:
         """``value`` as the client would send it (its encoding and encoding errors)."""
-        encoded = self.redis.connection_pool.get_encoder().encode(value)
-        return bytes(encoded)
+        encoded = self._pool.encoder.encode(value)
+        return encoded if encoded.__class__ is bytes else bytes(encoded)
 
     def _ttl(self) -> float:
         return float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
 
     def _handle(self, dlm: Any) -> Any:
-        """This thread's fastredlock handle for the next attempt (reused while it holds nothing)."""
+        """This thread's fastredlock handle for the next attempt: the last one while it holds
+        nothing, else a new one; ``None`` if the timeout can never be valid ("not acquired")."""
         local = self.local
-        handle = getattr(local, "handle", None)
+        handle = local.handle
         if handle is None or handle.token is not None or local.client is not dlm:
-            ttl = self._ttl()
-            if not usable_ttl(dlm, ttl):
+            ttl = float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
+            try:
+                handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
+            except ValueError:
+                if usable_ttl(dlm, ttl):  # (it raises past fastredlock's largest TTL)
+                    raise
                 return None
-            handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
+            local.handle = handle
+            local.client = dlm
         return handle
 
-    def _held(self, handle: Any, dlm: Any) -> None:
-        local = self.local
-        local.token = handle.token
-        local.handle = handle
-        local.client = dlm
-
-    def _acquire_args(
-        self, blocking: Optional[bool], blocking_timeout: Optional[float], token: Any, now: float
-    ) -> Tuple[bool, Optional[float], Optional[bytes]]:
-        """``acquire``'s arguments resolved as redis-py does: (blocking, stop trying at, token)."""
-        if token is not None:
-            token = self._encode(token)
-        if blocking is None:
-            blocking = self.blocking
+    def _deadline(self, blocking_timeout: Optional[float], now: float) -> Optional[float]:
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        return blocking, None if blocking_timeout is None else now + blocking_timeout, token
+        return None if blocking_timeout is None else now + blocking_timeout
 
     @staticmethod
     def _try_again(blocking: bool, stop_trying_at: Optional[float], sleep: float, now: float) -> bool:
@@ -206,12 +237,13 @@ class _RedisPyLock:
     # --- release, extend, reacquire: the checks and the errors ------------------------------------
     def _release_start(self) -> Tuple[bytes, Any]:
         """The token to release and the handle to release it with; LockError if none is held."""
-        token = self.local.token
+        local = self.local
+        token = local.token
         if token is None:
             raise _exceptions().LockError(
                 "Cannot release a lock that's not owned or is already unlocked.", lock_name=self.name
             )
-        handle = getattr(self.local, "handle", None)
+        handle = local.handle
         if handle is None or handle.token != token:  # a token set by hand: release it by value
             handle = self._masters_client().lock(self._key, self._ttl())
         return token, handle
@@ -232,7 +264,7 @@ class _RedisPyLock:
 
     def _extend_start(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> Tuple[Any, float]:
         """The handle to extend and its new TTL (``additional_time`` None: reacquire)."""
-        handle = getattr(self.local, "handle", None)
+        handle = self.local.handle
         if handle is None or handle.token != self.local.token:
             raise self._not_owned(what)
         if additional_time is None:
@@ -288,16 +320,21 @@ class Lock(_RedisPyLock):
         the constructor's; ``None``: forever) would be passed. ``token``: the value to store
         (encoded by the client), else a fresh one.
         """
-        if sleep is None:
-            sleep = self.sleep
-        blocking, stop_trying_at, token = self._acquire_args(blocking, blocking_timeout, token, time.monotonic())
+        started = _monotonic()
+        if token is not None:
+            token = self._encode(token)
+        stop_trying_at = None
         dlm = self._masters.client
         while True:
             handle = self._handle(dlm)
             if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
-                self._held(handle, dlm)
+                self.local.token = handle.token
                 return True
-            if not self._try_again(blocking, stop_trying_at, sleep, time.monotonic()):
+            if stop_trying_at is None:  # the first failure: the rest of redis-py's arguments
+                sleep = self.sleep if sleep is None else sleep
+                blocking = self.blocking if blocking is None else blocking
+                stop_trying_at = self._deadline(blocking_timeout, started)
+            if not self._try_again(blocking, stop_trying_at, sleep, _monotonic()):
                 return False
             time.sleep(sleep)
 
@@ -379,12 +416,17 @@ class AsyncLock(_RedisPyLock):
         repeat every ``sleep`` seconds of the constructor, sleeping with ``asyncio.sleep``.
         """
         loop = asyncio.get_running_loop()
-        blocking, stop_trying_at, token = self._acquire_args(blocking, blocking_timeout, token, loop.time())
+        started = loop.time()
+        if token is not None:
+            token = self._encode(token)
+        if blocking is None:
+            blocking = self.blocking
+        stop_trying_at = self._deadline(blocking_timeout, started)
         dlm = self._masters.aio_client()
         while True:
             handle = self._handle(dlm)
             if handle is not None and await handle.acquire(blocking=False, token=token):
-                self._held(handle, dlm)
+                self.local.token = handle.token
                 return True
             if not self._try_again(blocking, stop_trying_at, self.sleep, loop.time()):
                 return False
