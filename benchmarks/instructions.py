@@ -11,6 +11,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --masters 1 --core python
     python benchmarks/instructions.py --path /tmp/old/src  # another checkout (built in place)
     python benchmarks/instructions.py --masters 5 --on-event noop   # the cost of an on_event hook
+    python benchmarks/instructions.py --masters 1 --api shim  # redis-py's Lock API through the shim
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -34,30 +35,41 @@ if path:
 import fastredlock
 if path and not fastredlock.__file__.startswith(path):
     raise SystemExit(f"imported {fastredlock.__file__}, not the package under {path}")
-# io_timeout: under valgrind the client runs ~50x slower, and on a loaded machine the default 50 ms
-# ran out (a timeout, then "not acquired"); no deadline is reached on the path that is counted
-dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=2.0)
-if sys.argv[5] == "noop":
-    dlm.on_event = lambda event: None
-elif sys.argv[5] == "prometheus":
-    import prometheus_client
-    from fastredlock import metrics
-    metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
 name = f"instructions:{os.getpid()}"
+api = sys.argv[5]
+# valgrind slows the loop ~50x: a deadline that a busy machine cannot miss (it costs no instructions)
+if api == "fastredlock":
+    dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=1.0,
+                              connect_timeout=1.0)
+    if sys.argv[6] == "noop":
+        dlm.on_event = lambda event: None
+    elif sys.argv[6] == "prometheus":
+        import prometheus_client
+        from fastredlock import metrics
+        metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
+    new_lock = lambda: dlm.lock(name, ttl=10.0)
+else:  # redis-py's Lock API, one master: redis-py's own class, or the shim's
+    import redis
+    import fastredlock.compat
+    from fastredlock.compat.redis_py import Lock
+
+    fastredlock.compat.configure(core=sys.argv[2], io_timeout=1.0, connect_timeout=1.0)
+    r = redis.Redis.from_url(sys.argv[4].split(",")[0])
+    lock_class = Lock if api == "shim" else None
+    new_lock = lambda: r.lock(name, timeout=10.0, lock_class=lock_class)
 for _ in range(int(sys.argv[3])):
-    lock = dlm.lock(name, ttl=10.0)
+    lock = new_lock()
     if not lock.acquire(blocking=False):
         raise SystemExit("not acquired: is another client using these masters?")
     lock.release()
-dlm.close()
 """
 
 
-def count(core: str, cycles: int, urls: List[str], path: str, hook: str = "none") -> int:
+def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock", hook: str = "none") -> int:
     """Instructions (user space) of one run of the loop with ``cycles`` cycles."""
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), hook,
+        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api, hook,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
@@ -66,8 +78,9 @@ def count(core: str, cycles: int, urls: List[str], path: str, hook: str = "none"
     return int(found.group(1))
 
 
-def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, hook: str = "none") -> float:
-    return (count(core, large, urls, path, hook) - count(core, small, urls, path, hook)) / (large - small)
+def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, api: str = "fastredlock",
+              hook: str = "none") -> float:
+    return (count(core, large, urls, path, api, hook) - count(core, small, urls, path, api, hook)) / (large - small)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -75,10 +88,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--masters", default="1,5", help="comma-separated master counts (default 1,5)")
     parser.add_argument("--core", default="cython", choices=("cython", "python"))
     parser.add_argument("--cycles", default="500,2500", help="the two loop lengths A,B (default 500,2500)")
-    parser.add_argument("--on-event", default="none", choices=("none", "noop", "prometheus"),
-                        help="the client's on_event hook: none (default), a no-op, or fastredlock.metrics' "
-                             "Prometheus recorder")
     parser.add_argument("--path", default="", help="import fastredlock from this folder (a checkout's src/)")
+    parser.add_argument("--on-event", default="none", choices=("none", "noop", "prometheus"),
+                        help="the core API client's on_event hook: none (default), a no-op, or "
+                             "fastredlock.metrics' Prometheus recorder")
+    parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py"),
+                        help="the loop: fastredlock's API (default), redis-py's Lock API through the shim "
+                             "fastredlock.compat.redis_py.Lock, or redis-py's own Lock (the last two: first master only)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -93,9 +109,10 @@ def main(argv: Optional[List[str]] = None) -> None:
             # out rather than measure a client configured unlike the users' default
             time.sleep(10.5)
             ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
-                           args.on_event)
+                           args.api, args.on_event)
         hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
-        print(f"N={n} core={args.core}{hook}: {ir:,.0f} instructions per lock+unlock cycle (client, user space)")
+        print(f"N={n if args.api == 'fastredlock' else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
+              "per lock+unlock cycle (client, user space)")
 
 
 if __name__ == "__main__":

@@ -277,3 +277,20 @@ def test_release_with_signal_pushes_to_the_list_where_it_deleted(dlm, masters, n
     with pytest.raises(LockNotOwnedError):
         dlm.lock(name, ttl=5).release(token=b"not-held", signal=(signal, 800))
     assert keys_on(masters, signal) == 0  # nothing deleted, nothing pushed
+
+
+def test_acquire_with_a_chosen_token(dlm, make_client, masters, name, keys_on):
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire(token="job-42:é")
+    assert lock.token == "job-42:é".encode()
+    assert {m.command("GET", name) for m in masters} == {"job-42:é".encode()}
+    other = make_client(masters.urls, retry_count=0).lock(name, ttl=5.0)
+    assert not other.acquire(blocking=False, token=b"job-43")
+    assert {m.command("GET", name) for m in masters} == {"job-42:é".encode()}  # the refusal left it be
+    lock.extend()
+    lock.release()
+    assert keys_on(masters, name) == 0
+    for bad, error in ((b"", ValueError), (42, TypeError)):
+        with pytest.raises(error, match="token"):
+            dlm.lock(name).acquire(token=bad)
+    assert keys_on(masters, name) == 0

@@ -7,11 +7,15 @@ pytest plugin, each test gets a fresh loop.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import pytest
 
 from fastredlock.asyncio import Redlock
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
+from _loops import finish_loop  # noqa: E402
 
 LOOPS = ["asyncio", "uvloop"]
 
@@ -43,14 +47,7 @@ def arun(loop_kind):
         try:
             return loop.run_until_complete(coro)
         finally:
-            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in left:
-                task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-            assert not left, f"tasks left running after the test: {left}"
+            finish_loop(loop)
 
     return run
 

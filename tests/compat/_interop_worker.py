@@ -6,11 +6,13 @@ fastredlock under test, on ``PYTHONPATH``)::
     python _interop_worker.py LIB SIDE SPEC
 
 LIB is ``redlock-py``, ``redlock``, ``pottery``, ``pottery-aio`` (pottery's ``AIORedlock``, on an
-event loop), ``aioredlock`` or ``python-redis-lock`` (on the first master only; with a ``role`` in
-SPEC, the wake-up run of :func:`wake` instead); SIDE ``original`` or ``shim``; SPEC a JSON object with
-``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``, ``ttl_ms``, ``start_at`` and,
-for the shim, ``core``; with ``"unprotected": true`` the shim side locks another resource than the
-original (the negative control: a shim whose keys differ from the original's, so the two exclude nobody).
+event loop), ``aioredlock``, ``redis-py`` (``redis.lock.Lock``, on the first lock master only),
+``redis-py-aio`` (``redis.asyncio.lock.Lock``, likewise) or ``python-redis-lock`` (on the first master
+only; with a ``role`` in SPEC, the wake-up run of :func:`wake` instead); SIDE ``original`` or ``shim``;
+SPEC a JSON object with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``,
+``ttl_ms``, ``start_at`` and, for the shim, ``core``; with ``"unprotected": true`` the shim side locks
+another resource than the original (the negative control: a shim whose keys differ from the
+original's, so the two exclude nobody).
 Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
 often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
@@ -124,6 +126,30 @@ def lockers(lib: str, side: str, spec: dict):
         conn, redis_lock = _redis_lock(side, spec)
         lock = redis_lock.Lock(conn, resource, expire=max(1, ttl_ms // 1000))
         return (lambda: lock.acquire(blocking=False)), lock.release
+    if lib == "redis-py":  # one server: the first of the lock masters
+        from redis import Redis
+
+        if side == "original":
+            from redis.lock import Lock
+        else:
+            from fastredlock.compat.redis_py import Lock
+        r = Redis(host="127.0.0.1", port=ports[0], socket_timeout=1)
+        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=Lock)
+        return (lambda: lock.acquire(blocking=False)), lock.release
+    if lib == "redis-py-aio":
+        import asyncio
+
+        from redis.asyncio import Redis as AIORedis
+
+        if side == "original":
+            from redis.asyncio.lock import Lock as AIOLock
+        else:
+            from fastredlock.compat.redis_py import AsyncLock as AIOLock
+        loop = asyncio.new_event_loop()  # the worker's loop, for its whole run
+        r = AIORedis(host="127.0.0.1", port=ports[0], socket_timeout=1)
+        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=AIOLock)
+        return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
+            lambda: loop.run_until_complete(lock.release()))
     raise SystemExit(f"unknown library {lib!r}")
 
 

@@ -1,13 +1,18 @@
 """Fixtures of the compat tests: shims on the core under test (or only the active one, for argument
-checks), and ``arun`` for the asyncio shims (``dead_port`` is in tests/conftest.py)."""
+checks), and ``arun``/``aloop`` for the asyncio shims (``dead_port`` is in tests/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 
 import pytest
 
 import fastredlock.compat
 from fastredlock.compat._common import aclose_clients, close_clients
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
+from _loops import finish_loop  # noqa: E402
 
 
 def _shims_on(core):
@@ -30,6 +35,11 @@ def one_shim_core(one_core):
     yield from _shims_on(one_core)
 
 
+def _finish(loop):
+    loop.run_until_complete(aclose_clients())
+    finish_loop(loop)
+
+
 @pytest.fixture
 def arun():
     """``arun(coro)``: run a coroutine on a fresh event loop, then close the shims' clients of that
@@ -40,14 +50,14 @@ def arun():
         try:
             return loop.run_until_complete(coro)
         finally:
-            loop.run_until_complete(aclose_clients())
-            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in left:
-                task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-            assert not left, f"tasks left running after the test: {left}"
+            _finish(loop)
 
     return run
+
+
+@pytest.fixture
+def aloop():
+    """A fresh event loop for a test that runs several coroutines on it; ended as ``arun`` ends its."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    _finish(loop)

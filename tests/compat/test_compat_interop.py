@@ -4,7 +4,8 @@ For each original (installed in its own folder: redlock-py and glasslion's redlo
 module ``redlock``), two processes run the original and two run the shim for a few seconds, all
 locking one resource on the five session masters. An independent counter on a sixth master never
 sees two holders, both sides make progress, and both sides are refused at times (so they really
-contended on the same key).
+contended on the same key). redis-py's Lock and its asyncio Lock (``redis-py``, ``redis-py-aio``)
+lock on one server, the first of the five, as their shims do.
 """
 from __future__ import annotations
 

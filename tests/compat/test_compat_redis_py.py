@@ -1,259 +1,310 @@
-"""``fastredlock.compat.redis_py.AsyncLock``: redis-py's asyncio Lock API, keys, values and errors.
+"""``fastredlock.compat.redis_py``: ``Lock`` and ``AsyncLock``, redis-py's Lock API, keys, values and errors.
 
-Each behavioural test runs on both cores against a real local server, and checks what redis-py's
-own ``redis.asyncio.lock.Lock`` does to the same key where the two must agree (they exclude each
-other on one name).
+Each test is written once and runs on both flavours (``sync``: the shim's ``Lock`` with a
+``redis.Redis`` client; ``asyncio``: ``AsyncLock`` with a ``redis.asyncio.Redis`` client, every
+call run to its end on one event loop) and both cores, against a real local server. Where the two
+must agree (they exclude each other on one name), it checks what redis-py's own Lock of the same
+flavour does to the same key.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
+import threading
+import time
 
 import pytest
-from redis.asyncio import Redis
-from redis.asyncio.lock import Lock as RedisPyLock
+import redis
+import redis.asyncio
+import redis.asyncio.lock
+import redis.lock
 from redis.exceptions import LockError, LockNotOwnedError
 
-from fastredlock.compat.redis_py import NO_TIMEOUT_TTL, AsyncLock
+from fastredlock.compat.redis_py import NO_TIMEOUT_TTL, AsyncLock, Lock
 from fastredlock.testing import start_masters
 
 
-def _client(master, **kwargs):
-    return Redis(host="127.0.0.1", port=master.port, socket_timeout=1, **kwargs)
+class Flavour:
+    """One flavour of the API: its classes, and ``run(x)`` that finishes a call (awaits it on the
+    flavour's loop for asyncio; returns it as it is for sync)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.Lock = AsyncLock if self.loop else Lock
+        self.Original = redis.asyncio.lock.Lock if self.loop else redis.lock.Lock
+        self._clients = []
+
+    def client(self, master, **kwargs):
+        cls = redis.asyncio.Redis if self.loop else redis.Redis
+        r = cls(host="127.0.0.1", port=master.port, socket_timeout=1, **kwargs)
+        self._clients.append(r)
+        return r
+
+    def run(self, value):
+        if self.loop is not None and inspect.isawaitable(value):
+            return self.loop.run_until_complete(value)
+        return value
+
+    def sleep(self, seconds):
+        if self.loop is not None:
+            self.loop.run_until_complete(asyncio.sleep(seconds))
+        else:
+            time.sleep(seconds)
+
+    @contextlib.contextmanager
+    def holding(self, lock):
+        """``with lock`` / ``async with lock``, as the flavour does it."""
+        if self.loop is None:
+            with lock as held:
+                yield held
+            return
+        held = self.run(lock.__aenter__())
+        try:
+            yield held
+        except BaseException as exc:
+            if not self.run(lock.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self.run(lock.__aexit__(None, None, None))
+
+    def close(self):
+        """Close the redis-py clients (the loop, if any, is ended by the ``aloop`` fixture)."""
+        for r in self._clients:
+            self.run(r.aclose() if self.loop else r.close())
+
+
+def _flavour(request):
+    api = Flavour(request.getfixturevalue("aloop") if request.param == "asyncio" else None)
+    yield api
+    api.close()
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def api(request, shim_core):
+    yield from _flavour(request)
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def one_api(request, one_shim_core):
+    """``api`` on the active core only: for argument checks."""
+    yield from _flavour(request)
 
 
 @pytest.fixture
-def with_redis(arun, masters):
-    """``with_redis(main)``: run ``main(r)`` with a redis-py asyncio client of the first master."""
-
-    def run(main):
-        async def body():
-            r = _client(masters[0])
-            try:
-                await main(r)
-            finally:
-                await r.aclose()
-
-        arun(body())
-
-    return run
+def r(api, masters):
+    return api.client(masters[0])
 
 
-async def _released(r, lock, name):
-    """Release ``lock`` and check its key is gone on the server."""
-    await lock.release()
-    assert await r.get(name) is None
+def _in_other_thread(fn):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("value", fn()))
+    thread.start()
+    thread.join()
+    return box["value"]
 
 
-def test_lock_class_stores_token_with_ttl_and_releases(shim_core, name, with_redis):
-    async def main(r):
-        lock = r.lock(name, timeout=2, lock_class=AsyncLock)
-        assert isinstance(lock, AsyncLock)
-        assert await lock.acquire(blocking=False)
-        assert await r.get(name) == lock.local.token
-        assert 1900 < await r.pttl(name) <= 2000
-        assert await lock.owned() and await lock.locked()
-        await lock.release()
-        assert await r.get(name) is None and lock.local.token is None
-        assert not await lock.locked()
-
-    with_redis(main)
+def test_lock_class_stores_token_with_ttl_and_releases(api, r, name):
+    lock = r.lock(name, timeout=2, lock_class=api.Lock)
+    assert isinstance(lock, api.Lock)
+    assert api.run(lock.acquire(blocking=False))
+    assert api.run(r.get(name)) == lock.local.token
+    assert 1900 < api.run(r.pttl(name)) <= 2000
+    assert api.run(lock.owned()) and api.run(lock.locked())
+    api.run(lock.release())
+    assert api.run(r.get(name)) is None and lock.local.token is None
+    assert not api.run(lock.locked())
 
 
-def test_user_token_is_encoded_and_stored(shim_core, name, with_redis):
-    async def main(r):
-        lock = AsyncLock(r, name, timeout=1, thread_local=False)
-        assert await lock.acquire(blocking=False, token="test")
-        assert await r.get(name) == b"test" and lock.local.token == b"test"
-        await _released(r, lock, name)
-
-    with_redis(main)
+def test_user_token_is_encoded_and_stored(api, r, name):
+    lock = api.Lock(r, name, timeout=1, thread_local=False)
+    assert api.run(lock.acquire(blocking=False, token="test"))
+    assert api.run(r.get(name)) == b"test" and lock.local.token == b"test"
+    api.run(lock.release())
+    assert api.run(r.get(name)) is None
 
 
-def test_no_timeout_lock_is_renewed_and_refuses_extend(shim_core, name, with_redis):
-    async def main(r):
-        lock = AsyncLock(r, name)
-        assert await lock.acquire()
-        assert 0 < await r.pttl(name) <= NO_TIMEOUT_TTL * 1000
-        with pytest.raises(LockError, match="Cannot extend a lock with no timeout"):
-            lock.extend(1)
-        with pytest.raises(LockError, match="Cannot reacquire a lock with no timeout"):
-            lock.reacquire()
-        await _released(r, lock, name)
-
-    with_redis(main)
+def test_handle_is_reused_across_acquisitions(api, r, name):
+    lock = api.Lock(r, name, timeout=1)
+    tokens = set()
+    for _ in range(3):
+        assert api.run(lock.acquire(blocking=False))
+        tokens.add(lock.local.token)
+        api.run(lock.release())
+    assert len(tokens) == 3  # a fresh token each time, on the one handle
+    assert api.run(r.get(name)) is None
 
 
-def test_no_timeout_lock_outlives_its_ttl_while_held(shim_core, name, with_redis, monkeypatch):
+def test_no_timeout_lock_is_renewed_and_refuses_extend(api, r, name):
+    lock = api.Lock(r, name)
+    assert api.run(lock.acquire())
+    assert 0 < api.run(r.pttl(name)) <= NO_TIMEOUT_TTL * 1000
+    with pytest.raises(LockError, match="Cannot extend a lock with no timeout"):
+        lock.extend(1)
+    with pytest.raises(LockError, match="Cannot reacquire a lock with no timeout"):
+        lock.reacquire()
+    api.run(lock.release())
+    assert api.run(r.get(name)) is None
+
+
+def test_no_timeout_lock_outlives_its_ttl_while_held(api, r, name, monkeypatch):
     monkeypatch.setattr("fastredlock.compat.redis_py.NO_TIMEOUT_TTL", 0.3)
-
-    async def main(r):
-        lock = AsyncLock(r, name)
-        assert await lock.acquire(token="mine")
-        await asyncio.sleep(0.8)  # well past 0.3 s: the watchdog renewed it
-        assert await r.get(name) == b"mine" and await lock.owned()
-        await _released(r, lock, name)
-
-    with_redis(main)
+    lock = api.Lock(r, name)
+    assert api.run(lock.acquire(token="mine"))
+    api.sleep(0.8)  # well past 0.3 s: the watchdog renewed it
+    assert api.run(r.get(name)) == b"mine" and api.run(lock.owned())
+    api.run(lock.release())
+    assert api.run(r.get(name)) is None
 
 
-def test_competing_with_redis_py_on_the_same_name(shim_core, name, with_redis):
-    async def main(r):
-        original = RedisPyLock(r, name, timeout=5)
-        shim = AsyncLock(r, name, timeout=5)
-        assert await original.acquire(blocking=False)
-        assert not await shim.acquire(blocking=False)
-        assert await shim.locked() and not await shim.owned()
-        await original.release()
-        assert await shim.acquire(blocking=False)
-        assert not await original.acquire(blocking=False)
-        await shim.release()
-        assert await original.acquire(blocking=False)  # the shim left nothing behind
-        await original.release()
-
-    with_redis(main)
+def test_competing_with_redis_py_on_the_same_name(api, r, name):
+    original = api.Original(r, name, timeout=5)
+    shim = api.Lock(r, name, timeout=5)
+    assert api.run(original.acquire(blocking=False))
+    assert not api.run(shim.acquire(blocking=False))
+    assert api.run(shim.locked()) and not api.run(shim.owned())
+    api.run(original.release())
+    assert api.run(shim.acquire(blocking=False))
+    assert not api.run(original.acquire(blocking=False))
+    api.run(shim.release())
+    assert api.run(original.acquire(blocking=False))  # the shim left nothing behind
+    api.run(original.release())
 
 
-def test_blocking_timeout_and_sleep(shim_core, name, with_redis):
-    async def main(r):
-        holder = AsyncLock(r, name, timeout=0.3)
-        other = AsyncLock(r, name, timeout=5, sleep=0.05, blocking_timeout=0.1)
-        assert await holder.acquire()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        assert not await other.acquire()
-        assert 0.05 <= loop.time() - started < 0.3
-        # a sleep longer than the blocking timeout: one attempt, no sleep (as redis-py)
-        slow = AsyncLock(r, name, timeout=5, sleep=10)
-        started = loop.time()
-        assert not await slow.acquire(blocking_timeout=0.5)
-        assert loop.time() - started < 0.2
-        assert await other.acquire(blocking_timeout=1)  # the holder's 0.3 s ran out
-        await other.release()
-
-    with_redis(main)
+def test_blocking_timeout_and_sleep(api, r, name):
+    holder = api.Lock(r, name, timeout=0.3)
+    other = api.Lock(r, name, timeout=5, sleep=0.05, blocking_timeout=0.1)
+    assert api.run(holder.acquire())
+    started = time.monotonic()
+    assert not api.run(other.acquire())
+    assert 0.05 <= time.monotonic() - started < 0.3
+    # a sleep longer than the blocking timeout: one attempt, no sleep (as redis-py)
+    slow = api.Lock(r, name, timeout=5, sleep=10)
+    started = time.monotonic()
+    assert not api.run(slow.acquire(blocking_timeout=0.5))
+    assert time.monotonic() - started < 0.2
+    assert api.run(other.acquire(blocking_timeout=1))  # the holder's 0.3 s ran out
+    api.run(other.release())
 
 
-def test_context_manager_and_its_errors(shim_core, name, with_redis):
-    async def main(r):
-        async with r.lock(name, timeout=1, lock_class=AsyncLock) as lock:
-            assert await r.get(name) == lock.local.token
-        assert await r.get(name) is None
-        holder = AsyncLock(r, name, timeout=5)
-        assert await holder.acquire()
-        with pytest.raises(LockError, match="Unable to acquire lock within the time specified"):
-            async with AsyncLock(r, name, timeout=1, blocking=False):
-                pass
-        await holder.release()
-        # the key vanished under the body: raises, unless raise_on_release_error=False
-        with pytest.raises(LockNotOwnedError):
-            async with AsyncLock(r, name, timeout=1):
-                await r.delete(name)
-        async with AsyncLock(r, name, timeout=1, raise_on_release_error=False):
-            await r.delete(name)
-
-    with_redis(main)
+def test_sync_acquire_takes_sleep_first_as_redis_py(shim_core, masters, name):
+    r = redis.Redis(host="127.0.0.1", port=masters[0].port, socket_timeout=1)
+    holder = Lock(r, name, timeout=0.3)
+    assert holder.acquire()
+    started = time.monotonic()
+    assert not Lock(r, name, timeout=5, sleep=10).acquire(0.02, True, 0.1)  # sleep, blocking, blocking_timeout
+    assert 0.06 <= time.monotonic() - started < 0.3
+    r.close()
 
 
-def test_release_errors(shim_core, name, with_redis):
-    async def main(r):
-        lock = AsyncLock(r, name, timeout=1)
-        with pytest.raises(LockError, match="Cannot release a lock that's not owned or is already unlocked."):
-            await lock.release()
-        assert await lock.acquire()
-        await r.set(name, "someone else")
-        with pytest.raises(LockNotOwnedError, match="Cannot release a lock that's no longer owned"):
-            await lock.release()
-        assert await r.get(name) == b"someone else" and lock.local.token is None
-
-    with_redis(main)
-
-
-def test_extend_adds_or_replaces_and_reacquire_resets(shim_core, name, with_redis):
-    async def main(r):
-        lock = AsyncLock(r, name, timeout=10)
-        assert await lock.acquire()
-        assert await lock.extend(10) is True
-        assert 16000 < await r.pttl(name) <= 20000
-        assert await lock.extend(5, replace_ttl=True) is True
-        assert 4000 < await r.pttl(name) <= 5000
-        assert await lock.extend(0.5) is True
-        assert 5000 < await r.pttl(name) <= 5500
-        await r.pexpire(name, 1000)
-        assert await lock.reacquire() is True
-        assert 9000 < await r.pttl(name) <= 10000
-        await lock.release()
-
-    with_redis(main)
+def test_context_manager_and_its_errors(api, r, name):
+    with api.holding(r.lock(name, timeout=1, lock_class=api.Lock)) as lock:
+        assert api.run(r.get(name)) == lock.local.token
+    assert api.run(r.get(name)) is None
+    holder = api.Lock(r, name, timeout=5)
+    assert api.run(holder.acquire())
+    with pytest.raises(LockError, match="Unable to acquire lock within the time specified"):
+        with api.holding(api.Lock(r, name, timeout=1, blocking=False)):
+            pass
+    api.run(holder.release())
+    # the key vanished under the body: raises, unless raise_on_release_error=False
+    with pytest.raises(LockNotOwnedError):
+        with api.holding(api.Lock(r, name, timeout=1)):
+            api.run(r.delete(name))
+    with api.holding(api.Lock(r, name, timeout=1, raise_on_release_error=False)):
+        api.run(r.delete(name))
 
 
-def test_extend_and_reacquire_errors(shim_core, name, with_redis):
-    async def main(r):
-        lock = AsyncLock(r, name, timeout=10)
-        with pytest.raises(LockError, match="Cannot extend an unlocked lock"):
-            lock.extend(10)
-        with pytest.raises(LockError, match="Cannot reacquire an unlocked lock"):
-            lock.reacquire()
-        assert await lock.acquire()
-        await r.set(name, "someone else")
-        with pytest.raises(LockNotOwnedError, match="Cannot extend a lock that's no longer owned"):
-            await lock.extend(10)
-        with pytest.raises(LockNotOwnedError, match="Cannot reacquire a lock that's no longer owned"):
-            await lock.reacquire()
-        assert await r.get(name) == b"someone else"  # never touched another holder's key
-
-    with_redis(main)
+def test_release_errors(api, r, name):
+    lock = api.Lock(r, name, timeout=1)
+    with pytest.raises(LockError, match="Cannot release a lock that's not owned or is already unlocked."):
+        api.run(lock.release())
+    assert api.run(lock.acquire())
+    api.run(r.set(name, "someone else"))
+    with pytest.raises(LockNotOwnedError, match="Cannot release a lock that's no longer owned") as caught:
+        api.run(lock.release())
+    assert caught.value.lock_name == name
+    assert api.run(r.get(name)) == b"someone else" and lock.local.token is None
 
 
-def test_owned_with_decoded_responses_and_thread_local_token(shim_core, masters, name, arun):
-    async def main():
-        r = _client(masters[0], decode_responses=True)
-        lock = AsyncLock(r, name, timeout=2)
-        assert not await lock.owned()
-        assert await lock.acquire()
-        assert await lock.owned()
-        seen = await asyncio.to_thread(lambda: getattr(lock.local, "token", None))
-        assert seen is None  # another thread does not see this thread's token
-        shared = AsyncLock(r, name + "2", timeout=2, thread_local=False)
-        assert await shared.acquire()
-        assert await asyncio.to_thread(lambda: shared.local.token) == shared.local.token
-        await lock.release()
-        await shared.release()
-        await r.aclose()
-
-    arun(main())
+def test_token_set_by_hand_is_released_by_value(api, r, name):
+    """redis-py code passes a token between processes by setting ``local.token`` itself."""
+    first = api.Lock(r, name, timeout=5)
+    assert api.run(first.acquire())
+    other = api.Lock(r, name, timeout=5, thread_local=False)
+    other.local.token = first.local.token
+    api.run(other.release())
+    assert api.run(r.get(name)) is None
 
 
-def test_server_not_answering_raises_redis_error_and_keeps_token(shim_core, name, arun):
+def test_extend_adds_or_replaces_and_reacquire_resets(api, r, name):
+    lock = api.Lock(r, name, timeout=10)
+    assert api.run(lock.acquire())
+    assert api.run(lock.extend(10)) is True
+    assert 16000 < api.run(r.pttl(name)) <= 20000
+    assert api.run(lock.extend(5, replace_ttl=True)) is True
+    assert 4000 < api.run(r.pttl(name)) <= 5000
+    assert api.run(lock.extend(0.5)) is True
+    assert 5000 < api.run(r.pttl(name)) <= 5500
+    api.run(r.pexpire(name, 1000))
+    assert api.run(lock.reacquire()) is True
+    assert 9000 < api.run(r.pttl(name)) <= 10000
+    api.run(lock.release())
+
+
+def test_extend_and_reacquire_errors(api, r, name):
+    lock = api.Lock(r, name, timeout=10)
+    with pytest.raises(LockError, match="Cannot extend an unlocked lock"):
+        lock.extend(10)
+    with pytest.raises(LockError, match="Cannot reacquire an unlocked lock"):
+        lock.reacquire()
+    assert api.run(lock.acquire())
+    api.run(r.set(name, "someone else"))
+    with pytest.raises(LockNotOwnedError, match="Cannot extend a lock that's no longer owned"):
+        api.run(lock.extend(10))
+    with pytest.raises(LockNotOwnedError, match="Cannot reacquire a lock that's no longer owned"):
+        api.run(lock.reacquire())
+    assert api.run(r.get(name)) == b"someone else"  # never touched another holder's key
+
+
+def test_owned_with_decoded_responses_and_thread_local_token(api, masters, name):
+    r = api.client(masters[0], decode_responses=True)
+    lock = api.Lock(r, name, timeout=2)
+    assert not api.run(lock.owned())
+    assert api.run(lock.acquire())
+    assert api.run(lock.owned())
+    assert _in_other_thread(lambda: getattr(lock.local, "token", None)) is None  # not this thread's
+    shared = api.Lock(r, name + "2", timeout=2, thread_local=False)
+    assert api.run(shared.acquire())
+    assert _in_other_thread(lambda: shared.local.token) == shared.local.token
+    api.run(lock.release())
+    api.run(shared.release())
+
+
+def test_server_not_answering_raises_redis_error_and_keeps_token(api, name):
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
     with start_masters(1) as (master,):
-
-        async def main():
-            r = _client(master)
-            lock = AsyncLock(r, name, timeout=5)
-            assert await lock.acquire()
-            token = lock.local.token
-            master.pause()
-            try:
-                with pytest.raises(RedisTimeoutError):
-                    await lock.release()
-                assert lock.local.token == token  # kept: the release can be retried
-            finally:
-                master.resume()
-            await asyncio.sleep(0.1)  # the server is awake again
-            assert await r.get(name) == token  # the timed-out release did not delete it
-            await lock.release()  # the retry does
-            assert await r.get(name) is None and lock.local.token is None
-            await r.aclose()
-
-        arun(main())
+        r = api.client(master)
+        lock = api.Lock(r, name, timeout=5)
+        assert api.run(lock.acquire())
+        token = lock.local.token
+        master.pause()
+        try:
+            with pytest.raises(RedisTimeoutError):
+                api.run(lock.release())
+            assert lock.local.token == token  # kept: the release can be retried
+        finally:
+            master.resume()
+        api.sleep(0.1)  # the server is awake again
+        assert api.run(r.get(name)) == token  # the timed-out release did not delete it
+        api.run(lock.release())  # the retry does
+        assert api.run(r.get(name)) is None and lock.local.token is None
 
 
-def test_one_client_per_event_loop(shim_core, masters, name, arun):
-    r_port = masters[0]
-
+def test_asyncio_client_per_event_loop(shim_core, masters, name, arun):
     async def on_new_loop():
-        r = _client(r_port)
+        r = redis.asyncio.Redis(host="127.0.0.1", port=masters[0].port, socket_timeout=1)
         lock = AsyncLock(r, name, timeout=1)
         assert await lock.acquire()
         await lock.release()
@@ -263,15 +314,16 @@ def test_one_client_per_event_loop(shim_core, masters, name, arun):
     assert lock_loops == [None, None]
 
 
-def test_bad_arguments(one_shim_core, masters, name):
-    with pytest.raises(TypeError, match="redis.asyncio.Redis"):
-        AsyncLock("redis://127.0.0.1", name)
-    r = _client(masters[0])
+def test_bad_arguments(one_api, masters, name):
+    client = "redis.asyncio.Redis" if one_api.loop else "redis.Redis"
+    with pytest.raises(TypeError, match=client):
+        one_api.Lock("redis://127.0.0.1", name)
+    r = one_api.client(masters[0])
     with pytest.raises(ValueError, match="timeout"):
-        AsyncLock(r, name, timeout=-1)
+        one_api.Lock(r, name, timeout=-1)
     with pytest.raises(TypeError, match="timeout"):
-        AsyncLock(r, name, timeout="10")
+        one_api.Lock(r, name, timeout="10")
     with pytest.raises(ValueError, match="sleep"):
-        AsyncLock(r, name, sleep=-1)
-    lock = AsyncLock(r, name, timeout=2.5)
-    assert repr(lock) == f"<AsyncLock name={name!r} timeout=2.5>"
+        one_api.Lock(r, name, sleep=-1)
+    lock = one_api.Lock(r, name, timeout=2.5)
+    assert repr(lock) == f"<{one_api.Lock.__name__} name={name!r} timeout=2.5>"

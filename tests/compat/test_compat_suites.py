@@ -2,14 +2,16 @@
 
 The suites run in subprocesses, each on fresh local servers, adapted only as
 ``_originals.ADAPTATIONS`` lists (the server's address, the import line, fault injection that
-reaches the shim); see ``_originals``' docstring for why. Where the shim differs on purpose, the
-tests listed in ``_originals.DIFFERENCES`` (each with why) must fail against it, and only those.
-The original runs once per session, the shim once per core. Skipped, with the reason, only when
-the original cannot be fetched.
+reaches the shim); see ``_originals``' docstring for why. The original runs once per session, the
+shim once per core. The shim's outcomes equal the original's but for the tests that assert what the
+shim documents as different (``Original.differences``, each with the evidence its failure message
+must show, and ``_originals.DIFFERENCES``, by test id): those must fail against the shim, and only
+those. Skipped, with the reason, only when the original cannot be fetched.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -29,17 +31,12 @@ def _run_once(lib, dest, *, shim, core=None):
         return applied, _originals.run_suite(lib, dest, port=ports[0], shim=shim)
 
 
-def _expected(lib, outcomes, *, shim):
-    """Whether a run came out as expected: all passed, but for the shim's listed differences."""
-    differences = _originals.DIFFERENCES.get(lib, {}) if shim else {}
-    return all((state == "failed") if test in differences else (state == "passed") for test, state in outcomes.items())
-
-
-def _run(lib, tmp_path_factory, label, *, shim, core=None):
-    """Run a suite; once more if it did not come out as expected (some of the originals' tests are
-    timing-sensitive, and this machine has two cores): a real difference fails twice."""
+def _run(lib, tmp_path_factory, label, *, shim, core=None, expected=None):
+    """Run a suite; once more if it did not end as ``expected`` (default: every test passed; some of
+    the originals' tests are timing-sensitive, and this machine has two cores): a real difference
+    fails twice."""
     applied, run = _run_once(lib, tmp_path_factory.mktemp(label), shim=shim, core=core)
-    if not _expected(lib, run.outcomes, shim=shim):
+    if run.outcomes != (expected or {t: "passed" for t in run.outcomes}):
         first = run.output
         applied, run = _run_once(lib, tmp_path_factory.mktemp(label), shim=shim, core=core)
         run = run._replace(output=f"first run:\n{first[-3000:]}\nsecond run:\n{run.output}")
@@ -67,11 +64,17 @@ def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
     failing = {t: s for t, s in original.outcomes.items() if s != "passed"}
     assert not failing, f"the original {lib} fails its own suite here:\n{original.output[-3000:]}"
 
-    _, shim = _run(lib, tmp_path_factory, f"{lib}-shim-{core}", shim=True, core=core)
-    differences = _originals.DIFFERENCES.get(lib, {})
-    for test, why in differences.items():
+    # The shim fails exactly the tests that assert a documented difference, and for that reason.
+    expected = _originals.expected_of_shim(lib, original.outcomes)
+    for test, why in _originals.DIFFERENCES.get(lib, {}).items():
         print(f"{lib}: expected difference {test}: {why}")
         assert original.outcomes.get(test) == "passed", f"{test} is not in the original's run: {sorted(original.outcomes)}"
-        assert shim.outcomes.get(test) == "failed", f"{test} no longer differs ({shim.outcomes.get(test)}): " + why
-    expected = {t: ("failed" if t in differences else s) for t, s in original.outcomes.items()}
+    for difference in _originals.ORIGINALS[lib].differences:
+        assert any(difference.covers(t) for t in expected), f"{lib}: no test {difference.test} (a stale list?)"
+    _, shim = _run(lib, tmp_path_factory, f"{lib}-shim-{core}", shim=True, core=core, expected=expected)
     assert shim.outcomes == expected, f"the shim differs from {lib}:\n{shim.output[-5000:]}"
+    for test_id, state in shim.outcomes.items():
+        for difference in _originals.ORIGINALS[lib].differences:
+            if difference.covers(test_id):
+                assert re.search(difference.evidence, shim.messages[test_id]), (
+                    f"{test_id} failed for another reason than {difference.why!r}:\n{shim.messages[test_id]}")

@@ -44,14 +44,8 @@ class Lock(_SyncLock):
 
         Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter.
         Cancelled while a round runs for it, the round ends and the acquisition is released behind
-        its SETs: no key is left behind.
-
-        ``token``: the value to store (str as UTF-8, or bytes), for a caller that must choose it
-        (another library's format, a token passed between processes); by default a fresh token
-        of 128 random bits plus a counter is drawn for each attempt. A chosen token must be unique
-        to this acquisition: the release and extension check it, and a failed attempt is released,
-        by its token, on the masters that may have taken it, so reusing the token of a live holder
-        of the same name can release that holder.
+        its SETs: no key is left behind. ``token``: a value the caller chooses, unique to this
+        acquisition (as for the sync handle).
         """
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)

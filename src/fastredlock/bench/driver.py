@@ -106,6 +106,14 @@ CONFIGS: List[Config] = [
     Config("aioredlock", "aioredlock", "asyncio.gather, EVALSHA", "aioredlock"),
     Config("redis-py-lock", "redis-py Lock (N=1)", "single instance redis.lock.Lock", "redis-py",
            scenarios=("seq1", "threads", "contend"), n1=True),
+    Config("redis-py-aio-lock", "redis-py asyncio Lock (N=1)", "single instance redis.asyncio.lock.Lock",
+           "redis-py", scenarios=("seq1", "threads", "contend", "stall"), n1=True),
+    Config("shim-redis-py-lock", "shim: compat.redis_py.Lock (N=1)",
+           "redis-py's Lock API (r.lock(lock_class=...)) on fastredlock, Cython core",
+           scenarios=("seq1", "threads", "contend"), n1=True),
+    Config("shim-redis-py-aiolock", "shim: compat.redis_py.AsyncLock (N=1)",
+           "redis-py's asyncio Lock API on fastredlock.asyncio, Cython core",
+           scenarios=("seq1", "threads", "contend"), n1=True),
     Config("python-redis-lock", "python-redis-lock (N=1)", "single instance, GET + SET NX EX, BLPOP wake-up, EVALSHA (leftover keys: its "
            "lock-signal lists, which live 1 s after each release)",
            "python-redis-lock", scenarios=("seq1", "threads", "contend"), n1=True),
@@ -870,7 +878,7 @@ class Report:
             rate = statistics.median(x["rate"] for x in r)
             user = med(x["user_ms_per_1000"] for x in r)
             sys_ = med(x["sys_ms_per_1000"] for x in r)
-            adapter_async = "-async" in c.id or c.id in ("pottery-aio", "aioredlock")
+            adapter_async = "-async" in c.id or "aio" in c.id  # pottery-aio, aioredlock, redis-py's asyncio Lock
             mode = f"{self.b.s.tasks} asyncio tasks, one loop" if adapter_async else f"{self.b.s.threads} threads"
             ratio = f"{fast / rate:.2f}x" if fast else "–"
             rows.append((rate, [

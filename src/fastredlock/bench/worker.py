@@ -513,6 +513,7 @@ class RedisPyLock(Adapter):
 
     dists = ("redis", "hiredis")
     module = "redis"
+    lock_class: Any = None  # r.lock()'s lock_class: None is redis-py's own
 
     def __init__(self, urls: List[str], ttl: float) -> None:
         super().__init__(urls, ttl)
@@ -521,7 +522,7 @@ class RedisPyLock(Adapter):
         self.r = redis.Redis.from_url(urls[0])
 
     def acquire(self, name: str) -> Any:
-        lock = self.r.lock(name, timeout=self.ttl)
+        lock = self.r.lock(name, timeout=self.ttl, lock_class=self.lock_class)
         return lock if lock.acquire() else None
 
     def release(self, lock: Any) -> None:
@@ -576,6 +577,51 @@ class ShimRedisLock(PythonRedisLock):
 
         fastredlock.compat.configure(core="cython")
         return redis_lock
+class RedisPyAioLock(Adapter):
+    """redis-py's single-instance asyncio ``Lock`` (N=1): ``await r.lock(name, timeout=s).acquire()``."""
+
+    is_async = True
+    dists = RedisPyLock.dists
+    module = "redis"
+    lock_class: Any = None
+
+    async def setup(self) -> None:
+        import redis.asyncio
+
+        self.r = redis.asyncio.Redis.from_url(self.urls[0])
+
+    async def acquire(self, name: str) -> Any:
+        lock = self.r.lock(name, timeout=self.ttl, lock_class=self.lock_class)
+        return lock if await lock.acquire() else None
+
+    async def release(self, lock: Any) -> None:
+        await lock.release()
+
+    async def aclose(self) -> None:
+        await self.r.aclose()
+
+
+def _shim(cls: Any, class_name: str) -> Any:
+    """``cls`` with fastredlock.compat.redis_py's ``class_name`` as its lock class (Cython core)."""
+
+    class Shim(cls):  # type: ignore[misc, valid-type]
+        dists = ("fastredlock", "redis", "hiredis")
+        module = "fastredlock"
+
+        def __init__(self, urls: List[str], ttl: float) -> None:
+            import fastredlock.compat
+            from fastredlock.compat import redis_py
+
+            fastredlock.compat.configure(core="cython")
+            self.lock_class = getattr(redis_py, class_name)
+            super().__init__(urls, ttl)
+
+    Shim.__name__ = Shim.__qualname__ = f"Shim{class_name}"
+    return Shim
+
+
+ShimRedisPyLock = _shim(RedisPyLock, "Lock")
+ShimRedisPyAioLock = _shim(RedisPyAioLock, "AsyncLock")
 
 
 class RefRedisPy(Adapter):
@@ -724,6 +770,9 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "redis-py-lock": RedisPyLock,
     "python-redis-lock": PythonRedisLock,
     "shim-redis-lock": ShimRedisLock,
+    "redis-py-aio-lock": RedisPyAioLock,
+    "shim-redis-py-lock": ShimRedisPyLock,
+    "shim-redis-py-aiolock": ShimRedisPyAioLock,
     "ref-redis-py": RefRedisPy,
     "ref-raw-mux": RawMux,
     "ref-raw-x64": RawMux,

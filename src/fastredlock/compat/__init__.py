@@ -7,6 +7,7 @@ redlock-py (SPSCommerce)      ``from fastredlock.compat.redlock_py import Redloc
 redlock (glasslion)           ``from fastredlock.compat.redlock import RedLock``
 pottery (``Redlock``)        ``from fastredlock.compat.pottery import Redlock``
 pottery (``AIORedlock``)     ``from fastredlock.compat.pottery import AIORedlock``
+redis-py ``Lock``             ``from fastredlock.compat.redis_py import Lock``
 redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
 aioredlock (asyncio)          ``from fastredlock.compat.aioredlock import Aioredlock``
 python-redis-lock             ``from fastredlock.compat import redis_lock``

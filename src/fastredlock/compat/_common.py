@@ -44,6 +44,8 @@ _options: Dict[str, Any] = dict(_DEFAULT_OPTIONS)
 #: Bumped whenever the options change or the clients are closed: a client a Masters object
 #: remembers is reused only while this has not changed.
 _generation = 0
+#: ``_options`` as part of a client's key (kept in step by configure(): a lock per call looks it up).
+_options_key: Tuple[Any, ...] = tuple(sorted(_options.items()))
 _clients: Dict[Tuple[Any, ...], Redlock] = {}
 _clients_lock = threading.Lock()
 #: The asyncio clients: one per event loop (a fastredlock.asyncio client belongs to one loop), per
@@ -74,11 +76,13 @@ def configure(**changes: Any) -> Dict[str, Any]:
     if unknown:
         raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(_DEFAULT_OPTIONS)}")
     new = dict(_DEFAULT_OPTIONS) if not changes else {**_options, **changes}
+    global _options_key
     Redlock([("127.0.0.1", 6379)], **new)  # validates every option; connects nowhere
     global _generation
     _options.clear()
     _options.update(new)
     _generation += 1
+    _options_key = tuple(sorted(_options.items()))
     return dict(_options)
 
 
@@ -121,7 +125,7 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...], same_server_ok: bool = False)
     from ..asyncio import Redlock as AsyncRedlock
 
     loop = asyncio.get_running_loop()  # RuntimeError outside a coroutine, as the client would raise
-    key = (specs, same_server_ok, tuple(sorted(_options.items())))
+    key = (specs, same_server_ok, _options_key)
     stale: List["AsyncRedlock"] = []
     with _clients_lock:
         per_loop = _aio_clients.get(loop)
@@ -142,7 +146,7 @@ def _aio_client_for(specs: Tuple[MasterSpec, ...], same_server_ok: bool = False)
 
 
 def _client_for(specs: Tuple[MasterSpec, ...], same_server_ok: bool = False) -> Redlock:
-    key = (specs, same_server_ok, tuple(sorted(_options.items())))
+    key = (specs, same_server_ok, _options_key)
     client = _clients.get(key)
     if client is None:
         with _clients_lock:

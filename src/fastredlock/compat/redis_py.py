@@ -1,35 +1,45 @@
-"""Drop-in replacement for redis-py's asyncio ``Lock`` (``redis.asyncio.lock.Lock``), on fastredlock.
+"""Drop-in replacements for redis-py's ``Lock`` (``redis.lock.Lock``) and its asyncio ``Lock``
+(``redis.asyncio.lock.Lock``), on fastredlock.
 
-Pass it as the lock class, or build it as you built redis-py's::
+Pass one as the lock class, or build it as you built redis-py's::
+
+    from redis import Redis
+    from fastredlock.compat.redis_py import Lock
+
+    r = Redis(host="127.0.0.1", port=6379)
+    with r.lock("orders:42", timeout=10, lock_class=Lock) as lock:
+        ...
+        lock.extend(5)                       # 5 more seconds
+    lock = Lock(r, "orders:42", timeout=10, blocking_timeout=1)
 
     from redis.asyncio import Redis
     from fastredlock.compat.redis_py import AsyncLock
 
     r = Redis(host="127.0.0.1", port=6379)
     async with r.lock("orders:42", timeout=10, lock_class=AsyncLock) as lock:
-        ...
-        await lock.extend(5)                 # 5 more seconds
-    lock = AsyncLock(r, "orders:42", timeout=10, blocking_timeout=1)
+        await lock.extend(5)
 
 Same as redis-py (5.x to 8.x): the arguments (``timeout``, ``sleep``, ``blocking``,
 ``blocking_timeout``, ``thread_local``, ``raise_on_release_error``), the methods
-(``acquire(blocking=None, blocking_timeout=None, token=None)``, ``release()``,
-``extend(additional_time, replace_ttl=False)``, ``reacquire()``, ``owned()``, ``locked()``,
-``async with``), the token (``local.token``: thread-local unless ``thread_local=False``; a ``token=``
-of your own is encoded by the client's encoder), the errors and their messages
-(``redis.exceptions.LockError``, ``LockNotOwnedError``), and what is stored: the key is ``name``
-(encoded by the client), its value the token, written with ``SET name token NX PX timeout``, and
-released, extended and reacquired only while it still holds that token. A single master: the server
-the client points at (its host, port, db and credentials are read; the lock does not go through the
-client's connection pool). Old and new processes exclude each other on the same names.
+(``acquire(sleep=None, blocking=None, blocking_timeout=None, token=None)`` for :class:`Lock`,
+``acquire(blocking=None, blocking_timeout=None, token=None)`` for :class:`AsyncLock`, as in
+redis-py; ``release()``, ``extend(additional_time, replace_ttl=False)``, ``reacquire()``,
+``owned()``, ``locked()``, ``with`` / ``async with``), the token (``local.token``: thread-local
+unless ``thread_local=False``; a ``token=`` of your own is encoded by the client's encoder), the
+errors and their messages (``redis.exceptions.LockError``, ``LockNotOwnedError``), and what is
+stored: the key is ``name`` (encoded by the client), its value the token, written with ``SET name
+token NX PX timeout``, and released, extended and reacquired only while it still holds that token.
+A single master: the server the client points at (its host, port, db and credentials are read; the
+lock does not go through the client's connection pool; ``owned()`` and ``locked()`` do, as in
+redis-py). Old and new processes exclude each other on the same names.
 
 Differences (bugs not kept):
 
 - A lock without ``timeout`` (``None`` or ``0``) is not stored forever: it gets a TTL of
-  :data:`NO_TIMEOUT_TTL` seconds that a watchdog task renews while the lock is held and its event
-  loop runs, so a process that dies leaves the name locked for seconds rather than for good
-  (redis-py: ``TTL name`` is ``-1`` until someone deletes it). ``extend()`` and ``reacquire()``
-  still refuse such a lock.
+  :data:`NO_TIMEOUT_TTL` seconds that a watchdog (a thread for :class:`Lock`, a task on the event
+  loop for :class:`AsyncLock`) renews while the lock is held, so a process that dies leaves the name
+  locked for seconds rather than for good (redis-py: ``TTL name`` is ``-1`` until someone deletes
+  it). ``extend()`` and ``reacquire()`` still refuse such a lock.
 - Each operation is bounded by fastredlock's ``io_timeout`` (50 ms; see
   :func:`fastredlock.compat.configure`) rather than the client's socket timeout, and a lock counts as
   held only while its validity (measured on the monotonic clock, minus the drift allowance) lasts.
@@ -38,28 +48,35 @@ Differences (bugs not kept):
   redis-py's. An extension that fails loses the lock (it is deleted if it was still ours), and
   ``extend()`` of a lock whose timeout cannot be represented raises ``ValueError``.
 - A ``timeout`` too small to ever be valid (2 ms or less) is "not acquired" (redis-py set the key).
+- A release that could not reach the server raises the redis-py error and keeps the token, so it
+  can be retried (redis-py forgot the token first).
 - Tokens are 128 bits from the OS CSPRNG plus a counter (redis-py: ``uuid1().hex``, which carries
   the host's MAC address and the time).
-- Not for ``redis.asyncio.RedisCluster`` clients: the lock names one server.
+- Not for ``RedisCluster`` clients: the lock names one server.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
+import time
+import weakref
 from types import SimpleNamespace
-from typing import Any, Awaitable, Optional, Union
+from typing import Any, Awaitable, Dict, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
 from ._common import Masters, redis_errors, usable_ttl
 
-__all__ = ["NO_TIMEOUT_TTL", "AsyncLock"]
+__all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
 
-#: Where the shim logs (redis-py logged to ``redis.asyncio.lock``).
+#: Where the shims log (redis-py logged to ``redis.lock`` / ``redis.asyncio.lock``).
 logger = logging.getLogger(__name__)
 
 #: Seconds of TTL given to a lock made without ``timeout``, renewed by a watchdog while it is held.
 NO_TIMEOUT_TTL = 10.0
+
+_monotonic = time.monotonic
+_NUMBERS = (int, float)
 
 
 def _exceptions() -> Any:
@@ -68,24 +85,67 @@ def _exceptions() -> Any:
     return exceptions
 
 
-def _check_seconds(value: Any, what: str, *, none_ok: bool = False) -> None:
+def _check_seconds(value: Any, what: str, none_ok: bool = False) -> None:
     """Refuse a duration redis-py would have sent the server (or slept) and failed on later."""
     if value is None and none_ok:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, _NUMBERS):
         raise TypeError(f"{what} must be a number of seconds{' or None' if none_ok else ''}, not {type(value).__name__}")
     if not value >= 0:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
 
 
-class AsyncLock:
-    """A lock on the key ``name`` of the server ``redis`` points at; see the module docstring.
+class _Pool:
+    """What a lock reads from its client's connection pool, once per pool: the master (reading a
+    client resolves its host name) and the encoder. redis-py's idiom makes a lock per call
+    (``r.lock(name)``), which must not pay for either each time."""
 
-    Arguments as :class:`redis.asyncio.lock.Lock`: ``timeout`` (seconds the lock lives; ``None``:
-    until released), ``sleep`` (seconds between attempts), ``blocking`` and ``blocking_timeout``
-    (defaults of :meth:`acquire`), ``thread_local`` (keep the token per thread),
-    ``raise_on_release_error`` (let ``async with`` raise when the lock was gone at its end).
-    """
+    __slots__ = ("ref", "masters", "encoder", "encoding", "errors")
+
+    def __init__(self, redis: Any, pool: Any) -> None:
+        self.ref = weakref.ref(pool, lambda _, key=id(pool): _pools.pop(key, None))
+        self.masters = Masters([redis])  # an unreadable or unsupported client is reported here
+        self.encoder = pool.get_encoder()
+        self.encoding: str = self.encoder.encoding
+        self.errors: str = self.encoder.encoding_errors
+
+
+#: id(pool) -> what was read from it (an entry leaves with its pool).
+_pools: Dict[int, _Pool] = {}
+
+
+def _pool_of(redis: Any, pool: Any) -> _Pool:
+    known = _pools.get(id(pool))
+    if known is None or known.ref() is not pool:
+        known = _Pool(redis, pool)
+        _pools[id(pool)] = known
+    return known
+
+
+class _Local(threading.local):
+    """The lock's per-thread state (redis-py's ``local``): ``token``, and the fastredlock handle that
+    holds it with the client that handle belongs to. Empty in every thread until it acquires."""
+
+    token: Optional[bytes] = None
+    handle: Any = None
+    client: Any = None
+
+
+class _Shared(SimpleNamespace):
+    """``local`` of a lock made with ``thread_local=False``: one state for all threads."""
+
+    token: Optional[bytes] = None
+    handle: Any = None
+    client: Any = None
+
+
+class _RedisPyLock:
+    """What :class:`Lock` and :class:`AsyncLock` share: the arguments and their checks, the key and
+    token as redis-py stores them, and redis-py's errors and messages. The subclasses add the
+    operations, blocking or awaitable."""
+
+    #: The client the subclass takes, for the error message of a wrong one.
+    _CLIENT = "redis.Redis"
 
     def __init__(
         self,
@@ -98,11 +158,18 @@ class AsyncLock:
         thread_local: bool = True,
         raise_on_release_error: bool = True,
     ) -> None:
-        if not hasattr(redis, "connection_pool"):
-            raise TypeError(f"redis must be a redis.asyncio.Redis client, not {type(redis).__name__}")
-        _check_seconds(timeout, "timeout", none_ok=True)
-        _check_seconds(sleep, "sleep")
-        _check_seconds(blocking_timeout, "blocking_timeout", none_ok=True)
+        try:
+            pool = redis.connection_pool
+        except AttributeError:
+            raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}") from None
+        if not (
+            (timeout is None or timeout.__class__ in _NUMBERS and timeout >= 0)
+            and sleep.__class__ in _NUMBERS and sleep >= 0
+            and (blocking_timeout is None or blocking_timeout.__class__ in _NUMBERS and blocking_timeout >= 0)
+        ):  # the common case checked at once; the checks below say what is wrong
+            _check_seconds(timeout, "timeout", True)
+            _check_seconds(sleep, "sleep")
+            _check_seconds(blocking_timeout, "blocking_timeout", True)
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -110,134 +177,106 @@ class AsyncLock:
         self.blocking = blocking
         self.blocking_timeout = blocking_timeout
         self.thread_local = bool(thread_local)
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any = _Local() if thread_local else _Shared()
         self.raise_on_release_error = raise_on_release_error
-        self.local.token = None
-        self._masters = Masters([redis])  # an unreadable or unsupported client is reported here
-        self._key: bytes = self._encode(name)
+        known = self._pool = _pool_of(redis, pool)
+        self._masters: Masters = known.masters
+        self._key: bytes = name.encode(known.encoding, known.errors) if name.__class__ is str else self._encode(name)
 
     # --- helpers --------------------------------------------------------------------------------
     def _encode(self, value: Any) -> bytes:
         """``value`` as the client would send it (its encoding and encoding errors)."""
-        encoded = self.redis.connection_pool.get_encoder().encode(value)
-        return bytes(encoded)
+        encoded = self._pool.encoder.encode(value)
+        return encoded if encoded.__class__ is bytes else bytes(encoded)
 
     def _ttl(self) -> float:
         return float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
 
-    # --- acquire --------------------------------------------------------------------------------
-    async def acquire(
-        self,
-        blocking: Optional[bool] = None,
-        blocking_timeout: Optional[float] = None,
-        token: Optional[Union[str, bytes]] = None,
-    ) -> bool:
-        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+    def _handle(self, dlm: Any) -> Any:
+        """This thread's fastredlock handle for the next attempt: the last one while it holds
+        nothing, else a new one; ``None`` if the timeout can never be valid ("not acquired")."""
+        local = self.local
+        handle = local.handle
+        if handle is None or handle.token is not None or local.client is not dlm:
+            ttl = float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
+            try:
+                handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
+            except ValueError:
+                if usable_ttl(dlm, ttl):  # (it raises past fastredlock's largest TTL)
+                    raise
+                return None
+            local.handle = handle
+            local.client = dlm
+        return handle
 
-        ``blocking`` (default: the constructor's) ``False`` makes one attempt; else attempts repeat
-        every ``sleep`` seconds until ``blocking_timeout`` (default: the constructor's; ``None``:
-        forever) would be passed. ``token``: the value to store (encoded by the client), else a
-        fresh one.
-        """
-        if token is not None:
-            token = self._encode(token)
-        if blocking is None:
-            blocking = self.blocking
+    def _deadline(self, blocking_timeout: Optional[float], now: float) -> Optional[float]:
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        loop = asyncio.get_running_loop()
-        stop_trying_at = None if blocking_timeout is None else loop.time() + blocking_timeout
-        while True:
-            if await self._attempt(token):
-                return True
-            if not blocking:
-                return False
-            next_try_at = loop.time() + self.sleep
-            if stop_trying_at is not None and next_try_at > stop_trying_at:
-                return False
-            await asyncio.sleep(self.sleep)
+        return None if blocking_timeout is None else now + blocking_timeout
 
-    async def _attempt(self, token: Optional[bytes]) -> bool:
-        """One ``SET name token NX PX`` round; on success the token and handle are this thread's."""
-        dlm = self._masters.aio_client()
-        ttl = self._ttl()
-        if not usable_ttl(dlm, ttl):
-            return False
-        handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
-        if not await handle.acquire(blocking=False, token=token):  # token None: a fresh one
-            return False
-        self.local.token = handle.token
-        self.local.handle = handle
-        return True
+    @staticmethod
+    def _try_again(blocking: bool, stop_trying_at: Optional[float], sleep: float, now: float) -> bool:
+        """Whether to sleep ``sleep`` and try again (redis-py: never to wake past the deadline)."""
+        return blocking and (stop_trying_at is None or now + sleep <= stop_trying_at)
 
-    # --- state ----------------------------------------------------------------------------------
-    async def locked(self) -> bool:
-        """Whether anyone holds the lock (the key exists)."""
-        return await self.redis.get(self.name) is not None
-
-    async def owned(self) -> bool:
-        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
-        stored = await self.redis.get(self.name)
+    def _owns(self, stored: Any) -> bool:
+        """Whether ``stored`` (the key's value, read through the client) is this lock's token."""
         if stored and not isinstance(stored, bytes):
             stored = self._encode(stored)  # decode_responses=True
         return self.local.token is not None and stored == self.local.token
 
-    # --- release, extend, reacquire -------------------------------------------------------------
-    async def release(self) -> None:
-        """Delete the key if it still holds this lock's token.
+    def _not_acquired(self) -> Exception:
+        return _exceptions().LockError("Unable to acquire lock within the time specified", lock_name=self.name)
 
-        ``LockError`` if this lock holds nothing, ``LockNotOwnedError`` if the key no longer holds
-        its token. A release that could not reach the server raises the redis-py error and keeps
-        the token, so it can be retried.
-        """
-        token = self.local.token
+    def _exit_failed(self) -> None:
+        """A release at the end of ``with`` failed with a LockError: raise it, or log it."""
+        if self.raise_on_release_error:
+            raise
+        logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+
+    # --- release, extend, reacquire: the checks and the errors ------------------------------------
+    def _release_start(self) -> Tuple[bytes, Any]:
+        """The token to release and the handle to release it with; LockError if none is held."""
+        local = self.local
+        token = local.token
         if token is None:
             raise _exceptions().LockError(
                 "Cannot release a lock that's not owned or is already unlocked.", lock_name=self.name
             )
-        handle = getattr(self.local, "handle", None) or self._masters.aio_client().lock(self._key, self._ttl())
-        try:
-            await handle.release(token=token)
-        except _LockError as error:
-            self._raise_failed(error)  # keeps the token for a retry
-            self.local.token = None
-            raise _exceptions().LockNotOwnedError("Cannot release a lock that's no longer owned") from None
+        handle = local.handle
+        if handle is None or handle.token != token:  # a token set by hand: release it by value
+            handle = self._masters_client().lock(self._key, self._ttl())
+        return token, handle
+
+    def _release_failed(self, error: _LockError) -> Exception:
+        """The error to raise for a release that found the key not ours (the token is forgotten);
+        a redis-py error is raised instead if the server's answer is unknown (the token is kept)."""
+        self._raise_failed(error)
         self.local.token = None
+        return _exceptions().LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
-    def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
-        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
-
-        Returns an awaitable of ``True``; raises ``LockError`` now if the lock is not held or has no
-        timeout, and the awaitable raises ``LockNotOwnedError`` if the lock was lost.
-        """
+    def _extend_check(self, what: str) -> None:
+        """``extend``/``reacquire``'s refusals, raised before any I/O (``what``: which one)."""
         if self.local.token is None:
-            raise _exceptions().LockError("Cannot extend an unlocked lock")
+            raise _exceptions().LockError(f"Cannot {what} an unlocked lock", lock_name=self.name)
         if not self.timeout:
-            raise _exceptions().LockError("Cannot extend a lock with no timeout")
-        return self._do_extend(additional_time, replace_ttl, "extend")
+            raise _exceptions().LockError(f"Cannot {what} a lock with no timeout", lock_name=self.name)
 
-    def reacquire(self) -> Awaitable[bool]:
-        """Reset the lock's time left to ``timeout``; an awaitable of ``True`` (errors as :meth:`extend`)."""
-        if self.local.token is None:
-            raise _exceptions().LockError("Cannot reacquire an unlocked lock")
-        if not self.timeout:
-            raise _exceptions().LockError("Cannot reacquire a lock with no timeout")
-        return self._do_extend(None, True, "reacquire")
-
-    async def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
-        handle = getattr(self.local, "handle", None)
+    def _extend_start(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> Tuple[Any, float]:
+        """The handle to extend and its new TTL (``additional_time`` None: reacquire)."""
+        handle = self.local.handle
         if handle is None or handle.token != self.local.token:
-            raise _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned")
+            raise self._not_owned(what)
         if additional_time is None:
-            ttl = float(self.timeout)
-        else:
-            ttl = float(additional_time) + (0.0 if replace_ttl else handle.validity)
-        try:
-            await handle.extend(ttl)
-        except _LockError as error:
-            self._raise_failed(error)
-            raise _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned") from None
-        return True
+            return handle, float(self.timeout)  # type: ignore[arg-type]
+        return handle, float(additional_time) + (0.0 if replace_ttl else handle.validity)
+
+    def _extend_failed(self, error: _LockError, what: str) -> Exception:
+        self._raise_failed(error)
+        return self._not_owned(what)
+
+    def _not_owned(self, what: str) -> Exception:
+        return _exceptions().LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name)
 
     def _raise_failed(self, error: _LockError) -> None:
         """Raise a redis-py error if the server did not answer "ok" or "no" (it failed, or its
@@ -247,19 +286,198 @@ class AsyncLock:
             failed = redis_errors(unknown) or [_exceptions().ConnectionError(str(unknown[0]))]
             raise failed[0] from error
 
-    # --- context manager ------------------------------------------------------------------------
+    def _masters_client(self) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} name={self.name!r} timeout={self.timeout!r}>"
+
+
+class Lock(_RedisPyLock):
+    """A lock on the key ``name`` of the server ``redis`` (a ``redis.Redis``) points at; see the
+    module docstring.
+
+    Arguments as :class:`redis.lock.Lock`: ``timeout`` (seconds the lock lives; ``None``: until
+    released), ``sleep`` (seconds between attempts), ``blocking`` and ``blocking_timeout`` (defaults
+    of :meth:`acquire`), ``thread_local`` (keep the token per thread), ``raise_on_release_error``
+    (let ``with`` raise when the lock was gone at its end).
+    """
+
+    def _masters_client(self) -> Any:
+        return self._masters.client
+
+    def acquire(
+        self,
+        sleep: Optional[float] = None,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+
+        ``blocking`` (default: the constructor's) ``False`` makes one attempt; else attempts repeat
+        every ``sleep`` seconds (default: the constructor's) until ``blocking_timeout`` (default:
+        the constructor's; ``None``: forever) would be passed. ``token``: the value to store
+        (encoded by the client), else a fresh one.
+        """
+        started = _monotonic()
+        if token is not None:
+            token = self._encode(token)
+        stop_trying_at = None
+        dlm = self._masters.client
+        while True:
+            handle = self._handle(dlm)
+            if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
+                self.local.token = handle.token
+                return True
+            if stop_trying_at is None:  # the first failure: the rest of redis-py's arguments
+                sleep = self.sleep if sleep is None else sleep
+                blocking = self.blocking if blocking is None else blocking
+                stop_trying_at = self._deadline(blocking_timeout, started)
+            if not self._try_again(blocking, stop_trying_at, sleep, _monotonic()):
+                return False
+            time.sleep(sleep)
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock (the key exists)."""
+        return self.redis.get(self.name) is not None
+
+    def owned(self) -> bool:
+        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
+        return self._owns(self.redis.get(self.name))
+
+    def release(self) -> None:
+        """Delete the key if it still holds this lock's token.
+
+        ``LockError`` if this lock holds nothing, ``LockNotOwnedError`` if the key no longer holds
+        its token. A release that could not reach the server raises the redis-py error and keeps
+        the token, so it can be retried.
+        """
+        token, handle = self._release_start()
+        try:
+            handle.release(token=token)
+        except _LockError as error:
+            raise self._release_failed(error) from None
+        self.local.token = None
+
+    def extend(self, additional_time: float, replace_ttl: bool = False) -> bool:
+        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
+
+        Returns ``True``; ``LockError`` if the lock is not held or has no timeout,
+        ``LockNotOwnedError`` if it was lost.
+        """
+        self._extend_check("extend")
+        return self._do_extend(additional_time, replace_ttl, "extend")
+
+    def reacquire(self) -> bool:
+        """Reset the lock's time left to ``timeout``; ``True`` (errors as :meth:`extend`)."""
+        self._extend_check("reacquire")
+        return self._do_extend(None, True, "reacquire")
+
+    def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
+        handle, ttl = self._extend_start(additional_time, replace_ttl, what)
+        try:
+            handle.extend(ttl)
+        except _LockError as error:
+            raise self._extend_failed(error, what) from None
+        return True
+
+    def __enter__(self) -> "Lock":
+        if self.acquire():
+            return self
+        raise self._not_acquired()
+
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        try:
+            self.release()
+        except _exceptions().LockError:
+            self._exit_failed()
+
+
+class AsyncLock(_RedisPyLock):
+    """A lock on the key ``name`` of the server ``redis`` (a ``redis.asyncio.Redis``) points at;
+    see the module docstring. Arguments as :class:`redis.asyncio.lock.Lock` (and :class:`Lock`).
+    """
+
+    _CLIENT = "redis.asyncio.Redis"
+
+    def _masters_client(self) -> Any:
+        return self._masters.aio_client()
+
+    async def acquire(
+        self,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[float] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; return ``True`` once held, ``False`` if not held by the deadline.
+
+        As :meth:`Lock.acquire`, without ``sleep`` (redis-py's asyncio lock has none): attempts
+        repeat every ``sleep`` seconds of the constructor, sleeping with ``asyncio.sleep``.
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if token is not None:
+            token = self._encode(token)
+        if blocking is None:
+            blocking = self.blocking
+        stop_trying_at = self._deadline(blocking_timeout, started)
+        dlm = self._masters.aio_client()
+        while True:
+            handle = self._handle(dlm)
+            if handle is not None and await handle.acquire(blocking=False, token=token):
+                self.local.token = handle.token
+                return True
+            if not self._try_again(blocking, stop_trying_at, self.sleep, loop.time()):
+                return False
+            await asyncio.sleep(self.sleep)
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock (the key exists)."""
+        return await self.redis.get(self.name) is not None
+
+    async def owned(self) -> bool:
+        """Whether this lock (this thread's token, unless ``thread_local=False``) holds the key."""
+        return self._owns(await self.redis.get(self.name))
+
+    async def release(self) -> None:
+        """Delete the key if it still holds this lock's token (errors as :meth:`Lock.release`)."""
+        token, handle = self._release_start()
+        try:
+            await handle.release(token=token)
+        except _LockError as error:
+            raise self._release_failed(error) from None
+        self.local.token = None
+
+    def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
+        """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
+
+        Returns an awaitable of ``True``; raises ``LockError`` now if the lock is not held or has no
+        timeout, and the awaitable raises ``LockNotOwnedError`` if the lock was lost.
+        """
+        self._extend_check("extend")
+        return self._do_extend(additional_time, replace_ttl, "extend")
+
+    def reacquire(self) -> Awaitable[bool]:
+        """Reset the lock's time left to ``timeout``; an awaitable of ``True`` (errors as :meth:`extend`)."""
+        self._extend_check("reacquire")
+        return self._do_extend(None, True, "reacquire")
+
+    async def _do_extend(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> bool:
+        handle, ttl = self._extend_start(additional_time, replace_ttl, what)
+        try:
+            await handle.extend(ttl)
+        except _LockError as error:
+            raise self._extend_failed(error, what) from None
+        return True
+
     async def __aenter__(self) -> "AsyncLock":
         if await self.acquire():
             return self
-        raise _exceptions().LockError("Unable to acquire lock within the time specified")
+        raise self._not_acquired()
 
     async def __aexit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
         try:
             await self.release()
         except _exceptions().LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__qualname__} name={self.name!r} timeout={self.timeout!r}>"
+            self._exit_failed()
