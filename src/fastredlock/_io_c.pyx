@@ -17,6 +17,12 @@ restart-aware voting, owed replies, handshake, reply guard and classification) l
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
   building a reply object; anything else goes to ``hiredis.Reader`` (one ``feed`` per read);
+* TLS masters (``rediss://``) run on the same non-blocking fds, through the shared
+  :mod:`fastredlock._tls` state machine (``ssl.SSLObject`` over memory BIOs, holding the GIL): the
+  handshake is part of the connect (the link stays ``connecting``, under the connect deadline),
+  ciphertext goes out with one ``send`` per round, and every read is decrypted in full before the
+  replies are parsed, so no reply waits above the socket where ``poll`` cannot see it. Plain
+  links keep their path: one C flag per master tells them apart;
 * time is ``clock_gettime(CLOCK_MONOTONIC)`` (the clock of ``time.monotonic()`` on Linux;
   ``CLOCK_UPTIME_RAW`` on macOS).
 
@@ -51,6 +57,7 @@ from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA
+from ._tls import TlsConn, TlsError, context_for
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -217,6 +224,10 @@ cdef class Core:
     cdef object _grace_obj
     cdef int *_fds              # one per master, -1 when closed
     cdef bint *_dirty           # the master's reader holds bytes fed since it last ended clean
+    cdef bint *_is_tls          # the master is a TLS master (its link takes the TLS path)
+    cdef list _tls_ctx          # per master: its ssl.SSLContext, or None
+    cdef list _tls              # per master: the open connection's _tls.TlsConn, or None
+    cdef list _tls_session      # per master: the last TLS session (resumed on reconnect), or None
     cdef list _readers          # one hiredis.Reader per master (None until its first connection)
     cdef pollfd *_pfds
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
@@ -232,6 +243,7 @@ cdef class Core:
     def __cinit__(self):
         self._fds = NULL
         self._dirty = NULL
+        self._is_tls = NULL
         self._pfds = NULL
         self._pidx = NULL
         self._grace_obj = 0
@@ -250,11 +262,16 @@ cdef class Core:
         self.restart_aware = restart_aware
         self._fds = <int *>_grow(NULL, (n + 1) * sizeof(int))
         self._dirty = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._is_tls = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
+        self._tls = [None] * n
+        self._tls_session = [None] * n
         self._pfds = <pollfd *>_grow(NULL, (n + 1) * sizeof(pollfd))
         self._pidx = <Py_ssize_t *>_grow(NULL, (n + 1) * sizeof(Py_ssize_t))
         for i in range(n):
             self._fds[i] = -1
             self._dirty[i] = False
+            self._is_tls[i] = self._tls_ctx[i] is not None
         self._readers = [None] * n
         self._addr = [_address(link.spec) for link in self._links]
         self._enc = Commands()
@@ -269,6 +286,7 @@ cdef class Core:
                     c_close(self._fds[i])
         free(self._fds)
         free(self._dirty)
+        free(self._is_tls)
         free(self._pfds)
         free(self._pidx)
 
@@ -447,7 +465,7 @@ cdef class Core:
             link = <Link>self._links[i]
             if link.polled and self._fds[i] >= 0:
                 pfds[m].fd = self._fds[i]
-                pfds[m].events = POLL_IN | (POLLOUT if (PyBytes_GET_SIZE(link.out) or link.connecting) else 0)
+                pfds[m].events = POLL_IN | (POLLOUT if self._wants_write(i, link) else 0)
                 pfds[m].revents = 0
                 self._pidx[m] = i
                 m += 1
@@ -469,17 +487,27 @@ cdef class Core:
             self._serve(i, ev & POLL_IN, ev & POLLOUT)
         return 0
 
+    cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
+        """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
+        if not self._is_tls[i]:
+            return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        tls = self._tls[i]
+        return tls is not None and (<object>tls).wants_write(link.out)
+
     cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
         """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
         cdef Link link = <Link>self._links[i]
         cdef int err
         if writable:
-            if link.connecting:
+            if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
                 err = frl_sock_error(self._fds[i])
                 if err:
                     self._s.connect_failed(i, _os_strerror(err), frl_now())
                     return self._sync(i)
-                link.connecting = False
+                if self._is_tls[i]:
+                    self._tls[i].tcp_up = True  # the handshake runs; the link stays connecting
+                else:
+                    link.connecting = False
             self._sync(i)
         if readable and self._fds[i] >= 0:
             self._readable(i)
@@ -494,6 +522,9 @@ cdef class Core:
         while True:
             if link.closing:
                 link.closing = False
+                if self._is_tls[i] and self._tls[i] is not None:
+                    self._tls_session[i] = self._tls[i].session or self._tls_session[i]
+                    self._tls[i] = None
                 if self._fds[i] >= 0:
                     if self.on_close is not None:
                         self.on_close(i, self._fds[i])  # an event loop forgets the fd first
@@ -506,6 +537,10 @@ cdef class Core:
                 if detail is not None:
                     self._s.connect_failed(i, detail, frl_now())
                     continue
+            if self._is_tls[i]:
+                if self._send_tls(i, link):
+                    continue
+                return 0
             size = PyBytes_GET_SIZE(link.out)
             if size == 0 or link.connecting or self._fds[i] < 0:
                 return 0
@@ -521,6 +556,55 @@ cdef class Core:
                 continue
             link.out = _EMPTY if sent == size else link.out[sent:]
             return 0
+
+    cdef bint _send_tls(self, Py_ssize_t i, Link link) except -1:
+        """Send what a TLS link has to send (handshake records, or its ``out`` encrypted); True
+        when :meth:`_sync` must look at the link again (it failed, or more may be sendable)."""
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        cdef int err
+        tls = self._tls[i]
+        if tls is None or self._fds[i] < 0 or not tls.tcp_up:
+            return False
+        try:
+            data = tls.outgoing(link.out)
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            return True
+        size = PyBytes_GET_SIZE(data)
+        if size == 0:
+            return False
+        sent = send(self._fds[i], PyBytes_AS_STRING(data), <size_t>size, MSG_NOSIGNAL)
+        if sent < 0:
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                return True
+            if frl_would_block(err):
+                return False
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        link.out = tls.sent(sent, link.out)
+        return not tls.pending
+
+    cdef object _decrypt(self, Py_ssize_t i, Link link, Py_ssize_t got):
+        """The plaintext of the ``got`` bytes of ciphertext just read (all of it: nothing stays
+        buffered above the socket); advance the handshake and send what it answers. None when
+        there is nothing to parse (the handshake went on, a session ticket came, the link failed)."""
+        tls = self._tls[i]
+        try:
+            data = tls.feed(PyBytes_FromStringAndSize(self._rbufp, got))
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            self._sync(i)
+            return None
+        if link.connecting and tls.done:
+            link.connecting = False
+        if tls.pending or (PyBytes_GET_SIZE(link.out) and not link.connecting):
+            self._sync(i)
+            if self._tls[i] is not tls:
+                return None  # the link failed while writing
+        return data if PyBytes_GET_SIZE(data) else None
 
     cdef object _open(self, Py_ssize_t i):
         """Start a non-blocking connect to master ``i``; None, or a message saying why it failed."""
@@ -549,6 +633,11 @@ cdef class Core:
         self._fds[i] = fd
         self._opened += 1
         (<Link>self._links[i]).connecting = connecting != 0
+        if self._is_tls[i]:
+            tls = TlsConn(self._tls_ctx[i], (<Link>self._links[i]).spec.host, self._tls_session[i])
+            tls.tcp_up = connecting == 0
+            self._tls[i] = tls
+            (<Link>self._links[i]).connecting = True  # until the handshake is done
         if self._readers[i] is None or self._dirty[i]:
             self._readers[i] = _Reader()
             self._dirty[i] = False
@@ -559,9 +648,7 @@ cdef class Core:
         cdef Session s = self._s
         cdef Link link = <Link>self._links[i]
         cdef ssize_t got
-        cdef int err, kind, code = 0
-        cdef long long value = 0
-        cdef Py_ssize_t pos = 0, used
+        cdef int err
         cdef double now
         got = recv(self._fds[i], self._rbufp, RECV_SIZE, 0)
         now = frl_now()
@@ -574,6 +661,20 @@ cdef class Core:
         if got == 0:
             s.io_failed(i, "connection closed by the master", True, now)
             return self._sync(i)
+        if self._is_tls[i]:
+            plain = self._decrypt(i, link, got)
+            if plain is None:
+                return 0
+            return self._consume(i, link, plain, PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), frl_now())
+        return self._consume(i, link, self._rbuf, self._rbufp, got, now)
+
+    cdef inline int _consume(self, Py_ssize_t i, Link link, object buf, const char *p, Py_ssize_t got,
+                             double now) except -1:
+        """Hand the replies in ``p[:got]`` (the bytes of ``buf``) to the session."""
+        cdef Session s = self._s
+        cdef int kind, code = 0
+        cdef long long value = 0
+        cdef Py_ssize_t pos = 0, used
         if _fast_path and not self._dirty[i]:
             # Exact expected replies at the front of a read on a clean connection: settled here
             # without a reply object (and without the guard: they are well-formed by definition).
@@ -581,7 +682,7 @@ cdef class Core:
                 kind = s.next_kind(i)
                 if kind < 0:
                     break
-                used = _fast_reply(self._rbufp + pos, got - pos, kind, &code, &value)
+                used = _fast_reply(p + pos, got - pos, kind, &code, &value)
                 if used == 0:
                     break
                 pos += used
@@ -590,10 +691,10 @@ cdef class Core:
             if pos == got:
                 s.drained(i, False, now)
                 return self._sync(i) if _asks(link) else 0
-        if not s.received(i, self._rbuf, pos, got, now):
+        if not s.received(i, buf, pos, got, now):
             return self._sync(i)
         reader = self._readers[i]
-        reader.feed(self._rbuf, pos, got - pos)
+        reader.feed(buf, pos, got - pos)
         self._dirty[i] = True
         while link.expecting():
             try:
@@ -641,7 +742,7 @@ cdef class Core:
         writing = None
         for i in range(self.n):
             link = <Link>self._links[i]
-            if self._fds[i] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+            if self._fds[i] >= 0 and self._wants_write(i, link):
                 if writing is None:
                     writing = []
                 writing.append(i)
@@ -675,7 +776,7 @@ cdef class Core:
         else:
             for j in range(self.n):
                 link = <Link>self._links[j]
-                if self._fds[j] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+                if self._fds[j] >= 0 and self._wants_write(j, link):
                     code |= 2
                     break
         return code
