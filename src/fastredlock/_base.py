@@ -89,6 +89,7 @@ class RedlockBase:
         auto_pipeline: bool = True,
         core: Optional[str] = None,
         on_event: Optional[Callable[[Any], object]] = None,
+        ssl_context: Any = None,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
             raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
@@ -126,7 +127,7 @@ class RedlockBase:
         self.fence_retention = check_number(fence_retention, "fence_retention", strict=True)
         core_cls = core_class(core)
         self.core: str = "python" if core_cls.__module__.endswith("_io_py") else "cython"
-        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters)
+        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters, ssl_context)
         ref = weakref.ref(self)  # the watchdog must not keep the client alive
         #: The seam the handles and the watchdog run their rounds through (not for applications).
         self.executor = Executor(

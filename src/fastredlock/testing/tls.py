@@ -15,7 +15,9 @@ import subprocess
 import time
 from typing import NamedTuple, Optional
 
-__all__ = ["Certs", "ServerTls", "make_certs"]
+__all__ = ["Certs", "ServerTls", "make_certs", "tls_server"]
+
+_tls_servers: dict = {}
 
 
 class Certs(NamedTuple):
@@ -100,3 +102,27 @@ def make_certs(directory: str) -> Certs:
     client = _signed(directory, "client", client_key, "fastredlock client", "DNS:client.invalid", "2",
                      "extendedKeyUsage=clientAuth\n")
     return Certs(ca, server, server_key, client, client_key, wrong_ca, expired, other, expired_at)
+
+
+def tls_server(certs: Certs) -> str:
+    """The first server binary (in :func:`~fastredlock.testing.find_servers` order) that serves
+    TLS; ``FileNotFoundError`` naming each binary and why it does not (e.g. the ``server`` extra's
+    Valkey 8 and Redis 6.2 are built without TLS, Debian's redis-server 7.0 with it)."""
+    from .masters import LocalMaster
+    from .servers import find_servers
+
+    why = []
+    for binary in find_servers():
+        if binary not in _tls_servers:
+            master = LocalMaster(binary, tls=certs.server_tls())
+            try:
+                master.start()
+                _tls_servers[binary] = None
+            except RuntimeError as exc:
+                _tls_servers[binary] = str(exc).splitlines()[-1][-200:]
+            finally:
+                master.stop()
+        if _tls_servers[binary] is None:
+            return binary
+        why.append(f"{binary}: {_tls_servers[binary]}")
+    raise FileNotFoundError("no server binary with TLS support: " + "; ".join(why or ["none found"]))
