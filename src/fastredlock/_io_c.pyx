@@ -17,12 +17,14 @@ restart-aware voting, owed replies, handshake, reply guard and classification) l
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
   building a reply object; anything else goes to ``hiredis.Reader`` (one ``feed`` per read);
-* TLS masters (``rediss://``) run on the same non-blocking fds, through the shared
-  :mod:`fastredlock._tls` state machine (``ssl.SSLObject`` over memory BIOs, holding the GIL): the
-  handshake is part of the connect (the link stays ``connecting``, under the connect deadline),
-  ciphertext goes out with one ``send`` per round, and every read is decrypted in full before the
-  replies are parsed, so no reply waits above the socket where ``poll`` cannot see it. Plain
-  links keep their path: one C flag per master tells them apart;
+* TLS masters (``rediss://``) run on the same non-blocking fds. The shared :mod:`fastredlock._tls`
+  state machine (``ssl.SSLObject`` over memory BIOs) sets each connection up: context,
+  verification, host name, the handshake, which is part of the connect (the link stays
+  ``connecting``, under the connect deadline). After it, rounds run in C on that same SSL object
+  (``_tls_c.h``: ``SSL_write`` + one ``send``; ``recv`` + ``SSL_read`` until OpenSSL wants more,
+  so no reply waits above the socket where ``poll`` cannot see it), using the OpenSSL that
+  Python's ``_ssl`` loaded; where that is not available the Python state machine does it all.
+  Plain links keep their path: one C flag per master tells them apart;
 * time is ``clock_gettime(CLOCK_MONOTONIC)`` (the clock of ``time.monotonic()`` on Linux;
   ``CLOCK_UPTIME_RAW`` on macOS).
 
@@ -41,6 +43,7 @@ from libc.math cimport ceil
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.mem cimport PyMem_Free
 
 import os
 
@@ -69,6 +72,16 @@ cdef extern from "_io_c_sys.h":
     int frl_sock_error(int fd) nogil
     int frl_would_block(int e) nogil
     int MSG_NOSIGNAL
+
+
+cdef extern from "_tls_c.h":
+    int frl_tls_load(const char *ssl_module_path)
+    void *frl_tls_ssl(object sslobj, object incoming, object outgoing, void **rbio, void **wbio)
+    Py_ssize_t frl_tls_encrypt(void *ssl, void *wbio, const char *p, Py_ssize_t n, char **buf,
+                               Py_ssize_t *cap, const char **why)
+    int frl_tls_feed(void *rbio, const char *c, Py_ssize_t n)
+    Py_ssize_t frl_tls_decrypt(void *ssl, char *out, Py_ssize_t cap, const char **why)
+    Py_ssize_t frl_tls_backlog(void *wbio)
 
 
 cdef extern from "<poll.h>" nogil:
@@ -115,6 +128,26 @@ cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
 cdef bytes _EMPTY = b""
+
+# OpenSSL as loaded by Python's _ssl (the TLS data path in C); TLS links use Python's otherwise.
+import _ssl
+cdef bytes _ssl_path = os.fsencode(getattr(_ssl, "__file__", None) or "")
+cdef bint _tls_in_c = frl_tls_load(<const char *>_ssl_path if _ssl_path else NULL) == 1
+
+
+def _set_tls_in_c(bint enabled):
+    """Enable or disable the TLS data path in C for links set up from now on (measurements,
+    differential tests); it cannot be enabled where OpenSSL's functions were not found."""
+    global _tls_in_c
+    _tls_in_c = enabled and frl_tls_load(NULL) == 1
+
+
+cdef str _ossl_reason(const char *why):
+    """OpenSSL's reason string in the form Python's ssl module gives it (``CERTIFICATE_REQUIRED``)."""
+    if why == NULL:
+        return "TLS error"
+    return (<bytes>why).decode("ascii", "replace").upper().replace(" ", "_")
+
 
 _Reader = hiredis.Reader
 _ReplyError = hiredis.ReplyError
@@ -228,6 +261,14 @@ cdef class Core:
     cdef list _tls_ctx          # per master: its ssl.SSLContext, or None
     cdef list _tls              # per master: the open connection's _tls.TlsConn, or None
     cdef list _tls_session      # per master: the last TLS session (resumed on reconnect), or None
+    cdef void **_ssl            # per master: the SSL* its rounds drive in C (after the handshake), or NULL
+    cdef void **_rbio           # ... its incoming memory BIO
+    cdef void **_wbio           # ... its outgoing memory BIO
+    cdef bint *_backlog         # ciphertext waits in the link's TlsConn.pending (the Python path sends it)
+    cdef char *_sbuf            # encrypted records of a round, before their send
+    cdef Py_ssize_t _scap       # _sbuf's size
+    cdef bytearray _pbuf        # decrypted replies
+    cdef char *_pbufp
     cdef list _readers          # one hiredis.Reader per master (None until its first connection)
     cdef pollfd *_pfds
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
@@ -244,6 +285,12 @@ cdef class Core:
         self._fds = NULL
         self._dirty = NULL
         self._is_tls = NULL
+        self._ssl = NULL
+        self._rbio = NULL
+        self._wbio = NULL
+        self._backlog = NULL
+        self._sbuf = NULL
+        self._scap = 0
         self._pfds = NULL
         self._pidx = NULL
         self._grace_obj = 0
@@ -263,6 +310,10 @@ cdef class Core:
         self._fds = <int *>_grow(NULL, (n + 1) * sizeof(int))
         self._dirty = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
         self._is_tls = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._backlog = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._ssl = <void **>_grow(NULL, (n + 1) * sizeof(void *))
+        self._rbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
+        self._wbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
         self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
         self._tls = [None] * n
         self._tls_session = [None] * n
@@ -272,11 +323,16 @@ cdef class Core:
             self._fds[i] = -1
             self._dirty[i] = False
             self._is_tls[i] = self._tls_ctx[i] is not None
+            self._backlog[i] = False
+            self._ssl[i] = NULL
         self._readers = [None] * n
         self._addr = [_address(link.spec) for link in self._links]
         self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
+        if any(self._tls_ctx):
+            self._pbuf = bytearray(RECV_SIZE)
+            self._pbufp = PyByteArray_AS_STRING(self._pbuf)
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -287,6 +343,11 @@ cdef class Core:
         free(self._fds)
         free(self._dirty)
         free(self._is_tls)
+        free(self._backlog)
+        free(self._ssl)
+        free(self._rbio)
+        free(self._wbio)
+        PyMem_Free(self._sbuf)
         free(self._pfds)
         free(self._pidx)
 
@@ -491,6 +552,8 @@ cdef class Core:
         """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
         if not self._is_tls[i]:
             return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return PyBytes_GET_SIZE(link.out) != 0
         tls = self._tls[i]
         return tls is not None and (<object>tls).wants_write(link.out)
 
@@ -525,6 +588,8 @@ cdef class Core:
                 if self._is_tls[i] and self._tls[i] is not None:
                     self._tls_session[i] = self._tls[i].session or self._tls_session[i]
                     self._tls[i] = None
+                    self._ssl[i] = NULL
+                    self._backlog[i] = False
                 if self._fds[i] >= 0:
                     if self.on_close is not None:
                         self.on_close(i, self._fds[i])  # an event loop forgets the fd first
@@ -563,6 +628,8 @@ cdef class Core:
         cdef ssize_t sent
         cdef Py_ssize_t size
         cdef int err
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return self._send_tls_c(i, link)
         tls = self._tls[i]
         if tls is None or self._fds[i] < 0 or not tls.tcp_up:
             return False
@@ -585,7 +652,78 @@ cdef class Core:
             self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
             return True
         link.out = tls.sent(sent, link.out)
-        return not tls.pending
+        if tls.pending:
+            return False
+        self._backlog[i] = False
+        return True
+
+    cdef bint _send_tls_c(self, Py_ssize_t i, Link link) except -1:
+        """:meth:`_send_tls` in C: encrypt ``out``, one ``send``; what the socket does not take
+        waits in the TlsConn (the Python path sends it when the socket is writable)."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(link.out), clen
+        cdef ssize_t sent
+        cdef int err
+        cdef const char *why = NULL
+        if size == 0 or self._fds[i] < 0:
+            return False
+        clen = frl_tls_encrypt(self._ssl[i], self._wbio[i], PyBytes_AS_STRING(link.out), size,
+                               &self._sbuf, &self._scap, &why)
+        if clen < 0:
+            self._s.tls_failed(i, _ossl_reason(why), frl_now())
+            return True
+        while True:
+            sent = send(self._fds[i], self._sbuf, <size_t>clen, MSG_NOSIGNAL)
+            if sent >= 0:
+                break
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                continue
+            if frl_would_block(err):
+                sent = 0
+                break
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        if sent == clen:
+            link.out = _EMPTY
+            return False
+        tls = self._tls[i]
+        tls.pending = PyBytes_FromStringAndSize(self._sbuf + sent, clen - sent)
+        tls.plain_len = size
+        self._backlog[i] = True
+        return False
+
+    cdef int _read_tls_c(self, Py_ssize_t i, Link link, Py_ssize_t got, double now) except -1:
+        """The ``got`` bytes of ciphertext just read, decrypted in C and handed to the session;
+        OpenSSL is read until it wants more, so nothing decrypted stays above the socket."""
+        cdef Session s = self._s
+        cdef Py_ssize_t n, back
+        cdef const char *why = NULL
+        cdef void *ssl = self._ssl[i]
+        if frl_tls_feed(self._rbio[i], self._rbufp, got) < 0:
+            s.tls_failed(i, "cannot buffer the ciphertext", now)
+            return self._sync(i)
+        while True:
+            n = frl_tls_decrypt(ssl, self._pbufp, RECV_SIZE, &why)
+            if n == -2:
+                s.io_failed(i, "connection closed by the master (TLS close_notify)", True, now)
+                return self._sync(i)
+            if n == -1:
+                s.tls_failed(i, _ossl_reason(why), now)
+                return self._sync(i)
+            back = frl_tls_backlog(self._wbio[i])
+            if back:  # OpenSSL answered something (a key update): the Python path sends it
+                tls = self._tls[i]
+                tls.pending += tls._out.read()
+                self._backlog[i] = True
+                self._sync(i)
+                if self._ssl[i] != ssl:
+                    return 0
+            if n == 0:
+                return 0
+            self._consume(i, link, self._pbuf, self._pbufp, n, now)
+            if self._ssl[i] != ssl:
+                return 0  # the link was closed while its replies were handled
 
     cdef object _decrypt(self, Py_ssize_t i, Link link, Py_ssize_t got):
         """The plaintext of the ``got`` bytes of ciphertext just read (all of it: nothing stays
@@ -600,6 +738,9 @@ cdef class Core:
             return None
         if link.connecting and tls.done:
             link.connecting = False
+            if _tls_in_c:
+                self._ssl[i] = frl_tls_ssl(tls.obj._sslobj, tls._in, tls._out, &self._rbio[i], &self._wbio[i])
+                self._backlog[i] = bool(tls.pending)
         if tls.pending or (PyBytes_GET_SIZE(link.out) and not link.connecting):
             self._sync(i)
             if self._tls[i] is not tls:
@@ -662,6 +803,8 @@ cdef class Core:
             s.io_failed(i, "connection closed by the master", True, now)
             return self._sync(i)
         if self._is_tls[i]:
+            if self._ssl[i] != NULL:
+                return self._read_tls_c(i, link, got, now)
             plain = self._decrypt(i, link, got)
             if plain is None:
                 return 0

@@ -263,3 +263,22 @@ def test_handshake_commands_go_through_tls(make_client, tls_urls, name):
     lock = dlm.lock(name, ttl=TTL)
     assert not lock.acquire()
     assert outcomes(lock) == ["restarted recently"] * 5
+
+
+def test_cython_core_without_its_c_tls_path(make_client, tls_urls, name, core):
+    # The C twin drives rounds on the SSL object in C once the handshake is done, and falls back
+    # to the shared Python state machine where OpenSSL's functions are not reachable: run that too.
+    if core != "cython":
+        pytest.skip("the C twin's fallback")
+    from fastredlock import _io_c
+
+    _io_c._set_tls_in_c(False)
+    try:
+        dlm = make_client(tls_urls, connect_timeout=1.0, io_timeout=5.0)
+        for _ in range(5):
+            lock_cycle(dlm, name)
+        locks = dlm.acquire_many([f"{name}:{j}" for j in range(8000)], ttl=TTL)
+        assert all(lock is not None for lock in locks)
+        assert dlm.release_many(locks) == [True] * len(locks)
+    finally:
+        _io_c._set_tls_in_c(True)
