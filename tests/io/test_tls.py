@@ -282,3 +282,21 @@ def test_cython_core_without_its_c_tls_path(make_client, tls_urls, name, core):
         assert dlm.release_many(locks) == [True] * len(locks)
     finally:
         _io_c._set_tls_in_c(True)
+
+
+def test_reconnect_resumes_the_tls_session(tls_masters, certs, core):
+    # Observed on the pure twin, whose TLS state is a Python object (the C twin keeps the same
+    # TlsConn, and hands it the previous session the same way).
+    if core != "python":
+        pytest.skip("the session is observed on the pure twin's TlsConn")
+    from fastredlock._io_py import Core
+    from fastredlock._masters import parse_masters
+
+    twin = Core(parse_masters([with_ca(tls_masters[0].tls_url, certs.ca)]), 0.5, 1.0, 0.01)
+    reused = []
+    for _ in range(3):
+        assert twin.acquire(b"resume", b"t", 5000).outcomes == (0,)
+        twin.release(b"resume", b"t")
+        reused.append(twin._tls[0].obj.session_reused)
+        twin.close()
+    assert reused == [False, True, True]
