@@ -82,9 +82,10 @@ def _build(opts: TlsOptions) -> ssl.SSLContext:
         raise ValueError(f"masters: ssl_cert_reqs must be one of {sorted(_CERT_REQS)}, not {opts.cert_reqs!r}")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     verify = _CERT_REQS[opts.cert_reqs]
-    ctx.check_hostname = verify != ssl.CERT_NONE if opts.check_hostname is None else bool(opts.check_hostname)
-    if ctx.check_hostname and verify == ssl.CERT_NONE:
-        raise ValueError("masters: ssl_check_hostname needs ssl_cert_reqs 'required' or 'optional'")
+    # Without verification there is no certificate to check a host name against (redis-py's
+    # clients say ssl_check_hostname=True by default, with ssl_cert_reqs='none' too).
+    check = verify != ssl.CERT_NONE if opts.check_hostname is None else bool(opts.check_hostname)
+    ctx.check_hostname = check and verify != ssl.CERT_NONE
     ctx.verify_mode = verify
     try:
         if verify != ssl.CERT_NONE:
