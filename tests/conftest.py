@@ -16,7 +16,8 @@ import pytest
 
 import fastredlock
 from fastredlock._cores import NO_EXTENSIONS
-from fastredlock.testing import find_server, server_version, start_masters
+from fastredlock.testing import find_server, make_certs, server_version, start_masters
+from fastredlock.testing.tls import tls_server
 
 CORES = ["cython", "python"]
 
@@ -138,3 +139,27 @@ def dead_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# --- TLS masters --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A CA, server/client certificates, a wrong CA, an expired and an other-host certificate."""
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
+
+
+@pytest.fixture(scope="session")
+def tls_binary(certs):
+    """A server binary built with TLS (Debian's redis-server is; the server extra's are not):
+    the TLS tests are skipped, saying why, where none is installed."""
+    try:
+        return tls_server(certs)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def tls_masters(certs, tls_binary):
+    """Five TLS masters (each with a plain port too) shared by the session; do not kill or pause."""
+    with start_masters(5, tls=certs.server_tls(), binary=tls_binary) as local:
+        yield local

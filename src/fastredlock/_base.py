@@ -90,6 +90,7 @@ class RedlockBase:
         core: Optional[str] = None,
         on_event: Optional[Callable[[Any], object]] = None,
         same_server_ok: bool = False,
+        ssl_context: Any = None,
     ) -> None:
         if isinstance(retry_count, bool) or not isinstance(retry_count, int):
             raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
@@ -131,7 +132,7 @@ class RedlockBase:
             raise TypeError(f"same_server_ok must be a bool, not {type(same_server_ok).__name__}")
         #: Whether several dbs of one server may be masters (see :func:`fastredlock._masters.parse_masters`).
         self.same_server_ok = same_server_ok
-        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters, same_server_ok=same_server_ok)
+        self._specs: Tuple[MasterSpec, ...] = parse_masters(masters, ssl_context, same_server_ok=same_server_ok)
         ref = weakref.ref(self)  # the watchdog must not keep the client alive
         #: The seam the handles and the watchdog run their rounds through (not for applications).
         self.executor = Executor(

@@ -17,6 +17,14 @@ restart-aware voting, owed replies, handshake, reply guard and classification) l
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
   building a reply object; anything else goes to ``hiredis.Reader`` (one ``feed`` per read);
+* TLS masters (``rediss://``) run on the same non-blocking fds. The shared :mod:`fastredlock._tls`
+  state machine (``ssl.SSLObject`` over memory BIOs) sets each connection up: context,
+  verification, host name, the handshake, which is part of the connect (the link stays
+  ``connecting``, under the connect deadline). After it, rounds run in C on that same SSL object
+  (``_tls_c.h``: ``SSL_write`` + one ``send``; ``recv`` + ``SSL_read`` until OpenSSL wants more,
+  so no reply waits above the socket where ``poll`` cannot see it), using the OpenSSL that
+  Python's ``_ssl`` loaded; where that is not available the Python state machine does it all.
+  Plain links keep their path: one C flag per master tells them apart;
 * time is ``clock_gettime(CLOCK_MONOTONIC)`` (the clock of ``time.monotonic()`` on Linux;
   ``CLOCK_UPTIME_RAW`` on macOS).
 
@@ -35,6 +43,7 @@ from libc.math cimport ceil
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.mem cimport PyMem_Free
 
 import os
 
@@ -51,6 +60,7 @@ from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
+from ._tls import TlsConn, TlsError, context_for
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -62,6 +72,16 @@ cdef extern from "_io_c_sys.h":
     int frl_sock_error(int fd) nogil
     int frl_would_block(int e) nogil
     int MSG_NOSIGNAL
+
+
+cdef extern from "_tls_c.h":
+    int frl_tls_load(const char *ssl_module_path)
+    void *frl_tls_ssl(object sslobj, object incoming, object outgoing, void **rbio, void **wbio)
+    Py_ssize_t frl_tls_encrypt(void *ssl, void *wbio, const char *p, Py_ssize_t n, char **buf,
+                               Py_ssize_t *cap, const char **why)
+    int frl_tls_feed(void *rbio, const char *c, Py_ssize_t n)
+    Py_ssize_t frl_tls_decrypt(void *ssl, char *out, Py_ssize_t cap, const char **why)
+    Py_ssize_t frl_tls_backlog(void *wbio)
 
 
 cdef extern from "<poll.h>" nogil:
@@ -108,6 +128,26 @@ cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
 cdef bytes _EMPTY = b""
+
+# OpenSSL as loaded by Python's _ssl (the TLS data path in C); TLS links use Python's otherwise.
+import _ssl
+cdef bytes _ssl_path = os.fsencode(getattr(_ssl, "__file__", None) or "")
+cdef bint _tls_in_c = frl_tls_load(<const char *>_ssl_path if _ssl_path else NULL) == 1
+
+
+def _set_tls_in_c(bint enabled):
+    """Enable or disable the TLS data path in C for links set up from now on (measurements,
+    differential tests); it cannot be enabled where OpenSSL's functions were not found."""
+    global _tls_in_c
+    _tls_in_c = enabled and frl_tls_load(NULL) == 1
+
+
+cdef str _ossl_reason(const char *why):
+    """OpenSSL's reason string in the form Python's ssl module gives it (``CERTIFICATE_REQUIRED``)."""
+    if why == NULL:
+        return "TLS error"
+    return (<bytes>why).decode("ascii", "replace").upper().replace(" ", "_")
+
 
 _Reader = hiredis.Reader
 _ReplyError = hiredis.ReplyError
@@ -217,6 +257,18 @@ cdef class Core:
     cdef object _grace_obj
     cdef int *_fds              # one per master, -1 when closed
     cdef bint *_dirty           # the master's reader holds bytes fed since it last ended clean
+    cdef bint *_is_tls          # the master is a TLS master (its link takes the TLS path)
+    cdef list _tls_ctx          # per master: its ssl.SSLContext, or None
+    cdef list _tls              # per master: the open connection's _tls.TlsConn, or None
+    cdef list _tls_session      # per master: the last TLS session (resumed on reconnect), or None
+    cdef void **_ssl            # per master: the SSL* its rounds drive in C (after the handshake), or NULL
+    cdef void **_rbio           # ... its incoming memory BIO
+    cdef void **_wbio           # ... its outgoing memory BIO
+    cdef bint *_backlog         # ciphertext waits in the link's TlsConn.pending (the Python path sends it)
+    cdef char *_sbuf            # encrypted records of a round, before their send
+    cdef Py_ssize_t _scap       # _sbuf's size
+    cdef bytearray _pbuf        # decrypted replies
+    cdef char *_pbufp
     cdef list _readers          # one hiredis.Reader per master (None until its first connection)
     cdef pollfd *_pfds
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
@@ -232,6 +284,13 @@ cdef class Core:
     def __cinit__(self):
         self._fds = NULL
         self._dirty = NULL
+        self._is_tls = NULL
+        self._ssl = NULL
+        self._rbio = NULL
+        self._wbio = NULL
+        self._backlog = NULL
+        self._sbuf = NULL
+        self._scap = 0
         self._pfds = NULL
         self._pidx = NULL
         self._grace_obj = 0
@@ -250,16 +309,30 @@ cdef class Core:
         self.restart_aware = restart_aware
         self._fds = <int *>_grow(NULL, (n + 1) * sizeof(int))
         self._dirty = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._is_tls = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._backlog = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
+        self._ssl = <void **>_grow(NULL, (n + 1) * sizeof(void *))
+        self._rbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
+        self._wbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
+        self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
+        self._tls = [None] * n
+        self._tls_session = [None] * n
         self._pfds = <pollfd *>_grow(NULL, (n + 1) * sizeof(pollfd))
         self._pidx = <Py_ssize_t *>_grow(NULL, (n + 1) * sizeof(Py_ssize_t))
         for i in range(n):
             self._fds[i] = -1
             self._dirty[i] = False
+            self._is_tls[i] = self._tls_ctx[i] is not None
+            self._backlog[i] = False
+            self._ssl[i] = NULL
         self._readers = [None] * n
         self._addr = [_address(link.spec) for link in self._links]
         self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
+        if any(self._tls_ctx):
+            self._pbuf = bytearray(RECV_SIZE)
+            self._pbufp = PyByteArray_AS_STRING(self._pbuf)
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -269,6 +342,12 @@ cdef class Core:
                     c_close(self._fds[i])
         free(self._fds)
         free(self._dirty)
+        free(self._is_tls)
+        free(self._backlog)
+        free(self._ssl)
+        free(self._rbio)
+        free(self._wbio)
+        PyMem_Free(self._sbuf)
         free(self._pfds)
         free(self._pidx)
 
@@ -454,7 +533,7 @@ cdef class Core:
             link = <Link>self._links[i]
             if link.polled and self._fds[i] >= 0:
                 pfds[m].fd = self._fds[i]
-                pfds[m].events = POLL_IN | (POLLOUT if (PyBytes_GET_SIZE(link.out) or link.connecting) else 0)
+                pfds[m].events = POLL_IN | (POLLOUT if self._wants_write(i, link) else 0)
                 pfds[m].revents = 0
                 self._pidx[m] = i
                 m += 1
@@ -476,17 +555,29 @@ cdef class Core:
             self._serve(i, ev & POLL_IN, ev & POLLOUT)
         return 0
 
+    cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
+        """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
+        if not self._is_tls[i]:
+            return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return PyBytes_GET_SIZE(link.out) != 0
+        tls = self._tls[i]
+        return tls is not None and (<object>tls).wants_write(link.out)
+
     cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
         """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
         cdef Link link = <Link>self._links[i]
         cdef int err
         if writable:
-            if link.connecting:
+            if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
                 err = frl_sock_error(self._fds[i])
                 if err:
                     self._s.connect_failed(i, _os_strerror(err), frl_now())
                     return self._sync(i)
-                link.connecting = False
+                if self._is_tls[i]:
+                    self._tls[i].tcp_up = True  # the handshake runs; the link stays connecting
+                else:
+                    link.connecting = False
             self._sync(i)
         if readable and self._fds[i] >= 0:
             self._readable(i)
@@ -501,6 +592,11 @@ cdef class Core:
         while True:
             if link.closing:
                 link.closing = False
+                if self._is_tls[i] and self._tls[i] is not None:
+                    self._tls_session[i] = self._tls[i].session or self._tls_session[i]
+                    self._tls[i] = None
+                    self._ssl[i] = NULL
+                    self._backlog[i] = False
                 if self._fds[i] >= 0:
                     if self.on_close is not None:
                         self.on_close(i, self._fds[i])  # an event loop forgets the fd first
@@ -513,6 +609,10 @@ cdef class Core:
                 if detail is not None:
                     self._s.connect_failed(i, detail, frl_now())
                     continue
+            if self._is_tls[i]:
+                if self._send_tls(i, link):
+                    continue
+                return 0
             size = PyBytes_GET_SIZE(link.out)
             if size == 0 or link.connecting or self._fds[i] < 0:
                 return 0
@@ -528,6 +628,131 @@ cdef class Core:
                 continue
             link.out = _EMPTY if sent == size else link.out[sent:]
             return 0
+
+    cdef bint _send_tls(self, Py_ssize_t i, Link link) except -1:
+        """Send what a TLS link has to send (handshake records, or its ``out`` encrypted); True
+        when :meth:`_sync` must look at the link again (it failed, or more may be sendable)."""
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        cdef int err
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return self._send_tls_c(i, link)
+        tls = self._tls[i]
+        if tls is None or self._fds[i] < 0 or not tls.tcp_up:
+            return False
+        try:
+            data = tls.outgoing(link.out)
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            return True
+        size = PyBytes_GET_SIZE(data)
+        if size == 0:
+            return False
+        sent = send(self._fds[i], PyBytes_AS_STRING(data), <size_t>size, MSG_NOSIGNAL)
+        if sent < 0:
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                return True
+            if frl_would_block(err):
+                return False
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        link.out = tls.sent(sent, link.out)
+        if tls.pending:
+            return False
+        self._backlog[i] = False
+        return True
+
+    cdef bint _send_tls_c(self, Py_ssize_t i, Link link) except -1:
+        """:meth:`_send_tls` in C: encrypt ``out``, one ``send``; what the socket does not take
+        waits in the TlsConn (the Python path sends it when the socket is writable)."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(link.out), clen
+        cdef ssize_t sent
+        cdef int err
+        cdef const char *why = NULL
+        if size == 0 or self._fds[i] < 0:
+            return False
+        clen = frl_tls_encrypt(self._ssl[i], self._wbio[i], PyBytes_AS_STRING(link.out), size,
+                               &self._sbuf, &self._scap, &why)
+        if clen < 0:
+            self._s.tls_failed(i, _ossl_reason(why), frl_now())
+            return True
+        while True:
+            sent = send(self._fds[i], self._sbuf, <size_t>clen, MSG_NOSIGNAL)
+            if sent >= 0:
+                break
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                continue
+            if frl_would_block(err):
+                sent = 0
+                break
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        if sent == clen:
+            link.out = _EMPTY
+            return False
+        tls = self._tls[i]
+        tls.pending = PyBytes_FromStringAndSize(self._sbuf + sent, clen - sent)
+        tls.plain_len = size
+        self._backlog[i] = True
+        return False
+
+    cdef int _read_tls_c(self, Py_ssize_t i, Link link, Py_ssize_t got, double now) except -1:
+        """The ``got`` bytes of ciphertext just read, decrypted in C and handed to the session;
+        OpenSSL is read until it wants more, so nothing decrypted stays above the socket."""
+        cdef Session s = self._s
+        cdef Py_ssize_t n, back
+        cdef const char *why = NULL
+        cdef void *ssl = self._ssl[i]
+        if frl_tls_feed(self._rbio[i], self._rbufp, got) < 0:
+            s.tls_failed(i, "cannot buffer the ciphertext", now)
+            return self._sync(i)
+        while True:
+            n = frl_tls_decrypt(ssl, self._pbufp, RECV_SIZE, &why)
+            if n == -2:
+                s.io_failed(i, "connection closed by the master (TLS close_notify)", True, now)
+                return self._sync(i)
+            if n == -1:
+                s.tls_failed(i, _ossl_reason(why), now)
+                return self._sync(i)
+            back = frl_tls_backlog(self._wbio[i])
+            if back:  # OpenSSL answered something (a key update): the Python path sends it
+                tls = self._tls[i]
+                tls.pending += tls._out.read()
+                self._backlog[i] = True
+                self._sync(i)
+                if self._ssl[i] != ssl:
+                    return 0
+            if n == 0:
+                return 0
+            self._consume(i, link, self._pbuf, self._pbufp, n, now)
+            if self._ssl[i] != ssl:
+                return 0  # the link was closed while its replies were handled
+
+    cdef object _decrypt(self, Py_ssize_t i, Link link, Py_ssize_t got):
+        """The plaintext of the ``got`` bytes of ciphertext just read (all of it: nothing stays
+        buffered above the socket); advance the handshake and send what it answers. None when
+        there is nothing to parse (the handshake went on, a session ticket came, the link failed)."""
+        tls = self._tls[i]
+        try:
+            data = tls.feed(PyBytes_FromStringAndSize(self._rbufp, got))
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            self._sync(i)
+            return None
+        if link.connecting and tls.done:
+            link.connecting = False
+            if _tls_in_c:
+                self._ssl[i] = frl_tls_ssl(tls.obj._sslobj, tls._in, tls._out, &self._rbio[i], &self._wbio[i])
+                self._backlog[i] = bool(tls.pending)
+        if tls.pending or (PyBytes_GET_SIZE(link.out) and not link.connecting):
+            self._sync(i)
+            if self._tls[i] is not tls:
+                return None  # the link failed while writing
+        return data if PyBytes_GET_SIZE(data) else None
 
     cdef object _open(self, Py_ssize_t i):
         """Start a non-blocking connect to master ``i``; None, or a message saying why it failed."""
@@ -556,6 +781,11 @@ cdef class Core:
         self._fds[i] = fd
         self._opened += 1
         (<Link>self._links[i]).connecting = connecting != 0
+        if self._is_tls[i]:
+            tls = TlsConn(self._tls_ctx[i], (<Link>self._links[i]).spec.host, self._tls_session[i])
+            tls.tcp_up = connecting == 0
+            self._tls[i] = tls
+            (<Link>self._links[i]).connecting = True  # until the handshake is done
         if self._readers[i] is None or self._dirty[i]:
             self._readers[i] = _Reader()
             self._dirty[i] = False
@@ -566,9 +796,7 @@ cdef class Core:
         cdef Session s = self._s
         cdef Link link = <Link>self._links[i]
         cdef ssize_t got
-        cdef int err, kind, code = 0
-        cdef long long value = 0
-        cdef Py_ssize_t pos = 0, used
+        cdef int err
         cdef double now
         got = recv(self._fds[i], self._rbufp, RECV_SIZE, 0)
         now = frl_now()
@@ -581,6 +809,22 @@ cdef class Core:
         if got == 0:
             s.io_failed(i, "connection closed by the master", True, now)
             return self._sync(i)
+        if self._is_tls[i]:
+            if self._ssl[i] != NULL:
+                return self._read_tls_c(i, link, got, now)
+            plain = self._decrypt(i, link, got)
+            if plain is None:
+                return 0
+            return self._consume(i, link, plain, PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), frl_now())
+        return self._consume(i, link, self._rbuf, self._rbufp, got, now)
+
+    cdef inline int _consume(self, Py_ssize_t i, Link link, object buf, const char *p, Py_ssize_t got,
+                             double now) except -1:
+        """Hand the replies in ``p[:got]`` (the bytes of ``buf``) to the session."""
+        cdef Session s = self._s
+        cdef int kind, code = 0
+        cdef long long value = 0
+        cdef Py_ssize_t pos = 0, used
         if _fast_path and not self._dirty[i]:
             # Exact expected replies at the front of a read on a clean connection: settled here
             # without a reply object (and without the guard: they are well-formed by definition).
@@ -588,7 +832,7 @@ cdef class Core:
                 kind = s.next_kind(i)
                 if kind < 0:
                     break
-                used = _fast_reply(self._rbufp + pos, got - pos, kind, &code, &value)
+                used = _fast_reply(p + pos, got - pos, kind, &code, &value)
                 if used == 0:
                     break
                 pos += used
@@ -597,10 +841,10 @@ cdef class Core:
             if pos == got:
                 s.drained(i, False, now)
                 return self._sync(i) if _asks(link) else 0
-        if not s.received(i, self._rbuf, pos, got, now):
+        if not s.received(i, buf, pos, got, now):
             return self._sync(i)
         reader = self._readers[i]
-        reader.feed(self._rbuf, pos, got - pos)
+        reader.feed(buf, pos, got - pos)
         self._dirty[i] = True
         while link.expecting():
             try:
@@ -648,7 +892,7 @@ cdef class Core:
         writing = None
         for i in range(self.n):
             link = <Link>self._links[i]
-            if self._fds[i] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+            if self._fds[i] >= 0 and self._wants_write(i, link):
                 if writing is None:
                     writing = []
                 writing.append(i)
@@ -682,7 +926,7 @@ cdef class Core:
         else:
             for j in range(self.n):
                 link = <Link>self._links[j]
-                if self._fds[j] >= 0 and (link.connecting or PyBytes_GET_SIZE(link.out)):
+                if self._fds[j] >= 0 and self._wants_write(j, link):
                     code |= 2
                     break
         return code

@@ -30,6 +30,7 @@ from .protocol.scripts import (
     FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
 )
 from .protocol.session import Session
+from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -112,6 +113,11 @@ class Core:
         self.restart_aware = bool(restart_aware)
         self._socks: List[Optional[socket.socket]] = [None] * self.n
         self._readers: List[Optional[hiredis.Reader]] = [None] * self.n
+        #: Per master: the TLS context (None: plain), the open connection's TLS state, and the
+        #: last TLS session (resumed on reconnect).
+        self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
+        self._tls: List[Optional[TlsConn]] = [None] * self.n
+        self._tls_session: list = [None] * self.n
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
         self._seen = 0         # _opened when watched() last told the caller
@@ -276,7 +282,7 @@ class Core:
             if link.polled and sock is not None:
                 fd = sock.fileno()
                 registered[fd] = link
-                poller.register(fd, _POLLIN | (_POLLOUT if link.out or link.connecting else 0))
+                poller.register(fd, _POLLIN | (_POLLOUT if self._wants_write(link) else 0))
         for fd, ev in poller.poll(wait_ms):
             link = registered.get(fd)
             if link is None or self._socks[link.index] is None:
@@ -288,16 +294,27 @@ class Core:
             except (KeyError, ValueError, OSError):
                 pass
 
+    def _wants_write(self, link) -> bool:
+        """Whether the link's socket must be watched for writability (connect, bytes to send)."""
+        tls = self._tls[link.index]
+        if tls is None:
+            return bool(link.out) or link.connecting
+        return tls.wants_write(link.out)
+
     def _serve(self, link, readable: bool, writable: bool) -> None:
         """The link's socket can be written and/or read: finish a connect, write, read."""
         if writable:
-            if link.connecting:
+            tls = self._tls[link.index]
+            if link.connecting and (tls is None or not tls.tcp_up):
                 err = self._socks[link.index].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if err:
                     self._session.connect_failed(link.index, os.strerror(err), monotonic())
                     self._sync(link)
                     return
-                link.connecting = False
+                if tls is None:
+                    link.connecting = False
+                else:
+                    tls.tcp_up = True  # the handshake runs: the link stays connecting until it is done
             self._sync(link)
         if readable and self._socks[link.index] is not None:
             self._readable(link)
@@ -311,6 +328,10 @@ class Core:
                 sock = self._socks[i]
                 self._socks[i] = None
                 self._readers[i] = None
+                tls = self._tls[i]
+                if tls is not None:
+                    self._tls[i] = None
+                    self._tls_session[i] = tls.session or self._tls_session[i]
                 if sock is not None:
                     self._opened += 1
                     if self.on_close is not None:
@@ -329,15 +350,38 @@ class Core:
                 self._socks[i] = sock
                 self._opened += 1
                 self._readers[i] = hiredis.Reader()
-            if not link.out or link.connecting or self._socks[i] is None:
+                ctx = self._tls_ctx[i]
+                if ctx is not None:
+                    self._tls[i] = TlsConn(ctx, link.spec.host, self._tls_session[i])
+                    self._tls[i].tcp_up = not link.connecting
+                    link.connecting = True  # until the handshake is done
+            tls = self._tls[i]
+            if tls is not None:
+                if self._socks[i] is None or not tls.tcp_up:
+                    return
+                try:
+                    data = tls.outgoing(link.out)
+                except TlsError as exc:
+                    self._session.tls_failed(i, str(exc), monotonic())
+                    continue
+                if not data:
+                    return
+            elif not link.out or link.connecting or self._socks[i] is None:
                 return
+            else:
+                data = link.out
             try:
-                sent = self._socks[i].send(link.out)
+                sent = self._socks[i].send(data)
             except BlockingIOError:
                 return
             except OSError as exc:
                 self._session.io_failed(i, exc.strerror or str(exc), exc.errno in _STALE_ERRNOS, monotonic())
                 continue
+            if tls is not None:
+                link.out = tls.sent(sent, link.out)
+                if tls.pending:
+                    return
+                continue  # the handshake may be done, or more plaintext may be queued
             link.out = link.out[sent:]
             if link.out:
                 return
@@ -358,6 +402,11 @@ class Core:
             session.io_failed(i, "connection closed by the master", True, monotonic())
             self._sync(link)
             return
+        tls = self._tls[i]
+        if tls is not None:
+            data = self._decrypt(link, tls, data)
+            if not data:
+                return
         if not session.received(i, data, 0, len(data), monotonic()):
             self._sync(link)
             return
@@ -382,6 +431,24 @@ class Core:
         session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
         self._sync(link)
 
+    def _decrypt(self, link, tls: TlsConn, data: bytes) -> bytes:
+        """The plaintext in ciphertext ``data`` (every byte of it: nothing stays buffered above the
+        socket); advance the handshake and send what it answers. b"" when there is nothing to read
+        (the handshake went on, a session ticket came, or the link failed)."""
+        try:
+            data = tls.feed(data)
+        except TlsError as exc:
+            self._session.tls_failed(link.index, str(exc), monotonic())
+            self._sync(link)
+            return b""
+        if link.connecting and tls.done:
+            link.connecting = False
+        if tls.pending or (link.out and not link.connecting):
+            self._sync(link)
+            if self._tls[link.index] is not tls:
+                return b""  # the link failed while writing
+        return data
+
     # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
     def start(self, op: str, *args) -> None:
         """Begin operation ``op`` (the name of one of the operations above, with its arguments)
@@ -404,7 +471,7 @@ class Core:
         (a tuple, empty almost always: a send normally takes the whole round at once)."""
         socks = self._socks
         writing = tuple(link.index for link in self._links
-                        if (link.out or link.connecting) and socks[link.index] is not None)
+                        if socks[link.index] is not None and self._wants_write(link))
         self._seen = self._opened
         return self._opened, writing
 
@@ -430,7 +497,7 @@ class Core:
         elif session.next_deadline() < 0.0:
             code |= 1
         if self._opened != self._seen or any(
-                (link.out or link.connecting) and self._socks[link.index] is not None for link in self._links):
+                self._socks[link.index] is not None and self._wants_write(link) for link in self._links):
             code |= 2
         return code
 

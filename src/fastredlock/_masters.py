@@ -1,9 +1,15 @@
 """Turn the ways a user can name a master into one plain description, :class:`MasterSpec`.
 
-Accepted: URLs (``redis://[user:pass@]host:port[/db]``, ``unix:///path.sock[?db=N]``), dicts of
-``host``/``port``/``db``/``username``/``password`` (or ``path`` / ``unix_socket_path``),
-``(host, port)`` tuples, and ``redis.Redis`` clients, whose connection settings are read but never
-used to talk: the cores open their own sockets.
+Accepted: URLs (``redis://[user:pass@]host:port[/db]``, ``rediss://...`` for TLS,
+``unix:///path.sock[?db=N]``), dicts of ``host``/``port``/``db``/``username``/``password`` (or
+``path`` / ``unix_socket_path``; ``ssl=True`` and redis-py's ``ssl_*`` keys or an ``ssl_context``
+for TLS), ``(host, port)`` tuples, and ``redis.Redis`` clients, whose connection settings (TLS
+ones included) are read but never used to talk: the cores open their own sockets.
+
+TLS settings use redis-py's names (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_ca_path``,
+``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``, ``ssl_min_version``), as URL query
+parameters or dict keys; a master's :class:`~._tls.TlsOptions` are checked here (the context is
+built, so a missing CA file is an error at construction, not at the first lock).
 """
 from __future__ import annotations
 
@@ -12,11 +18,18 @@ import socket
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ._tls import TlsOptions, context_for
+
 __all__ = ["MasterSpec", "parse_master", "parse_masters", "shared_servers"]
 
 _DICT_KEYS = frozenset(
-    {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout"}
+    {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout", "ssl",
+     "ssl_context"}
 )
+#: redis-py's TLS settings, as URL query parameters, dict keys and ``redis.Redis`` keyword arguments.
+_TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
+             "ssl_check_hostname", "ssl_min_version")
+_FALSE = ("0", "false", "no", "off", "")
 
 
 class MasterSpec(NamedTuple):
@@ -28,6 +41,8 @@ class MasterSpec(NamedTuple):
     db: int
     username: Optional[str]
     password: Optional[str]
+    #: TLS settings (``rediss://``), or None for a plain connection.
+    tls: Optional[TlsOptions] = None
 
     @property
     def label(self) -> str:
@@ -73,6 +88,34 @@ def _opt_str(value: Any, field: str, what: str) -> Optional[str]:
     return value
 
 
+def _tls_options(settings: dict, what: str) -> TlsOptions:
+    """TLS options from redis-py's ``ssl_*`` settings (strings from a URL, or values); checked by
+    building the context once."""
+    fields: dict = {}
+    for key in _TLS_KEYS:
+        value = settings.get(key)
+        if value is None:
+            continue
+        field = key[4:]
+        if field == "check_hostname":
+            value = value if isinstance(value, bool) else str(value).lower() not in _FALSE
+        elif field == "cert_reqs":
+            if isinstance(value, int):  # ssl.VerifyMode
+                value = {0: "none", 1: "optional", 2: "required"}.get(int(value), value)
+            value = str(value).lower()
+        elif field != "min_version":
+            value = os.fspath(value)
+        fields[field] = value
+    if settings.get("ssl_context") is not None:
+        fields["context"] = settings["ssl_context"]
+    opts = TlsOptions(**fields)
+    try:
+        context_for(opts)
+    except ValueError as exc:
+        raise ValueError(f"{exc} in {what}") from None
+    return opts
+
+
 def _from_url(url: str) -> MasterSpec:
     try:
         parts = urlsplit(url)
@@ -87,13 +130,13 @@ def _from_url(url: str) -> MasterSpec:
                 password = unquote(parts.password)
             username = unquote(parts.username) if parts.username else None
             return MasterSpec(None, 0, unquote(parts.path), db, username, password)
-        if scheme != "redis":
+        if scheme not in ("redis", "rediss"):
             raise ValueError
         host = parts.hostname
         port = parts.port  # raises ValueError on a bad port
     except ValueError:
         raise ValueError(
-            f"masters: malformed URL {url!r}; expected redis://[user:pass@]host:port[/db] or unix:///path"
+            f"masters: malformed URL {url!r}; expected redis[s]://[user:pass@]host:port[/db] or unix:///path"
         ) from None
     if not host:
         raise ValueError(f"masters: URL {url!r} has no host")
@@ -109,12 +152,23 @@ def _from_url(url: str) -> MasterSpec:
     if username is not None and password is None:
         # redis://secret@host is the historic "password only" form.
         username, password = None, username
-    return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password)
+    tls = None
+    if scheme == "rediss":
+        tls = _tls_options({k: v[0] for k, v in query.items() if k in _TLS_KEYS}, _safe(url))
+    return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password, tls)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _from_dict(d: dict) -> MasterSpec:
     what = repr({k: ("***" if k == "password" else v) for k, v in d.items()})
-    unknown = set(d) - _DICT_KEYS
+    unknown = set(d) - _DICT_KEYS - set(_TLS_KEYS)
     if unknown:
         raise ValueError(f"masters: unknown key(s) {sorted(unknown)} in {what}")
     db = _check_db(d.get("db", 0), what)
@@ -124,21 +178,24 @@ def _from_dict(d: dict) -> MasterSpec:
     if path:
         return MasterSpec(None, 0, str(path), db, username, password)
     host = _check_host(d.get("host", "127.0.0.1"), what)
-    return MasterSpec(host, _check_port(d.get("port", 6379), what), None, db, username, password)
+    tls = None
+    if d.get("ssl") or d.get("ssl_context") is not None:
+        tls = _tls_options(d, what)
+    elif any(d.get(k) is not None for k in _TLS_KEYS):
+        raise ValueError(f"masters: ssl_* settings without ssl=True in {what}")
+    return MasterSpec(host, _check_port(d.get("port", 6379), what), None, db, username, password, tls)
 
 
 def _from_redis_client(client: Any) -> MasterSpec:
     kwargs = client.connection_pool.connection_kwargs
     conn_cls = getattr(client.connection_pool, "connection_class", None)
+    keys = ["host", "port", "db", "username", "password", "path"]
+    settings = {}
     if conn_cls is not None and "SSL" in conn_cls.__name__:
-        raise ValueError("masters: TLS connections (SSLConnection) are not supported yet")
-    return _from_dict(
-        {
-            k: kwargs[k]
-            for k in ("host", "port", "db", "username", "password", "path")
-            if kwargs.get(k) is not None
-        }
-    )
+        settings["ssl"] = True
+        keys += _TLS_KEYS
+    settings.update((k, kwargs[k]) for k in keys if kwargs.get(k) is not None)
+    return _from_dict(settings)
 
 
 def parse_master(master: Any) -> MasterSpec:
@@ -174,8 +231,10 @@ def _addresses(spec: MasterSpec) -> "set[tuple]":
     return {info[4][:2] for info in infos}
 
 
-def parse_masters(masters: Iterable[Any], *, same_server_ok: bool = False) -> Tuple[MasterSpec, ...]:
+def parse_masters(masters: Iterable[Any], ssl_context: Any = None, *, same_server_ok: bool = False) -> Tuple[MasterSpec, ...]:
     """Describe every master; reject an empty list and duplicates (they would fake a quorum).
+
+    ``ssl_context``: an ``ssl.SSLContext`` for every TLS master that gives no TLS settings of its own.
 
     Two entries are the same server when their addresses overlap once host names are resolved
     (``localhost`` and ``127.0.0.1``), whatever their db: one server should vote once, and a
@@ -188,6 +247,10 @@ def parse_masters(masters: Iterable[Any], *, same_server_ok: bool = False) -> Tu
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
         raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
     specs: List[MasterSpec] = [parse_master(m) for m in masters]
+    if ssl_context is not None:
+        context_for(TlsOptions(context=ssl_context))  # checks its type
+        specs = [s._replace(tls=TlsOptions(context=ssl_context)) if s.tls is not None and s.tls.is_default()
+                 else s for s in specs]
     if not specs:
         raise ValueError("masters: at least one master is required")
     seen: "dict[tuple, MasterSpec]" = {}

@@ -30,15 +30,20 @@ class Redlock(RedlockBase):
     """A Redlock client over N independent Redis masters.
 
     :param masters: the masters, as URLs (``redis://[user:pass@]host:port[/db]``,
-        ``unix:///path.sock``), dicts, ``(host, port)`` tuples or ``redis.Redis`` clients.
-        Quorum is ``N // 2 + 1``.
+        ``rediss://...`` for TLS, ``unix:///path.sock``), dicts, ``(host, port)`` tuples or
+        ``redis.Redis`` clients. Quorum is ``N // 2 + 1``. TLS masters take redis-py's settings
+        (``ssl_ca_certs``, ``ssl_certfile``/``ssl_keyfile`` for mutual TLS, ``ssl_cert_reqs``,
+        ``ssl_check_hostname``, ``ssl_ca_path``, ``ssl_min_version``) as URL query parameters or
+        dict keys (with ``ssl=True``), or an ``ssl_context``; certificates and host names are
+        verified by default.
     :param retry_count: retries after the first attempt when ``acquire`` blocks without a timeout.
     :param retry_delay: base sleep between attempts, seconds.
     :param retry_jitter: up to this many seconds, drawn at random, are added to each sleep.
     :param drift_factor: clock drift allowance as a fraction of the TTL (plus 2 ms).
     :param io_timeout: per-master deadline of one round, seconds; a master slower than this counts
         as "no" for that round. Keep it much smaller than your TTLs.
-    :param connect_timeout: extra time allowed when a round has to (re)connect to a master.
+    :param connect_timeout: extra time allowed when a round has to (re)connect to a master (the
+        TLS handshake included).
     :param wait_for_all: ``False`` (default): an acquisition returns as soon as every key is
         decided, when a quorum answered OK (validity is measured at that instant) or a quorum has
         become impossible, without waiting for the slowest masters; their replies are still read,
@@ -74,6 +79,9 @@ class Redlock(RedlockBase):
         holders would both need a majority of the same dbs of one server); what is lost is fault
         tolerance: that server is a single point of failure, and its restart without persistence
         forgets the lock in every db at once. The same db of one server twice is always refused.
+    :param ssl_context: an ``ssl.SSLContext`` for every TLS master that gives no TLS settings of
+        its own (a CA, a client certificate, a minimum version...; default: one built from each
+        master's settings, verifying the server's certificate and host name).
     """
 
     def lock(

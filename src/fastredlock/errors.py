@@ -23,7 +23,9 @@ class MasterOutcome(NamedTuple):
 
     #: The master as configured, e.g. ``"127.0.0.1:7001"`` or ``"unix:///tmp/r.sock"``.
     master: str
-    #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"error reply"``,
+    #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"tls error"`` (the TLS
+    #: handshake failed: certificate, host name, protocol version; the detail is OpenSSL's reason),
+    #: ``"error reply"``,
     #: ``"protocol error"``, ``"restarted recently"``, ``"cooling down"`` (not asked: the master
     #: timed out or refused a connection recently, see ``Redlock(cooldown=...)``; counts as "no"),
     #: ``"pending"`` (had not answered when the round returned and its answer could not be read

@@ -122,3 +122,58 @@ def test_unreachable_host_counts_as_connection_error(make_client, name):
     lock = make_client([f"redis://127.0.0.1:{port}"], retry_count=0).lock(name, ttl=1.0)
     assert lock.acquire() is False
     assert lock.outcomes[0].outcome == "connection error"
+
+
+# --- TLS settings -------------------------------------------------------------------------------
+def test_rediss_url_takes_redis_py_query_parameters(certs):
+    spec = parse_master(f"rediss://u:pw@localhost:7001/2?ssl_ca_certs={certs.ca}&ssl_certfile={certs.client}"
+                        f"&ssl_keyfile={certs.client_key}&ssl_check_hostname=false&ssl_min_version=TLSv1_2")
+    assert (spec.host, spec.port, spec.db, spec.username, spec.password) == ("localhost", 7001, 2, "u", "pw")
+    assert spec.tls.ca_certs == certs.ca and spec.tls.certfile == certs.client
+    assert spec.tls.check_hostname is False and spec.tls.min_version == "TLSv1_2"
+    assert parse_master("redis://localhost:7001").tls is None
+
+
+def test_tls_context_verifies_by_default(certs):
+    import ssl
+
+    from fastredlock._tls import context_for
+
+    ctx = context_for(parse_master(f"rediss://localhost:7001?ssl_ca_certs={certs.ca}").tls)
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    none = context_for(parse_master("rediss://localhost:7001?ssl_cert_reqs=none").tls)
+    assert none.verify_mode == ssl.CERT_NONE and not none.check_hostname
+
+
+def test_tls_dicts_and_redis_py_clients(certs):
+    redis = pytest.importorskip("redis")
+    spec = parse_master({"host": "localhost", "port": 7001, "ssl": True, "ssl_ca_certs": certs.ca})
+    assert spec.tls.ca_certs == certs.ca
+    client = redis.Redis(host="localhost", port=7002, ssl=True, ssl_ca_certs=certs.ca,
+                         ssl_certfile=certs.client, ssl_keyfile=certs.client_key)
+    spec = parse_master(client)
+    assert spec.tls.ca_certs == certs.ca and spec.tls.keyfile == certs.client_key
+    assert parse_master(redis.Redis(host="localhost", port=7003)).tls is None
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("rediss://localhost:7001?ssl_ca_certs=/nonexistent/ca.pem", "cannot load the TLS files"),
+    ("rediss://localhost:7001?ssl_cert_reqs=maybe", "ssl_cert_reqs"),
+    ("rediss://localhost:7001?ssl_min_version=SSLv2", "ssl_min_version"),
+    ({"host": "localhost", "port": 7001, "ssl_ca_certs": "/x"}, "without ssl=True"),
+])
+def test_bad_tls_settings_raise_naming_masters(bad, match):
+    with pytest.raises(ValueError, match=match):
+        parse_master(bad)
+
+
+def test_redlock_ssl_context_is_the_default_for_tls_masters(one_core, certs):
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    dlm = Redlock(["rediss://localhost:7001", f"rediss://localhost:7002?ssl_ca_certs={certs.ca}",
+                   "redis://localhost:7003"], ssl_context=ctx, core=one_core)
+    tls = [spec.tls for spec in dlm._specs]
+    assert tls[0].context is ctx and tls[1].context is None and tls[2] is None
+    with pytest.raises(TypeError, match="ssl_context"):
+        Redlock(["rediss://localhost:7001"], ssl_context="not a context", core=one_core)

@@ -135,8 +135,22 @@ CONFIGS: List[Config] = [
            "C, cc -O2: one send + poll + recv per master per round; RELEASE / RELEASE_MANY",
            scenarios=("seq5", "seq1", "batch"), reference=True, native=True),
 ]
+# TLS rows: sequential lock+unlock, N=5, over rediss:// to the same masters' TLS ports (scenario
+# "tls5"), beside redis-benchmark -c 1 -t set with and without --tls on one of them ("tlsref").
+TLS = ("tls5",)
+CONFIGS += [
+    Config("fastredlock-cython-tls", "fastredlock (Cython core), TLS", "one multiplexed round over TLS, C core",
+           scenarios=TLS, fast=True),
+    Config("fastredlock-python-tls", "fastredlock (pure core), TLS", "one multiplexed round over TLS, pure core",
+           scenarios=TLS, fast=True),
+    Config("pyredlock-tls", "pyredlock, TLS", "redis-py ssl=True, sync, sequential", "pyredlock", scenarios=TLS),
+    Config("redlock-ng-tls", "redlock-ng, TLS", "redis-py ssl=True, sync, sequential", "redlock-ng", scenarios=TLS),
+    Config("redlock-py-tls", "redlock-py, TLS", "redis-py ssl=True, sync, sequential", "redlock-py", scenarios=TLS),
+    Config("ref-redis-py-tls", "ref: redis-py minimal seq, TLS", "N x set(nx, px), then N x evalsha; ssl=True",
+           "redis-py", scenarios=TLS, reference=True),
+]
 BY_ID = {c.id: c for c in CONFIGS}
-SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "refuse", "stall", "floor")
+SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "refuse", "stall", "floor", "tls5")
 
 
 @dataclass
@@ -368,6 +382,7 @@ class Bench:
         self.counter: Any = None
         self.floor_binary: Optional[str] = None
         self.progress: Optional[Progress] = None
+        self.certs: Any = None  # TLS rows: fastredlock.testing.Certs of the masters' TLS ports
 
     # --- masters ----------------------------------------------------------------------------
     @property
@@ -396,6 +411,44 @@ class Bench:
         n = 1 if cfg.n1 else n
         return [m.url for m in self.lock_masters[:n]]
 
+    def tls_urls(self, n: int = 5) -> List[str]:
+        """The lock masters' TLS ports, verified against the run's CA (redis-py's query parameter)."""
+        return [f"{m.tls_url}?ssl_ca_certs={self.certs.ca}" for m in self.lock_masters[:n]]
+
+    def prepare_tls(self, configs: List[Config], scenarios: List[str], binary: str) -> Tuple[str, Any]:
+        """The server binary and TLS settings for the masters: TLS ports (certificates made for the
+        run, a binary built with TLS) only when a TLS row runs."""
+        if "tls5" not in scenarios or not any("tls5" in c.scenarios for c in configs):
+            return binary, None
+        from fastredlock.testing import make_certs
+        from fastredlock.testing.tls import tls_server
+
+        self.certs = make_certs(tempfile.mkdtemp(prefix="fastredlock-bench-certs-"))
+        try:
+            return tls_server(self.certs), self.certs.server_tls()
+        except FileNotFoundError as exc:
+            for c in configs:
+                if "tls5" in c.scenarios:
+                    self.skipped[c.id] = str(exc)
+            return binary, None
+
+    def run_tls_reference(self) -> Dict[str, Any]:
+        """redis-benchmark -c 1 -t set on lock master 0, plain port then TLS port (same run)."""
+        m = self.lock_masters[0]
+        result: Dict[str, Any] = {}
+        for kind, port, extra in (("plain", m.port, []), ("tls", m.tls_port, ["--tls", "--cacert", self.certs.ca])):
+            cmd = [self.floor_binary, "-h", "127.0.0.1", "-p", str(port), "-c", "1", "-n",
+                   str(self.s.floor_requests), "-t", "set", "--csv", *extra]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired:
+                return {"ok": False, "error": "redis-benchmark timed out"}
+            rows = [ln.replace('"', "").split(",") for ln in proc.stdout.splitlines()]
+            if len(rows) < 2 or "rps" not in rows[0]:
+                return {"ok": False, "error": f"redis-benchmark {kind}: {(proc.stdout + proc.stderr)[:200]}"}
+            result[kind] = float(rows[1][rows[0].index("rps")])
+        return {"ok": True, "result": result}
+
     def reset_masters(self) -> None:
         """Every master running, resumed and empty before the next job."""
         for m in self.masters:
@@ -419,6 +472,8 @@ class Bench:
             "scenario": {"seq5": "seq", "seq1": "seq", "batch": "x64"}.get(kind, kind),
             "batch": 64,
         }
+        if kind == "tls5":
+            job["urls"], job["scenario"] = self.tls_urls(), "seq"
         job.update(extra)
         return job
 
@@ -562,6 +617,8 @@ class Bench:
         t0 = time.monotonic()
         if scenario == "floor":
             out = self.run_floor(rnd)
+        elif scenario == "tlsref":
+            out = self.run_tls_reference()
         elif scenario == "contend":
             out = self.run_contend(cfg, rnd)  # type: ignore[arg-type]
         elif scenario in ("refuse", "stall"):
@@ -682,7 +739,8 @@ class Bench:
         t_up = time.monotonic()
         say(f"starting 7 local masters ({self.server['version']}): 5 lock masters, 1 counter master, "
             "1 to break in fault jobs")
-        with start_masters(7, binary=binary) as masters:
+        binary, tls = self.prepare_tls(configs, scenarios, binary)
+        with start_masters(7, binary=binary, tls=tls) as masters:
             self.masters = masters
             self.counter = list(masters)[5]
             self.install_peers(configs)
@@ -696,6 +754,8 @@ class Bench:
             runnable = self.probe(configs)
             jobs: List[Tuple[Optional[Config], str]] = [
                 (c, s) for c in runnable for s in c.scenarios if s in scenarios]
+            if tls is not None and self.floor_binary and any("tls5" in c.scenarios for c in runnable):
+                jobs.append((None, "tlsref"))
             if "floor" in scenarios and not self.args.only:
                 if self.floor_binary:
                     jobs.append((None, "floor"))
@@ -1016,6 +1076,32 @@ class Report:
             out.append("| " + " | ".join(cells) + " |")
         return out + [""]
 
+    def tls_table(self) -> List[str]:
+        """The TLS rows, and the two ratios they are held to: fastredlock's cost of TLS against
+        redis-benchmark's (the same run), and fastredlock over TLS against the best TLS peer."""
+        out = self.seq_table("tls5", "Sequential lock+unlock over TLS, N=5 masters (median of rounds)")
+        if not out:
+            return []
+        out = [line for line in out if not line.startswith("No C floor")]
+        rate = {cid: med(s["result"]["rate"] for s in self.ok(cid, scen))
+                for cid, scen in (("fastredlock-cython", "seq5"), ("fastredlock-cython-tls", "tls5"))}
+        ref = [s["result"] for s in self.ok("redis-benchmark", "tlsref")]
+        if ref and all(rate.values()):
+            bench_ratio = statistics.median(r["tls"] / r["plain"] for r in ref)
+            ours = rate["fastredlock-cython-tls"] / rate["fastredlock-cython"]  # type: ignore[operator]
+            out.append(f"Cost of TLS: fastredlock (Cython) with TLS ÷ without = {ours:.2f}; redis-benchmark "
+                       f"-c 1 -t set with --tls ÷ without = {bench_ratio:.2f} "
+                       f"({fnum(statistics.median(r['tls'] for r in ref))} vs "
+                       f"{fnum(statistics.median(r['plain'] for r in ref))} req/s); "
+                       f"ours ÷ redis-benchmark's = {ours / bench_ratio:.2f}.")
+        peers = [med(s["result"]["rate"] for s in self.ok(c.id, "tls5")) for c in CONFIGS
+                 if "tls5" in c.scenarios and not c.fast and not c.reference]
+        peers = [p for p in peers if p]
+        if peers and rate["fastredlock-cython-tls"]:
+            out.append(f"fastredlock (Cython) over TLS ÷ the best TLS peer: "
+                       f"{rate['fastredlock-cython-tls'] / max(peers):.1f}x.")  # type: ignore[operator]
+        return out + [""]
+
     def skipped(self) -> List[str]:
         out = []
         for cid, reason in self.b.skipped.items():
@@ -1036,6 +1122,7 @@ class Report:
         parts += self.contend_table()
         parts += self.faults_table()
         parts += self.floor_table()
+        parts += self.tls_table()
         parts += self.skipped()
         return "\n".join(parts) + "\n"
 

@@ -779,6 +779,9 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "ref-aio-mux": RawMuxAsync,
     "ref-aio-mux-uvloop": RawMuxAsyncUvloop,
 }
+# The TLS rows (compare.py's "tls5" scenario): the same adapters, given rediss:// URLs.
+for _cid in ("fastredlock-cython", "fastredlock-python", "pyredlock", "redlock-ng", "redlock-py", "ref-redis-py"):
+    ADAPTERS[_cid + "-tls"] = ADAPTERS[_cid]
 
 
 # --------------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ _PLAIN_KEYS = frozenset({"host", "port", "db", "username", "password", "path", "
 #: Outcomes that mean "the master failed" (the originals saw these as redis-py exceptions), as
 #: opposed to "ok", "no" and "restarted recently", which are answers. "cooling down" is a master that
 #: failed recently and was not asked again yet (the originals would have hit its error again).
-_ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error", "cooling down"})
+_ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error", "cooling down",
+                             "tls error"})
 
 
 def configure(**changes: Any) -> Dict[str, Any]:
@@ -297,6 +298,7 @@ def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
     kinds = {
         "timeout": rex.TimeoutError,
         "connection error": rex.ConnectionError,
+        "tls error": rex.ConnectionError,
         "cooling down": rex.ConnectionError,
         "error reply": rex.ResponseError,
     }

@@ -32,6 +32,11 @@ PENDING = 7
 #: "no" without waiting), or too many masters are cooling down for a quorum to be possible.
 SKIPPED = 8
 
+#: The TLS handshake (or a TLS record) failed: a bad or expired certificate, a host name the
+#: certificate does not name, no common protocol version, a client certificate the master wants
+#: and did not get... The detail is OpenSSL's reason. Counted as a connection error.
+TLS_ERROR = 9
+
 NAMES = {
     OK: "ok",
     NO: "no",
@@ -42,10 +47,11 @@ NAMES = {
     UNTRUSTED: "restarted recently",
     PENDING: "pending",
     SKIPPED: "cooling down",
+    TLS_ERROR: "tls error",
 }
 
 #: Outcomes that say a master is down or unreachable (what an error naming the down masters lists).
-DOWN = frozenset({TIMEOUT, CONN_ERROR, SKIPPED})
+DOWN = frozenset({TIMEOUT, CONN_ERROR, SKIPPED, TLS_ERROR})
 
 # Per-master counters kept by ``Health`` (both cores): indexes into ``COUNTERS``.
 C_REPLIES = 0

@@ -5,7 +5,7 @@ from .link cimport Link, Owed
 # the outcome codes, counters and kinds used here: C ints when compiled (imported from the
 # modules that define them)
 cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
-cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT
+cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
 cdef int KIND_BITS, KIND_FENCED, KIND_SCRIPT
 cdef int HEALTHY, TIMED_OUT
 
@@ -70,6 +70,7 @@ cdef class Session:
                    values=object, drow=object, outcomes=list)
     cpdef list finish(self, double now)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
+    cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
     @cython.locals(link=Link)
     cpdef io_failed(self, Py_ssize_t i, object detail, bint stale, double now)
     @cython.locals(link=Link)

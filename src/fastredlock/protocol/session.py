@@ -31,7 +31,7 @@ from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
 from .outcomes import (
     C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED,
-    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT,
+    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
 from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result import decide, set_outcome, settle_sink
@@ -245,6 +245,10 @@ class Session:
     def connect_failed(self, i, detail, now):
         """A connection could not be opened (or its connect failed)."""
         self._fail(self.links[i], CONN_ERROR, detail, C_CONNECT_ERRORS, True, now)
+
+    def tls_failed(self, i, detail, now):
+        """The TLS handshake (or a record) failed; ``detail`` is OpenSSL's reason."""
+        self._fail(self.links[i], TLS_ERROR, detail, C_CONNECT_ERRORS, True, now)
 
     def io_failed(self, i, detail, stale, now):
         """send/recv failed (``stale``: EPIPE, ECONNRESET and the like), or the master closed the

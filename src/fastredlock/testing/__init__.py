@@ -11,6 +11,9 @@ never for production.
   are told to use), :func:`pause_process` for any process (a client paused past its TTL).
   ``start_master(clock_rate=1.5)`` runs a master whose clock is 1.5 times too fast (libfaketime), so
   it expires keys early: the seeds' clock-drift fault.
+- TLS masters: ``start_masters(5, tls=make_certs(d).server_tls())`` adds a ``rediss://`` port
+  (``.tls_url``) beside the plain one; :func:`make_certs` (:mod:`.tls`) writes a CA, server and
+  client certificates, a wrong CA, an expired and an other-host certificate with ``openssl``.
 - Server binaries (:mod:`.servers`): :func:`find_server`, :func:`find_servers`, :func:`server_version`,
   :func:`faketime_library`.
 - :class:`FaultProxy` (:mod:`.proxy`) sits between a client and a real master and can add latency,
@@ -47,8 +50,12 @@ from .masters import (
 from .net import blackhole_address
 from .proxy import FaultProxy
 from .servers import faketime_library, find_server, find_servers, server_version
+from .tls import Certs, ServerTls, make_certs
 
 __all__ = [
+    "Certs",
+    "ServerTls",
+    "make_certs",
     "FaultProxy",
     "FakeMaster",
     "Close",

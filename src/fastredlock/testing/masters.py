@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .._blocking import Connection
 from .net import HOST
+from .tls import ServerTls
 from .servers import _free_port, _uses_jemalloc, faketime_library, find_server, find_servers
 
 __all__ = [
@@ -44,8 +45,11 @@ class LocalMaster:
 
     def __init__(self, binary: Optional[str] = None, port: Optional[int] = None,
                  extra_args: Sequence[str] = (), unix_socket: bool = False,
-                 env: Optional[Dict[str, str]] = None) -> None:
+                 env: Optional[Dict[str, str]] = None, tls: Optional[ServerTls] = None) -> None:
         self.binary = find_server(binary)
+        #: TLS settings: the master then also listens on :attr:`tls_port` (plain port kept).
+        self.tls = tls
+        self.tls_port: Optional[int] = _free_port() if tls is not None else None
         self.env = env  # the server's environment (None: this process's), e.g. libfaketime's
         self.host = HOST
         self.port = port or _free_port()
@@ -59,6 +63,13 @@ class LocalMaster:
     def url(self) -> str:
         """``redis://127.0.0.1:<port>``."""
         return f"redis://{self.host}:{self.port}"
+
+    @property
+    def tls_url(self) -> str:
+        """``rediss://127.0.0.1:<tls_port>`` (a TLS master only)."""
+        if self.tls_port is None:
+            raise ValueError(f"{self} has no TLS port (start it with tls=...)")
+        return f"rediss://{self.host}:{self.tls_port}"
 
     @property
     def pid(self) -> Optional[int]:
@@ -75,6 +86,8 @@ class LocalMaster:
         ]
         if self.unix_path:
             args += ["--unixsocket", self.unix_path, "--unixsocketperm", "700"]
+        if self.tls is not None:
+            args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
         args += self.extra_args
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
@@ -167,6 +180,11 @@ class LocalMasters:
         """The masters' URLs, for :class:`fastredlock.Redlock`."""
         return [m.url for m in self.masters]
 
+    @property
+    def tls_urls(self) -> List[str]:
+        """The masters' ``rediss://`` URLs (TLS masters only)."""
+        return [m.tls_url for m in self.masters]
+
     def __iter__(self) -> Iterator[LocalMaster]:
         return iter(self.masters)
 
@@ -216,7 +234,8 @@ def _fast_clock(rate: float, binary: Optional[str]) -> Tuple[str, Dict[str, str]
 
 
 def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
-                 unix_socket: bool = False, clock_rate: Optional[float] = None) -> LocalMaster:
+                 unix_socket: bool = False, clock_rate: Optional[float] = None,
+                 tls: Optional[ServerTls] = None) -> LocalMaster:
     """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
 
     With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
@@ -226,7 +245,10 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     runs it under libfaketime (Debian's ``faketime`` package) with a clock 1.5 times as fast as
     real time, so it expires keys early: the seeds' clock-drift fault (``FileNotFoundError`` when
     libfaketime or a server built without jemalloc is missing). A port taken in the meantime is
-    retried. The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
+    retried. ``tls`` (a :class:`~fastredlock.testing.tls.ServerTls`, e.g. ``make_certs(d).server_tls()``)
+    adds a TLS port (``.tls_port``, ``.tls_url``) beside the plain one, which ``.command`` keeps
+    using (the binary must be built with TLS: Debian's redis-server is; the ``server`` extra's
+    are not). The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
     (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
     """
     args = _master_args(persistent, extra_args)
@@ -236,7 +258,7 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     failures = 0
     while True:
         try:
-            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env).start()
+            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env, tls=tls).start()
         except RuntimeError:
             failures += 1
             if failures == 5:
@@ -245,7 +267,7 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
 
 def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
                   binary: Optional[str] = None, unix_socket: bool = False,
-                  clock_rate: Optional[float] = None) -> LocalMasters:
+                  clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None) -> LocalMasters:
     """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
 
     It is a context manager that stops them all on exit; if one fails to start, those already
@@ -255,7 +277,7 @@ def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Seque
     try:
         for _ in range(count):
             started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
-                                        unix_socket=unix_socket, clock_rate=clock_rate))
+                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls))
     except BaseException:
         for m in started:
             m.stop()
