@@ -52,7 +52,6 @@ def _fetch(lib):
         pytest.skip(f"cannot fetch the original {lib}: {exc}")
 
 
-@pytest.mark.slow
 #: Suites too long for the default run (python-redis-lock's: 171 tests with process, gevent and
 #: eventlet variants, several minutes per run and three runs): FASTREDLOCK_LONG_SUITES=1 runs them.
 LONG = {"python-redis-lock"}
@@ -60,6 +59,7 @@ _LONG_OPT_IN = pytest.mark.skipif(not os.environ.get("FASTREDLOCK_LONG_SUITES"),
                                   reason="a long suite: runs with FASTREDLOCK_LONG_SUITES=1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lib", [pytest.param(lib, marks=_LONG_OPT_IN) if lib in LONG else lib
                                  for lib in _originals.WITH_SUITES])
 def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
