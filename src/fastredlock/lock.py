@@ -373,13 +373,16 @@ class Lock:
         token = token_of(token)
         executor = self._executor
         own = token == self.token
+        carrier = None
         if own:
-            executor.unwatch(self)
+            carrier = self._carrier
+            if executor.watchdog is not None:
+                executor.unwatch(self)
         try:
             if signal is not None:
-                rnd, ok = self._release_signal(token, self._carrier if own else None, signal)
+                rnd, ok = self._release_signal(token, carrier, signal)
             else:
-                rnd, ok = executor.release_one(self.key, token, self._carrier if own else None)
+                rnd, ok = executor.release_one(self.key, token, carrier)
         finally:
             if own:
                 self._reset()

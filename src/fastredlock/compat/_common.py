@@ -22,12 +22,14 @@ if TYPE_CHECKING:  # type names only: the asyncio client is imported by the asyn
 
 __all__ = [
     "Masters",
+    "PoolState",
     "aclose_clients",
     "arelease_token",
     "configure",
     "encode_key",
     "error_outcomes",
     "options",
+    "pool_state",
     "redis_errors",
     "release_token",
     "usable_ttl",
@@ -252,6 +254,43 @@ class Masters:
         if self._redis_clients is None:
             self._redis_clients = [_redis_client(e) for e in self.entries]
         return self._redis_clients
+
+
+class PoolState:
+    """What the shims read from a redis-py client's connection pool: its master (reading a client
+    resolves its host name) and its encoder. redis-py's idiom makes a lock per call
+    (``r.lock(name)``, ``redis_lock.Lock(conn, name)``), which must not pay for either each time:
+    :func:`pool_state` keeps this on the pool object itself."""
+
+    __slots__ = ("masters", "encoder", "encoding", "errors")
+
+    def __init__(self, redis: Any, pool: Any) -> None:
+        self.masters = Masters([redis])  # an unreadable or unsupported client is reported here
+        self.encoder = pool.get_encoder() if hasattr(pool, "get_encoder") else None
+        self.encoding: str = getattr(self.encoder, "encoding", "utf-8")
+        self.errors: str = getattr(self.encoder, "encoding_errors", "strict")
+
+
+#: The attribute of a connection pool that holds its :class:`PoolState`.
+_POOL_STATE = "_fastredlock_shim_state"
+
+
+def pool_state(redis: Any) -> PoolState:
+    """The :class:`PoolState` of ``redis``'s connection pool, read once per pool.
+
+    It is kept as an attribute of the pool (one attribute lookup per lock made, and it goes with
+    the pool: no registry to clean up); a pool that takes no attributes is read each time.
+    ``AttributeError`` if ``redis`` has no ``connection_pool``.
+    """
+    pool = redis.connection_pool
+    state = getattr(pool, _POOL_STATE, None)
+    if state is None:
+        state = PoolState(redis, pool)
+        try:
+            setattr(pool, _POOL_STATE, state)
+        except (AttributeError, TypeError):
+            pass
+    return state
 
 
 def encode_key(value: Any) -> bytes:

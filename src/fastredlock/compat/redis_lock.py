@@ -67,7 +67,6 @@ Differences (bugs not kept):
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import weakref
 from base64 import b64encode
@@ -78,7 +77,7 @@ from redis import StrictRedis
 
 from .._tokens import new_token
 from ..errors import LockError
-from ._common import Masters, encode_key, error_outcomes, redis_errors, release_token
+from ._common import Masters, encode_key, error_outcomes, pool_state, redis_errors, release_token
 
 __all__ = [
     "NO_EXPIRE_TTL",
@@ -166,23 +165,12 @@ class NotExpirable(RuntimeError):
     """``extend()`` of a lock that has no expiry."""
 
 
-#: The :class:`Masters` of each redis-py client (parsed once: host names are resolved there).
-_masters_of: "weakref.WeakKeyDictionary[Any, Masters]" = weakref.WeakKeyDictionary()
-_masters_lock = threading.Lock()
-
-
 def _masters(redis_client: Any) -> Masters:
+    """The masters of ``redis_client`` (a lock is made per use: read once per connection pool)."""
     try:
-        return _masters_of[redis_client]
-    except KeyError:
-        pass
-    except TypeError:  # not weakly referenceable: parsed each time
+        return pool_state(redis_client).masters
+    except AttributeError:  # not a redis-py client (strict=False): read each time
         return Masters([redis_client])
-    with _masters_lock:
-        masters = _masters_of.get(redis_client)
-        if masters is None:
-            masters = _masters_of[redis_client] = Masters([redis_client])
-    return masters
 
 
 def _check_expire(expire: Any) -> Optional[int]:

@@ -60,12 +60,11 @@ import asyncio
 import logging
 import threading
 import time
-import weakref
 from types import SimpleNamespace
-from typing import Any, Awaitable, Dict, Optional, Tuple, Union
+from typing import Any, Awaitable, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
-from ._common import Masters, redis_errors, usable_ttl
+from ._common import Masters, pool_state, redis_errors, usable_ttl
 
 __all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
 
@@ -93,33 +92,6 @@ def _check_seconds(value: Any, what: str, none_ok: bool = False) -> None:
         raise TypeError(f"{what} must be a number of seconds{' or None' if none_ok else ''}, not {type(value).__name__}")
     if not value >= 0:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
-
-
-class _Pool:
-    """What a lock reads from its client's connection pool, once per pool: the master (reading a
-    client resolves its host name) and the encoder. redis-py's idiom makes a lock per call
-    (``r.lock(name)``), which must not pay for either each time."""
-
-    __slots__ = ("ref", "masters", "encoder", "encoding", "errors")
-
-    def __init__(self, redis: Any, pool: Any) -> None:
-        self.ref = weakref.ref(pool, lambda _, key=id(pool): _pools.pop(key, None))
-        self.masters = Masters([redis])  # an unreadable or unsupported client is reported here
-        self.encoder = pool.get_encoder()
-        self.encoding: str = self.encoder.encoding
-        self.errors: str = self.encoder.encoding_errors
-
-
-#: id(pool) -> what was read from it (an entry leaves with its pool).
-_pools: Dict[int, _Pool] = {}
-
-
-def _pool_of(redis: Any, pool: Any) -> _Pool:
-    known = _pools.get(id(pool))
-    if known is None or known.ref() is not pool:
-        known = _Pool(redis, pool)
-        _pools[id(pool)] = known
-    return known
 
 
 class _Local(threading.local):
@@ -159,7 +131,7 @@ class _RedisPyLock:
         raise_on_release_error: bool = True,
     ) -> None:
         try:
-            pool = redis.connection_pool
+            redis.connection_pool  # read by pool_state() below, after the arguments are checked
         except AttributeError:
             raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}") from None
         if not (
@@ -179,7 +151,7 @@ class _RedisPyLock:
         self.thread_local = bool(thread_local)
         self.local: Any = _Local() if thread_local else _Shared()
         self.raise_on_release_error = raise_on_release_error
-        known = self._pool = _pool_of(redis, pool)
+        known = self._pool = pool_state(redis)
         self._masters: Masters = known.masters
         self._key: bytes = name.encode(known.encoding, known.errors) if name.__class__ is str else self._encode(name)
 
