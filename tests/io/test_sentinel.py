@@ -15,7 +15,7 @@ import time
 import pytest
 
 from fastredlock import LockError
-from fastredlock.testing import blackhole_address, start_sentinels
+from fastredlock.testing import blackhole_address, find_servers, server_version, start_sentinels
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import timed  # noqa: E402
@@ -205,3 +205,19 @@ def _old_enough(master, grace):
     if uptime <= grace:
         time.sleep(grace + 1 - uptime)
     return True
+
+
+# --- every server binary ---------------------------------------------------------------------------
+@pytest.fixture(scope="module", params=find_servers(), ids=lambda b: server_version(b).replace(" ", "-"))
+def versioned_group(request):
+    """A service on each server binary the suite knows (Debian's Redis 7.0, the ``server`` extra's
+    Valkey 8.1 and Redis 6.2): each runs as a sentinel too (``--sentinel``)."""
+    with start_sentinels("versioned", binary=request.param, failover_ready=False) as g:
+        yield g
+
+
+def test_sentinel_mode_on_each_server_binary(make_client, versioned_group, name):
+    dlm = make_client([versioned_group.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=0)
+    lock_cycle(dlm, name, ["ok"])
+    info = versioned_group.sentinels[0].master_info()
+    assert info["role-reported"] == "master" and int(info["role-reported-time"]) >= 0  # what voting reads
