@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._tls import TlsOptions, context_for
 
-__all__ = ["MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers"]
+__all__ = ["MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers", "split_urls"]
 
 _DICT_KEYS = frozenset(
     {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout", "ssl",
@@ -273,6 +273,22 @@ def _from_sentinel_object(sentinel: Any, service: Any, settings: dict) -> Master
     d.update(sentinels=addresses, service=service)
     d.update((f"sentinel_{k}", v) for k, v in login.items())
     return _from_sentinel_dict(d, f"Sentinel({addresses}) service {service!r}")
+
+
+def split_urls(text: str) -> List[str]:
+    """The URLs in a comma- or space-separated list (``FASTREDLOCK_MASTERS``, command lines); a
+    Sentinel URL's own commas (``redis+sentinel://h1:p,h2:p/service``) are kept: a piece without
+    ``://`` continues the URL before it."""
+    urls: List[str] = []
+    for word in text.split():
+        pieces: List[str] = []
+        for piece in word.split(","):
+            if pieces and "://" not in piece and "+sentinel://" in pieces[-1]:
+                pieces[-1] += "," + piece
+            elif piece:
+                pieces.append(piece)
+        urls.extend(pieces)
+    return urls
 
 
 def _safe(url: str) -> str:
