@@ -63,7 +63,7 @@ class Resolver:
                 continue
             if k:
                 self.order.insert(0, self.order.pop(k))
-            return address, role_age_ms(replies[-1])
+            return address, role_age_ms(replies[-1], address)
         if unknown == len(self.order):
             raise SentinelError(f"unknown service {self.service!r}: no sentinel knows it")
         raise SentinelError(f"no sentinel named the master of {self.service!r} (" + "; ".join(problems) + ")")

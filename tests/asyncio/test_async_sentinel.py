@@ -3,6 +3,7 @@ sync client (the core asks the sentinels when it opens such a link, from the loo
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -73,27 +74,60 @@ def test_sentinel_errors_are_outcomes_within_the_timeouts(arun, aclient, group, 
     arun(main())
 
 
+GRACE = 2.0
+
+
+@pytest.fixture(scope="module")
+def failover_group():
+    """A service with three replicas: each loop and core's run of the failover test fails it over once."""
+    with start_sentinels("aforced", replicas=3) as g:
+        yield g
+
+
+def _uptime(server):
+    return int(server.command("INFO", "server").split(b"uptime_in_seconds:")[1].split(b"\r")[0])
+
+
+async def _promoted_replica_waits(dlm, name, new, promoted_at):
+    lock = dlm.lock(name, ttl=TTL)
+    assert not await lock.acquire(blocking=False)
+    assert await outcomes(lock) == ["restarted recently"]  # promoted: no vote during the grace
+    assert await lock.acquire(blocking=True, timeout=GRACE + 5.0)
+    assert time.monotonic() - promoted_at > GRACE - 1.0
+    assert new.command("GET", name) == lock.token
+    await lock.release()
+
+
 @pytest.mark.slow
+def test_forced_failover_the_promoted_replica_votes_after_restart_grace(arun, aclient, failover_group, name):
+    g = failover_group
+    while min(_uptime(s) for s in g.replicas) <= GRACE:
+        time.sleep(0.2)  # their uptime alone would not distrust them
+    new = g.failover(demoted=False)
+    promoted_at = time.monotonic()
+
+    async def main():  # a client that connects for the first time after the failover
+        async with aclient([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=GRACE) as dlm:
+            await _promoted_replica_waits(dlm, name, new, promoted_at)
+
+    arun(main())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("FASTREDLOCK_FAILOVER_TESTS"),
+                    reason="a killed master's failover: FASTREDLOCK_FAILOVER_TESTS=1 runs it")
 def test_master_killed_then_the_promoted_replica_votes_after_restart_grace(arun, aclient, name):
-    grace = 3.0
     with start_sentinels("akilled") as g:
         new = g.replicas[0]
 
         async def main():
-            async with aclient([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=grace,
+            async with aclient([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=GRACE,
                                cooldown=0) as dlm:
-                while float(new.command("INFO", "server").split(b"uptime_in_seconds:")[1].split(b"\r")[0]) <= grace:
+                while _uptime(new) <= GRACE:
                     await asyncio.sleep(0.2)  # its uptime alone would not distrust it
                 async with dlm.lock(name, ttl=TTL):
                     pass
-                assert g.kill_master() is new
-                promoted_at = time.monotonic()
-                lock = dlm.lock(name, ttl=TTL)
-                assert not await lock.acquire(blocking=False)
-                assert await outcomes(lock) == ["restarted recently"]
-                assert await lock.acquire(blocking=True, timeout=grace + 5.0)
-                assert time.monotonic() - promoted_at > grace - 1.0
-                assert new.command("GET", name) == lock.token
-                await lock.release()
+                assert g.kill_master() is new  # (blocks the loop: nothing else runs meanwhile)
+                await _promoted_replica_waits(dlm, name, new, time.monotonic())
 
         arun(main())

@@ -142,6 +142,20 @@ def test_a_server_that_is_not_a_master_is_refused_and_readonly_asks_again(make_c
 
 
 # --- failovers --------------------------------------------------------------------------------------
+#: The slowest failover tests (a group of their own each, a master killed) run on request:
+#: FASTREDLOCK_FAILOVER_TESTS=1. The forced failovers share one group and always run.
+failover_opt_in = pytest.mark.skipif(not os.environ.get("FASTREDLOCK_FAILOVER_TESTS"),
+                                     reason="a killed master's failover: FASTREDLOCK_FAILOVER_TESTS=1 runs it")
+GRACE = 2.0
+
+
+@pytest.fixture(scope="module")
+def failover_group():
+    """A service with two replicas, failed over once by each core's run of the forced-failover test."""
+    with start_sentinels("forced", replicas=2) as g:
+        yield g
+
+
 def wait_acquired(dlm, name, limit):
     """Try until the lock is acquired (returns it and the outcomes seen before) or ``limit`` passed."""
     seen = []
@@ -155,12 +169,44 @@ def wait_acquired(dlm, name, limit):
     raise AssertionError(f"not acquired within {limit}s: {seen[-5:]}")
 
 
+def _uptime(server):
+    return int(server.command("INFO", "server").split(b"uptime_in_seconds:")[1].split(b"\r\n")[0])
+
+
+def _old_enough(servers, grace):
+    """Wait until every server has been up for longer than ``grace``: their uptime alone would not
+    make restart-aware voting distrust them."""
+    wait = max(grace + 1 - _uptime(s) for s in servers)
+    if wait > 0:
+        time.sleep(wait)
+
+
+def test_forced_failover_a_client_new_to_the_service_waits_restart_grace(make_client, failover_group, name):
+    g = failover_group
+    _old_enough(g.replicas, GRACE)
+    new = g.failover(demoted=False)
+    promoted_at = time.monotonic()
+    # the control: without restart-aware voting the promoted replica votes at once
+    blind = make_client([g.url], connect_timeout=CONNECT, restart_aware=False)
+    lock_cycle(blind, name + ":blind", ["ok"])
+    # a client that connects for the first time after the failover: the sentinels say when
+    dlm = make_client([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=GRACE)
+    lock = dlm.lock(name, ttl=TTL)
+    assert not lock.acquire(blocking=False)
+    assert outcomes(lock) == ["restarted recently"]
+    assert "less than the restart grace" in lock.outcomes[0].detail
+    lock, seen = wait_acquired(dlm, name, GRACE + 5.0)
+    assert time.monotonic() - promoted_at > GRACE - 0.5 and set(seen) == {"restarted recently"}
+    assert new.command("GET", name) == lock.token  # on the promoted replica
+    lock.release()
+
+
 @pytest.mark.slow
+@failover_opt_in
 def test_master_killed_then_the_promoted_replica_votes_after_restart_grace(make_client, name):
-    grace = 3.0
     with start_sentinels("killed") as g:
-        dlm = make_client([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=grace, cooldown=0)
-        _old_enough(g.replicas[0], grace)  # its uptime alone would not distrust it
+        dlm = make_client([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=GRACE, cooldown=0)
+        _old_enough(g.replicas, GRACE)
         lock_cycle(dlm, name, ["ok"])  # connected to the first master
         new = g.kill_master()
         promoted_at = time.monotonic()
@@ -168,43 +214,14 @@ def test_master_killed_then_the_promoted_replica_votes_after_restart_grace(make_
         assert not lock.acquire(blocking=False)
         assert outcomes(lock) == ["restarted recently"], lock.outcomes  # asked again, promoted: no vote
         assert new.command("EXISTS", name) == 0  # its untrusted SET was released
-        lock, seen = wait_acquired(dlm, name, grace + 5.0)
-        assert time.monotonic() - promoted_at > grace - 1.0 and set(seen) <= {"restarted recently"}
+        lock, seen = wait_acquired(dlm, name, GRACE + 5.0)
+        assert time.monotonic() - promoted_at > GRACE - 1.0 and set(seen) <= {"restarted recently"}
         assert new.command("GET", name) == lock.token
         lock.release()
-
-
-@pytest.mark.slow
-def test_forced_failover_a_client_new_to_the_service_waits_restart_grace(make_client, name):
-    grace = 3.0
-    with start_sentinels("forced") as g:
-        _old_enough(g.replicas[0], grace)  # its uptime alone would not distrust it
-        new = g.failover(demoted=False)
-        promoted_at = time.monotonic()
-        # the control: without restart-aware voting the promoted replica votes at once
-        blind = make_client([g.url], connect_timeout=CONNECT, restart_aware=False)
-        lock_cycle(blind, name + ":blind", ["ok"])
-        # a client that connects for the first time after the failover: the sentinels say when
-        dlm = make_client([g.url], connect_timeout=CONNECT, restart_aware=True, restart_grace=grace)
-        lock = dlm.lock(name, ttl=TTL)
-        assert not lock.acquire(blocking=False)
-        assert outcomes(lock) == ["restarted recently"]
-        assert "less than the restart grace" in lock.outcomes[0].detail
-        lock, seen = wait_acquired(dlm, name, grace + 5.0)
-        assert time.monotonic() - promoted_at > grace - 0.5
-        assert new.command("GET", name) == lock.token  # on the promoted replica
-        lock.release()
-        # the same client once the old master is demoted: the sentinels closed its connections
+        # once the old master is back it is demoted, and this client keeps the new one
+        g.servers[0].start()
         g.wait_master(g.servers[0])
         lock_cycle(dlm, name, ["ok"])
-
-
-def _old_enough(master, grace):
-    """Wait until ``master`` has been up for longer than ``grace`` (restart-aware voting trusts it)."""
-    uptime = int(master.command("INFO", "server").split(b"uptime_in_seconds:")[1].split(b"\r\n")[0])
-    if uptime <= grace:
-        time.sleep(grace + 1 - uptime)
-    return True
 
 
 # --- every server binary ---------------------------------------------------------------------------

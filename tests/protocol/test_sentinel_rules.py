@@ -23,9 +23,12 @@ def test_the_sentinel_query_and_its_answers(proto):
     assert out.endswith(b"*3\r\n$8\r\nSENTINEL\r\n$6\r\nMASTER\r\n$3\r\nsvc\r\n")
     assert proto.sentinel.master_address([b"10.0.0.1", b"6380"]) == ("10.0.0.1", 6380)
     assert proto.sentinel.master_address(None) is None  # the service is unknown to that sentinel
-    assert proto.sentinel.role_age_ms([b"name", b"svc", b"role-reported", b"master", b"role-reported-time", b"1500"]) == 1500
-    assert proto.sentinel.role_age_ms([b"role-reported", b"slave", b"role-reported-time", b"1500"]) == -1
-    assert proto.sentinel.role_age_ms(Exception("ERR No such master with that name")) == -1
+    here = [b"name", b"svc", b"ip", b"127.0.0.1", b"port", b"6400"]
+    assert proto.sentinel.role_age_ms(here + [b"role-reported", b"master", b"role-reported-time", b"1500"], ADDR) == 1500
+    assert proto.sentinel.role_age_ms(here + [b"role-reported", b"slave", b"role-reported-time", b"1500"], ADDR) == -1
+    # the failover's leader: it names the promoted replica, its SENTINEL MASTER still the old master
+    assert proto.sentinel.role_age_ms(here + [b"role-reported-time", b"1500"], ("127.0.0.1", 6401)) == 0
+    assert proto.sentinel.role_age_ms(Exception("ERR No such master with that name"), ADDR) == -1
     assert proto.sentinel.asks_again("READONLY You can't write against a read only replica.")
     assert proto.sentinel.asks_again("LOADING Redis is loading the dataset in memory")
     assert not proto.sentinel.asks_again("NOSCRIPT No matching script")

@@ -7,7 +7,9 @@ bounded by ``connect_timeout``) is :mod:`fastredlock._sentinel`'s.
 **Resolution.** Before each connect of a Sentinel master the client sends one sentinel, in one
 write, ``SENTINEL GET-MASTER-ADDR-BY-NAME <service>`` and ``SENTINEL MASTER <service>``: the first
 gives the address, the second ``role-reported-time`` (milliseconds since this sentinel saw the
-server take the master role: at a failover, when it switched to the promoted replica). The first
+server take the master role: at a failover, when it switched to the promoted replica). The sentinel
+that leads a failover names the promoted replica before its ``SENTINEL MASTER`` stops describing
+the old master: then the promotion is happening now. The first
 sentinel that answers decides; one that names no master for the service (a null reply) or refuses
 is passed over. No answer at all, or only nulls, is outcome ``sentinel error``.
 
@@ -72,14 +74,21 @@ def master_address(reply):
         return None
 
 
-def role_age_ms(reply):
-    """``role-reported-time`` (ms) from a ``SENTINEL MASTER`` reply when it reports the master
-    role, else -1 (an error reply, or a field missing)."""
+def role_age_ms(reply, address):
+    """How long ago (ms) the server at ``address`` took the master role by a ``SENTINEL MASTER``
+    reply's ``role-reported-time``; 0 when that reply still describes another server (the sentinel
+    leads a failover to ``address``, which it names already: the promotion is happening now); -1
+    when it does not say (an error reply, a field missing, a role other than master)."""
     if not isinstance(reply, list):
         return -1
     fields = {}
     for i in range(0, len(reply) - 1, 2):
         fields[reply[i]] = reply[i + 1]
+    try:
+        if (fields[b"ip"].decode(), int(fields[b"port"])) != tuple(address):
+            return 0
+    except (KeyError, TypeError, ValueError, UnicodeError, AttributeError):
+        return -1
     if fields.get(b"role-reported", b"master") != b"master":
         return -1
     try:

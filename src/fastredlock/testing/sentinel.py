@@ -116,10 +116,16 @@ class SentinelGroup:
         (and, with ``demoted``, once the old one is a replica: the sentinels take up to ten
         seconds to reconfigure it, see :meth:`wait_master`)."""
         old = self.master
-        reply = self.sentinels[0].command("SENTINEL", "FAILOVER", self.service)
-        if reply != b"OK":
-            raise RuntimeError(f"SENTINEL FAILOVER {self.service}: {reply!r}")
-        return self.wait_master(old, timeout, demoted)
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self.sentinels[0].command("SENTINEL", "FAILOVER", self.service)
+            if reply == b"OK":
+                break
+            # -NOGOODSLAVE while the replicas still sync after a previous failover; -INPROG
+            if time.monotonic() > deadline or not str(reply).startswith(("NOGOODSLAVE", "INPROG")):
+                raise RuntimeError(f"SENTINEL FAILOVER {self.service}: {reply!r}")
+            time.sleep(0.1)
+        return self.wait_master(old, max(1.0, deadline - time.monotonic()), demoted)
 
     def kill_master(self, timeout: float = 30.0) -> LocalMaster:
         """SIGKILL the master; wait until the sentinels promoted a replica and return it."""
