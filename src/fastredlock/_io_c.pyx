@@ -61,6 +61,7 @@ from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
 from ._tls import TlsConn, TlsError, context_for
+from ._sentinel import Resolver, resolve
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -273,6 +274,9 @@ cdef class Core:
     cdef pollfd *_pfds
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
     cdef list _addr             # per master: (host, port, path) as bytes, or an error message
+    cdef list _hosts            # per master: the host name TLS checks (a Sentinel master's: the last resolved)
+    cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
+    cdef bint _sentinels        # some master is a Sentinel one (a round then writes to it last)
     cdef Commands _enc          # the encoded commands of the round
     cdef bytearray _rbuf
     cdef char *_rbufp
@@ -326,7 +330,11 @@ cdef class Core:
             self._backlog[i] = False
             self._ssl[i] = NULL
         self._readers = [None] * n
-        self._addr = [_address(link.spec) for link in self._links]
+        self._resolvers = [None if link.spec.sentinel is None else Resolver(link.spec) for link in self._links]
+        self._addr = ["not resolved yet" if link.spec.sentinel is not None else _address(link.spec)
+                      for link in self._links]
+        self._hosts = [link.spec.host for link in self._links]
+        self._sentinels = any(r is not None for r in self._resolvers)
         self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
@@ -482,8 +490,11 @@ cdef class Core:
         cdef Commands enc = self._enc
         s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
                 ttls_ms, wait, frl_now())
-        for i in range(n):
-            self._sync(i)
+        if self._sentinels:
+            self._sync_sentinels_last()
+        else:
+            for i in range(n):
+                self._sync(i)
         if self._stepped:
             return [None] * rows  # start(): the caller drives the round (see start)
         while True:
@@ -508,6 +519,19 @@ cdef class Core:
         rounds = s.finish(frl_now())
         self._tidy()
         return rounds
+
+    cdef int _sync_sentinels_last(self) except -1:
+        """Start a round where some masters are Sentinel ones: the others' commands go out first,
+        then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
+        to connect_timeout) while the others' replies come in."""
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if not (<Link>self._links[i]).opening or self._resolvers[i] is None:
+                self._sync(i)
+        for i in range(self.n):
+            if (<Link>self._links[i]).opening:
+                self._sync(i)
+        return 0
 
     cdef int _tidy(self) except -1:
         """Read what already arrived on the links whose owed replies are overdue, then let the
@@ -605,6 +629,8 @@ cdef class Core:
                     self._opened += 1
             if link.opening:
                 link.opening = False
+                if self._resolvers[i] is not None and not self._resolve(i):
+                    continue  # no sentinel said where the master is (the session was told)
                 detail = self._open(i)
                 if detail is not None:
                     self._s.connect_failed(i, detail, frl_now())
@@ -754,6 +780,15 @@ cdef class Core:
                 return None  # the link failed while writing
         return data if PyBytes_GET_SIZE(data) else None
 
+    cdef bint _resolve(self, Py_ssize_t i) except -1:
+        """Ask a Sentinel master's sentinels where it is, before its connect; whether they said."""
+        spec = resolve(self._s, i, self._resolvers[i])
+        if spec is None:
+            return False
+        self._addr[i] = _address(spec)
+        self._hosts[i] = spec.host
+        return True
+
     cdef object _open(self, Py_ssize_t i):
         """Start a non-blocking connect to master ``i``; None, or a message saying why it failed."""
         cdef const char *host = NULL
@@ -782,7 +817,7 @@ cdef class Core:
         self._opened += 1
         (<Link>self._links[i]).connecting = connecting != 0
         if self._is_tls[i]:
-            tls = TlsConn(self._tls_ctx[i], (<Link>self._links[i]).spec.host, self._tls_session[i])
+            tls = TlsConn(self._tls_ctx[i], self._hosts[i], self._tls_session[i])
             tls.tcp_up = connecting == 0
             self._tls[i] = tls
             (<Link>self._links[i]).connecting = True  # until the handshake is done

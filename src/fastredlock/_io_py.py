@@ -31,6 +31,7 @@ from .protocol.scripts import (
 )
 from .protocol.session import Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
+from fastredlock._sentinel import Resolver, resolve
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -118,6 +119,10 @@ class Core:
         self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
         self._tls: List[Optional[TlsConn]] = [None] * self.n
         self._tls_session: list = [None] * self.n
+        #: Per master: who to ask where a Sentinel master is (None: a master at a fixed address).
+        self._resolvers = [None if link.spec.sentinel is None else Resolver(link.spec) for link in self._links]
+        #: Some master is a Sentinel one (a round then writes to it last: see _sync_sentinels_last).
+        self._sentinels = any(r is not None for r in self._resolvers)
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
         self._seen = 0         # _opened when watched() last told the caller
@@ -236,8 +241,11 @@ class Core:
         session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
                       fallbacks is not None, fallbacks, ttls_ms, wait, monotonic())
         poller = _new_poller()
-        for link in self._links:
-            self._sync(link)
+        if self._sentinels:
+            self._sync_sentinels_last()
+        else:
+            for link in self._links:
+                self._sync(link)
         if self._stepped:
             return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
         swept = -1.0
@@ -262,6 +270,17 @@ class Core:
         rounds = session.finish(monotonic())
         self._tidy()
         return rounds
+
+    def _sync_sentinels_last(self) -> None:
+        """Start a round where some masters are Sentinel ones: the others' commands go out first,
+        then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
+        to connect_timeout) while the others' replies come in."""
+        for link in self._links:
+            if not link.opening or self._resolvers[link.index] is None:
+                self._sync(link)
+        for link in self._links:
+            if link.opening:
+                self._sync(link)
 
     def _tidy(self) -> None:
         """Read what already arrived on the links whose owed replies are overdue, then let the
@@ -342,8 +361,13 @@ class Core:
                         pass
             if link.opening:
                 link.opening = False
+                spec = link.spec
+                if self._resolvers[i] is not None:
+                    spec = resolve(self._session, i, self._resolvers[i])  # ask the sentinels first
+                    if spec is None:
+                        continue
                 try:
-                    sock, link.connecting = _connect(link.spec)
+                    sock, link.connecting = _connect(spec)
                 except OSError as exc:
                     self._session.connect_failed(i, exc.strerror or str(exc), monotonic())
                     continue
@@ -352,7 +376,7 @@ class Core:
                 self._readers[i] = hiredis.Reader()
                 ctx = self._tls_ctx[i]
                 if ctx is not None:
-                    self._tls[i] = TlsConn(ctx, link.spec.host, self._tls_session[i])
+                    self._tls[i] = TlsConn(ctx, spec.host, self._tls_session[i])
                     self._tls[i].tcp_up = not link.connecting
                     link.connecting = True  # until the handshake is done
             tls = self._tls[i]

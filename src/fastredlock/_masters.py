@@ -6,6 +6,15 @@ Accepted: URLs (``redis://[user:pass@]host:port[/db]``, ``rediss://...`` for TLS
 for TLS), ``(host, port)`` tuples, and ``redis.Redis`` clients, whose connection settings (TLS
 ones included) are read but never used to talk: the cores open their own sockets.
 
+Sentinel-managed masters (one Sentinel service is one master of the Redlock; its address is asked
+of the sentinels at each connect, see :mod:`fastredlock._sentinel`):
+``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel://``:
+TLS to the master, with the ``ssl_*`` query parameters; ``sentinel_username``/``sentinel_password``
+log in to the sentinels, the user info logs in to the master), dicts with ``sentinels`` (a list
+of ``(host, port)`` or ``"host:port"``) and ``service`` (plus the master's keys above and
+``sentinel_username``/``sentinel_password``), ``(redis.sentinel.Sentinel(...), "service")``
+tuples, and the clients ``Sentinel.master_for("service")`` returns.
+
 TLS settings use redis-py's names (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_ca_path``,
 ``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``, ``ssl_min_version``), as URL query
 parameters or dict keys; a master's :class:`~._tls.TlsOptions` are checked here (the context is
@@ -20,20 +29,39 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._tls import TlsOptions, context_for
 
-__all__ = ["MasterSpec", "parse_master", "parse_masters", "shared_servers"]
+__all__ = ["MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers", "split_urls"]
 
 _DICT_KEYS = frozenset(
     {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout", "ssl",
      "ssl_context"}
 )
+#: The keys of a Sentinel master's dict besides the master's own (no host, port or path: asked).
+_SENTINEL_KEYS = frozenset({"sentinels", "service", "sentinel_username", "sentinel_password"})
+_SENTINEL_PORT = 26379
 #: redis-py's TLS settings, as URL query parameters, dict keys and ``redis.Redis`` keyword arguments.
 _TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
              "ssl_check_hostname", "ssl_min_version")
 _FALSE = ("0", "false", "no", "off", "")
 
 
+class SentinelSpec(NamedTuple):
+    """The sentinels that know where a master is, and the name of its service."""
+
+    #: ``(host, port)`` of each sentinel, asked in this order (the last one that answered first).
+    sentinels: Tuple[Tuple[str, int], ...]
+    service: str
+    #: Login to the sentinels (not to the master: that is the :class:`MasterSpec`'s).
+    username: Optional[str] = None
+    password: Optional[str] = None
+
+
 class MasterSpec(NamedTuple):
-    """Where one master is and how to log in to it."""
+    """Where one master is and how to log in to it.
+
+    A Sentinel-managed master has ``host=None, port=0`` and :attr:`sentinel` set: the I/O twins
+    ask the sentinels for its address before each connect (a copy of the spec with the address
+    filled in is what they connect to).
+    """
 
     host: Optional[str]  # None for a Unix socket
     port: int  # 0 for a Unix socket
@@ -43,11 +71,16 @@ class MasterSpec(NamedTuple):
     password: Optional[str]
     #: TLS settings (``rediss://``), or None for a plain connection.
     tls: Optional[TlsOptions] = None
+    #: The sentinels to ask for the address, or None for a master at a fixed address.
+    sentinel: Optional[SentinelSpec] = None
 
     @property
     def label(self) -> str:
         """A short name for messages and outcomes (never includes the password)."""
-        where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
+        if self.sentinel is not None and self.host is None:
+            where = f"sentinel:{self.sentinel.service}"
+        else:
+            where = f"unix://{self.path}" if self.path else f"{self.host}:{self.port}"
         return where if self.db == 0 else f"{where}/{self.db}"
 
 
@@ -117,6 +150,9 @@ def _tls_options(settings: dict, what: str) -> TlsOptions:
 
 
 def _from_url(url: str) -> MasterSpec:
+    if url[:16].lower().startswith(("redis+sentinel:", "rediss+sentinel:")):
+        parts = urlsplit(url)
+        return _from_sentinel_url(url, parts, parts.scheme.lower())
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -158,6 +194,103 @@ def _from_url(url: str) -> MasterSpec:
     return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password, tls)
 
 
+def _sentinel_address(text: str, what: str) -> Tuple[str, int]:
+    """``host[:port]`` (``[v6]:port`` too) of one sentinel; the port defaults to 26379."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else _SENTINEL_PORT
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host, port = text, _SENTINEL_PORT
+    return _check_host(host, what), _check_port(port, what)
+
+
+def _from_sentinel_url(url: str, parts: Any, scheme: str) -> MasterSpec:
+    what = _safe(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    names = [p for p in parts.path.split("/") if p]
+    if not hosts or not names or len(names) > 2:
+        raise ValueError(f"masters: malformed URL {what!r}; expected "
+                         "redis[s]+sentinel://[user:pass@]host:port[,host:port...]/service[/db]")
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    settings: dict = {k: v for k, v in query.items() if k in _TLS_KEYS}
+    settings["sentinels"] = [_sentinel_address(h, what) for h in hosts.split(",")]
+    settings["service"] = unquote(names[0])
+    settings["db"] = names[1] if len(names) == 2 else query.get("db", 0)
+    if userinfo:
+        username, colon, password = userinfo.partition(":")
+        if colon:
+            settings["username"], settings["password"] = unquote(username) or None, unquote(password)
+        else:
+            settings["password"] = unquote(username)  # the historic "password only" form
+    for key in ("sentinel_username", "sentinel_password"):
+        if key in query:
+            settings[key] = query[key]
+    settings["ssl"] = scheme == "rediss+sentinel"
+    return _from_sentinel_dict(settings, what)
+
+
+def _from_sentinel_dict(d: dict, what: str) -> MasterSpec:
+    unknown = set(d) - _DICT_KEYS - _SENTINEL_KEYS - set(_TLS_KEYS)
+    if unknown or any(d.get(k) is not None for k in ("host", "port", "path", "unix_socket_path")):
+        raise ValueError(f"masters: unknown key(s) {sorted(unknown or {'host', 'port', 'path'} & set(d))} "
+                         f"in {what} (a Sentinel master's address is asked of its sentinels)")
+    service = d.get("service")
+    if not isinstance(service, str) or not service:
+        raise ValueError(f"masters: missing or bad service name in {what}")
+    raw = d.get("sentinels")
+    if isinstance(raw, (str, bytes)) or not raw:
+        raise ValueError(f"masters: sentinels must be a non-empty list of (host, port) in {what}")
+    sentinels = []
+    for entry in raw:
+        if isinstance(entry, str):
+            sentinels.append(_sentinel_address(entry, what))
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+            sentinels.append((_check_host(entry[0], what), _check_port(entry[1], what)))
+        else:
+            raise ValueError(f"masters: bad sentinel {entry!r} in {what}; expected (host, port)")
+    sentinel = SentinelSpec(tuple(sentinels), service, _opt_str(d.get("sentinel_username"), "sentinel_username", what),
+                            _opt_str(d.get("sentinel_password"), "sentinel_password", what))
+    tls = None
+    if d.get("ssl") or d.get("ssl_context") is not None:
+        tls = _tls_options(d, what)
+    elif any(d.get(k) is not None for k in _TLS_KEYS):
+        raise ValueError(f"masters: ssl_* settings without ssl=True in {what}")
+    return MasterSpec(None, 0, None, _check_db(d.get("db", 0), what), _opt_str(d.get("username"), "username", what),
+                      _opt_str(d.get("password"), "password", what), tls, sentinel)
+
+
+def _from_sentinel_object(sentinel: Any, service: Any, settings: dict) -> MasterSpec:
+    """A ``redis.sentinel.Sentinel`` and a service name; ``settings``: the master's own."""
+    addresses, login = [], {}
+    for client in sentinel.sentinels:
+        kwargs = client.connection_pool.connection_kwargs
+        addresses.append((kwargs.get("host"), kwargs.get("port", _SENTINEL_PORT)))
+        login = login or {k: kwargs[k] for k in ("username", "password") if kwargs.get(k) is not None}
+    d = {k: v for k, v in settings.items() if k in _DICT_KEYS or k in _TLS_KEYS}
+    d.update(sentinels=addresses, service=service)
+    d.update((f"sentinel_{k}", v) for k, v in login.items())
+    return _from_sentinel_dict(d, f"Sentinel({addresses}) service {service!r}")
+
+
+def split_urls(text: str) -> List[str]:
+    """The URLs in a comma- or space-separated list (``FASTREDLOCK_MASTERS``, command lines); a
+    Sentinel URL's own commas (``redis+sentinel://h1:p,h2:p/service``) are kept: a piece without
+    ``://`` continues the URL before it."""
+    urls: List[str] = []
+    for word in text.split():
+        pieces: List[str] = []
+        for piece in word.split(","):
+            if pieces and "://" not in piece and "+sentinel://" in pieces[-1]:
+                pieces[-1] += "," + piece
+            elif piece:
+                pieces.append(piece)
+        urls.extend(pieces)
+    return urls
+
+
 def _safe(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
@@ -167,7 +300,9 @@ def _safe(url: str) -> str:
 
 
 def _from_dict(d: dict) -> MasterSpec:
-    what = repr({k: ("***" if k == "password" else v) for k, v in d.items()})
+    what = repr({k: ("***" if k.endswith("password") else v) for k, v in d.items()})
+    if "sentinels" in d or "service" in d:
+        return _from_sentinel_dict(d, what)
     unknown = set(d) - _DICT_KEYS - set(_TLS_KEYS)
     if unknown:
         raise ValueError(f"masters: unknown key(s) {sorted(unknown)} in {what}")
@@ -187,15 +322,24 @@ def _from_dict(d: dict) -> MasterSpec:
 
 
 def _from_redis_client(client: Any) -> MasterSpec:
-    kwargs = client.connection_pool.connection_kwargs
-    conn_cls = getattr(client.connection_pool, "connection_class", None)
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    conn_cls = getattr(pool, "connection_class", None)
     keys = ["host", "port", "db", "username", "password", "path"]
     settings = {}
     if conn_cls is not None and "SSL" in conn_cls.__name__:
         settings["ssl"] = True
         keys += _TLS_KEYS
     settings.update((k, kwargs[k]) for k in keys if kwargs.get(k) is not None)
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None and hasattr(pool, "service_name"):  # Sentinel(...).master_for(service)
+        return _from_sentinel_object(manager, pool.service_name, settings)
     return _from_dict(settings)
+
+
+def _is_sentinel(obj: Any) -> bool:
+    """Whether ``obj`` looks like a ``redis.sentinel.Sentinel`` (its sentinels are redis clients)."""
+    return isinstance(getattr(obj, "sentinels", None), list) and hasattr(obj, "discover_master")
 
 
 def parse_master(master: Any) -> MasterSpec:
@@ -210,13 +354,18 @@ def parse_master(master: Any) -> MasterSpec:
         if len(master) != 2:
             raise ValueError(f"masters: a tuple must be (host, port), got {master!r}")
         host, port = master
+        if _is_sentinel(host):  # (redis.sentinel.Sentinel(...), "service")
+            settings = dict(host.connection_kwargs)
+            return _from_sentinel_object(host, port, settings)
         what = repr(master)
         return MasterSpec(_check_host(host, what), _check_port(port, what), None, 0, None, None)
     if hasattr(master, "connection_pool") and hasattr(master.connection_pool, "connection_kwargs"):
         return _from_redis_client(master)
+    if _is_sentinel(master):
+        raise TypeError("masters: pass a redis.sentinel.Sentinel with its service name: (sentinel, \"mymaster\")")
     raise TypeError(
-        "masters: each master must be a URL string, a dict, a (host, port) tuple or a redis.Redis "
-        f"client, not {type(master).__name__}"
+        "masters: each master must be a URL string, a dict, a (host, port) tuple, a redis.Redis "
+        f"client or a (redis.sentinel.Sentinel, service) tuple, not {type(master).__name__}"
     )
 
 
@@ -224,6 +373,8 @@ def _addresses(spec: MasterSpec) -> "set[tuple]":
     """Every address a master's host resolves to (the host itself where it does not resolve)."""
     if spec.path is not None:
         return {("unix", os.path.realpath(spec.path))}
+    if spec.sentinel is not None:  # one service of one set of sentinels: asked for the same master
+        return {("sentinel", spec.sentinel.service, address) for address in spec.sentinel.sentinels}
     try:
         infos = socket.getaddrinfo(spec.host, spec.port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     except (OSError, UnicodeError):

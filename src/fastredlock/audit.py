@@ -35,7 +35,8 @@ import hiredis
 
 from ._blocking import Connection
 from ._checks import check_number
-from ._masters import MasterSpec, _addresses, parse_master
+from ._masters import MasterSpec, _addresses, parse_master, split_urls
+from ._sentinel import Resolver, SentinelError
 from .protocol.result import validity_ms
 from .protocol.scripts import EXTEND, EXTEND_SHA
 
@@ -67,6 +68,12 @@ class _Conn(Connection):
     """A connection to one master, logged in and on the URL's db."""
 
     def __init__(self, spec: MasterSpec, timeout: float) -> None:
+        if spec.sentinel is not None:  # the master the sentinels name now
+            try:
+                address, _ = Resolver(spec).ask(timeout)
+            except SentinelError as exc:
+                raise ConnectionError(f"sentinel error: {exc}") from None
+            spec = spec._replace(host=address[0], port=address[1])
         super().__init__(spec.path if spec.path is not None else (spec.host, spec.port), timeout)
         if spec.password is not None:
             login = (spec.username, spec.password) if spec.username else (spec.password,)
@@ -589,7 +596,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     urls = [u for item in (args.masters or [os.environ.get("FASTREDLOCK_MASTERS", "")])
-            for u in item.replace(",", " ").split()]
+            for u in split_urls(item)]
     if not urls:
         parser.error("no masters: give URLs or set FASTREDLOCK_MASTERS")
     try:

@@ -25,7 +25,8 @@ class MasterOutcome(NamedTuple):
     master: str
     #: One of ``"ok"``, ``"no"``, ``"timeout"``, ``"connection error"``, ``"tls error"`` (the TLS
     #: handshake failed: certificate, host name, protocol version; the detail is OpenSSL's reason),
-    #: ``"error reply"``,
+    #: ``"sentinel error"`` (a Sentinel master: no sentinel answered, none knows the service, or
+    #: the server named is not a master), ``"error reply"``,
     #: ``"protocol error"``, ``"restarted recently"``, ``"cooling down"`` (not asked: the master
     #: timed out or refused a connection recently, see ``Redlock(cooldown=...)``; counts as "no"),
     #: ``"pending"`` (had not answered when the round returned and its answer could not be read

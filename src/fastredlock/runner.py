@@ -41,6 +41,7 @@ from typing import List, Optional, Sequence
 
 from . import __version__
 from ._checks import MAX_WAIT
+from ._masters import split_urls
 from .errors import LockError
 
 __all__ = ["EXIT_BUSY", "EXIT_LOST", "EXIT_UNAVAILABLE", "FORWARDED_SIGNALS", "main", "run"]
@@ -97,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 def _masters_of(given: Sequence[str]) -> List[str]:
     urls: List[str] = []
     for item in list(given) or [os.environ.get("FASTREDLOCK_MASTERS", "")]:
-        urls.extend(u for u in item.replace(",", " ").split() if u)
+        urls.extend(split_urls(item))
     return urls
 
 

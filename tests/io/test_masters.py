@@ -177,3 +177,65 @@ def test_redlock_ssl_context_is_the_default_for_tls_masters(one_core, certs):
     assert tls[0].context is ctx and tls[1].context is None and tls[2] is None
     with pytest.raises(TypeError, match="ssl_context"):
         Redlock(["rediss://localhost:7001"], ssl_context="not a context", core=one_core)
+
+
+# --- Sentinel masters ---------------------------------------------------------------------------------
+def _sentinel(sentinels, service, db=0, username=None, password=None, s_user=None, s_password=None, tls=None):
+    from fastredlock._masters import SentinelSpec
+
+    return MasterSpec(None, 0, None, db, username, password, tls, SentinelSpec(tuple(sentinels), service, s_user, s_password))
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("redis+sentinel://127.0.0.1:26379,localhost:26380,[::1]/svc",
+         _sentinel([("127.0.0.1", 26379), ("localhost", 26380), ("::1", 26379)], "svc")),
+        ("redis+sentinel://u:p%40w@127.0.0.1:26379/svc/3?sentinel_password=sp&sentinel_username=su",
+         _sentinel([("127.0.0.1", 26379)], "svc", 3, "u", "p@w", "su", "sp")),
+        ("redis+sentinel://pw@127.0.0.1/svc?db=2", _sentinel([("127.0.0.1", 26379)], "svc", 2, None, "pw")),
+        ({"sentinels": ["127.0.0.1:1", ("127.0.0.1", 2)], "service": "m", "db": 1, "password": "x",
+          "sentinel_password": "y"}, _sentinel([("127.0.0.1", 1), ("127.0.0.1", 2)], "m", 1, None, "x", None, "y")),
+    ],
+)
+def test_parse_sentinel_forms(given, expected):
+    assert parse_master(given) == expected
+    assert parse_master(given).label.startswith("sentinel:")
+
+
+def test_parse_sentinel_tls_and_redis_sentinel_objects():
+    from redis.sentinel import Sentinel
+
+    spec = parse_master("rediss+sentinel://127.0.0.1:26379/svc?ssl_cert_reqs=none")
+    assert spec.sentinel.service == "svc" and spec.tls is not None and spec.tls.cert_reqs == "none"
+    sentinel = Sentinel([("127.0.0.1", 26379), ("127.0.0.2", 26380)], sentinel_kwargs={"password": "sp"},
+                        password="mp", db=2)
+    expected = _sentinel([("127.0.0.1", 26379), ("127.0.0.2", 26380)], "svc", 2, None, "mp", None, "sp")
+    assert parse_master((sentinel, "svc")) == expected
+    assert parse_master(sentinel.master_for("svc")) == expected
+    with pytest.raises(TypeError, match="service name"):
+        parse_master(sentinel)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("redis+sentinel://127.0.0.1:26379", "malformed URL"),
+        ("redis+sentinel://127.0.0.1:26379/a/1/x", "malformed URL"),
+        ("redis+sentinel://127.0.0.1:99999/a", "port 99999 out of range"),
+        ("redis+sentinel://127.0.0.1/a?ssl_ca_certs=/x", "without ssl=True"),
+        ({"sentinels": [], "service": "a"}, "non-empty list"),
+        ({"sentinels": [("h", 1)], "service": ""}, "service name"),
+        ({"sentinels": [("h", 1)], "service": "a", "port": 6379}, "asked of its sentinels"),
+    ],
+)
+def test_bad_sentinel_masters_raise_naming_masters(bad, match):
+    with pytest.raises(ValueError, match=match):
+        parse_master(bad)
+
+
+def test_command_line_lists_keep_a_sentinel_urls_commas():
+    from fastredlock._masters import split_urls
+
+    assert split_urls("redis://a:1,redis+sentinel://h:1,h:2/svc,redis://b:2 unix:///x.sock") == [
+        "redis://a:1", "redis+sentinel://h:1,h:2/svc", "redis://b:2", "unix:///x.sock"]

@@ -63,7 +63,7 @@ _PLAIN_KEYS = frozenset({"host", "port", "db", "username", "password", "path", "
 #: opposed to "ok", "no" and "restarted recently", which are answers. "cooling down" is a master that
 #: failed recently and was not asked again yet (the originals would have hit its error again).
 _ERROR_OUTCOMES = frozenset({"timeout", "connection error", "error reply", "protocol error", "cooling down",
-                             "tls error"})
+                             "tls error", "sentinel error"})
 
 
 def configure(**changes: Any) -> Dict[str, Any]:
@@ -338,6 +338,7 @@ def redis_errors(outcomes: Sequence[MasterOutcome]) -> List[Exception]:
         "timeout": rex.TimeoutError,
         "connection error": rex.ConnectionError,
         "tls error": rex.ConnectionError,
+        "sentinel error": rex.ConnectionError,
         "cooling down": rex.ConnectionError,
         "error reply": rex.ResponseError,
     }

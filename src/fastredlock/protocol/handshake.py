@@ -1,17 +1,23 @@
 """What a new connection sends before its first command, and what the answers mean.
 
-AUTH (when a password is set), SELECT (when db is not 0) and ``INFO server`` (restart-aware voting)
-go first, alone: the round's commands follow only once every answer is in and good, so a failed
+AUTH (when a password is set), SELECT (when db is not 0), ``INFO server`` (restart-aware voting)
+and, for a Sentinel master, ``INFO replication`` (is it the master? was it promoted? see
+:mod:`.sentinel`) go first, alone: the round's commands follow only once every answer is in and good, so a failed
 login or a refused INFO never lets a command of ours run on the wrong db or unchecked. That costs
 one extra round trip, on connect only.
 """
 from .resp import encode_command
+from .sentinel import verified
 
 HELLO_AUTH = 0
 HELLO_SELECT = 1
 HELLO_INFO = 2
+#: A Sentinel master's role check (``INFO replication``); ``HELLO_ROLE_VOTE``: and its promotion
+#: counts for restart-aware voting.
+HELLO_ROLE = 3
+HELLO_ROLE_VOTE = 4
 
-_NAMES = ("AUTH", "SELECT", "INFO")
+_NAMES = ("AUTH", "SELECT", "INFO", "INFO replication", "INFO replication")
 
 
 def handshake(spec, restart_aware):
@@ -30,6 +36,9 @@ def handshake(spec, restart_aware):
     if restart_aware:
         out += encode_command(b"INFO", b"server")
         kinds.append(HELLO_INFO)
+    if spec.sentinel is not None:
+        out += encode_command(b"INFO", b"replication")
+        kinds.append(HELLO_ROLE_VOTE if restart_aware else HELLO_ROLE)
     return out, tuple(kinds)
 
 
@@ -50,8 +59,9 @@ def parse_info_server(info):
 def hello_reply(clock, kind, reply, error, now):
     """Check one handshake answer (``error``: the error reply's message, else None) read at ``now``.
 
-    Returns a problem to report (the connection is then failed as an error reply), or None. An
-    ``INFO server`` answer updates ``clock`` (a :class:`~.voting.MasterClock`).
+    Returns a problem to report (the connection is then failed as an error reply, or, for
+    ``HELLO_ROLE``/``HELLO_ROLE_VOTE``, as a ``sentinel error``), or None. An ``INFO server``
+    answer updates ``clock`` (a :class:`~.voting.MasterClock`), and so does a promotion.
     """
     if error is not None:
         hint = " (pass restart_aware=False where INFO is not allowed)" if kind == HELLO_INFO else ""
@@ -63,4 +73,6 @@ def hello_reply(clock, kind, reply, error, now):
         if uptime is None:
             return "INFO server: no uptime_in_seconds (pass restart_aware=False for this master)"
         clock.learned(run_id, uptime, now)
+    elif kind == HELLO_ROLE or kind == HELLO_ROLE_VOTE:
+        return verified(clock, reply, now, kind == HELLO_ROLE_VOTE)
     return None

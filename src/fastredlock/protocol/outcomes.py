@@ -37,6 +37,11 @@ SKIPPED = 8
 #: and did not get... The detail is OpenSSL's reason. Counted as a connection error.
 TLS_ERROR = 9
 
+#: A Sentinel master could not be found: no sentinel answered (within ``connect_timeout``), none
+#: knows the service, or the server they named is not a master. Counted as a connection error;
+#: the sentinels are asked again at the next connect.
+SENTINEL_ERROR = 10
+
 NAMES = {
     OK: "ok",
     NO: "no",
@@ -48,10 +53,11 @@ NAMES = {
     PENDING: "pending",
     SKIPPED: "cooling down",
     TLS_ERROR: "tls error",
+    SENTINEL_ERROR: "sentinel error",
 }
 
 #: Outcomes that say a master is down or unreachable (what an error naming the down masters lists).
-DOWN = frozenset({TIMEOUT, CONN_ERROR, SKIPPED, TLS_ERROR})
+DOWN = frozenset({TIMEOUT, CONN_ERROR, SKIPPED, TLS_ERROR, SENTINEL_ERROR})
 
 # Per-master counters kept by ``Health`` (both cores): indexes into ``COUNTERS``.
 C_REPLIES = 0

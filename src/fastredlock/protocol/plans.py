@@ -16,12 +16,15 @@ A round (:mod:`.session`) tells what each master answered and whether a quorum d
 - **releases written without waiting** (riding ahead of acquisitions in a shared round): read their
   answers until each is decided, a quorum confirmed it or can no longer (:func:`release_decided`).
 """
-from .outcomes import CONN_ERROR, ERROR_REPLY, NO, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
+from .outcomes import (
+    CONN_ERROR, ERROR_REPLY, NO, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
+)
 
 #: The verdicts of :func:`renewal_verdict`.
 RENEWED, RETRY, LOST = "renewed", "retry", "lost"
 #: Outcomes after which a failed renewal is worth retrying (the master may still hold the key).
-TRANSIENT = frozenset({TIMEOUT, CONN_ERROR, ERROR_REPLY, PROTOCOL_ERROR, PENDING, SKIPPED, TLS_ERROR})
+TRANSIENT = frozenset({TIMEOUT, CONN_ERROR, ERROR_REPLY, PROTOCOL_ERROR, PENDING, SKIPPED, TLS_ERROR,
+                       SENTINEL_ERROR})
 
 
 def may_hold(outcomes):

@@ -6,6 +6,7 @@ from .link cimport Link, Owed
 # modules that define them)
 cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
 cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
+cdef int SENTINEL_ERROR, HELLO_ROLE
 cdef int KIND_BITS, KIND_FENCED, KIND_SCRIPT
 cdef int HEALTHY, TIMED_OUT
 
@@ -71,6 +72,10 @@ cdef class Session:
     cpdef list finish(self, double now)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
     cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
+    cpdef sentinel_failed(self, Py_ssize_t i, object detail, double now)
+    cpdef resolved(self, Py_ssize_t i, object address, double age_ms, double now)
+    @cython.locals(link=Link)
+    cpdef blocked(self, Py_ssize_t i, double spent)
     @cython.locals(link=Link)
     cpdef io_failed(self, Py_ssize_t i, object detail, bint stale, double now)
     @cython.locals(link=Link)
@@ -82,7 +87,7 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1

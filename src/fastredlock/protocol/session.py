@@ -23,18 +23,25 @@ connections is simply tried again, which costs no waiting.
 
 **Restart-aware voting.** An OK from a master up for less than :attr:`Session.restart_grace_ms`
 is ``UNTRUSTED`` (see :mod:`.voting`).
+
+**Sentinel masters.** The twin asks the sentinels before it opens such a link and reports the
+answer (:meth:`Session.resolved`, or :meth:`Session.sentinel_failed`); the handshake verifies the
+role; a ``-READONLY``/``-LOADING`` reply closes the link so the next connect asks again (see
+:mod:`.sentinel`).
 """
 from array import array
 
-from .handshake import hello_reply
+from .handshake import HELLO_ROLE, hello_reply
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
 from .outcomes import (
     C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED,
-    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
+    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT,
+    TLS_ERROR,
 )
 from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result import decide, set_outcome, settle_sink
+from .sentinel import asks_again, resolved as sentinel_resolved
 
 
 def _waits_for(link, decided):
@@ -250,6 +257,27 @@ class Session:
         """The TLS handshake (or a record) failed; ``detail`` is OpenSSL's reason."""
         self._fail(self.links[i], TLS_ERROR, detail, C_CONNECT_ERRORS, True, now)
 
+    def sentinel_failed(self, i, detail, now):
+        """A Sentinel master could not be resolved (no sentinel answered, unknown service)."""
+        self._fail(self.links[i], SENTINEL_ERROR, detail, C_CONNECT_ERRORS, True, now)
+
+    def resolved(self, i, address, age_ms, now):
+        """The sentinels named ``address`` (``(host, port)``) for master ``i``, which took the
+        master role ``age_ms`` ago by their account (-1: unknown); the twin connects there next."""
+        sentinel_resolved(self.links[i].clock, address, age_ms, now)
+
+    def blocked(self, i, spent):
+        """The twin spent ``spent`` seconds asking master ``i``'s sentinels (a blocking exchange
+        before its connect). The other masters' deadlines in this round move by as much: their
+        replies waited for the twin, not the twin for them (a NOSCRIPT answered with EVAL, a
+        handshake, still need their round trip). Validity still counts that time."""
+        if not self.in_round:
+            return
+        self.io_deadline += spent
+        for link in self.links:
+            if link.index != i and link.polled:
+                link.deadline += spent
+
     def io_failed(self, i, detail, stale, now):
         """send/recv failed (``stale``: EPIPE, ECONNRESET and the like), or the master closed the
         connection (``stale`` too). A reused connection that breaks before any reply is stale:
@@ -322,9 +350,13 @@ class Session:
         link = self.links[i]
         if link.skip >= 0:
             link.got_data = True
-            problem = hello_reply(link.clock, link.hello_kinds[link.skip], reply, error, now)
+            kind = link.hello_kinds[link.skip]
+            problem = hello_reply(link.clock, kind, reply, error, now)
             if problem is not None:
-                self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
+                if kind >= HELLO_ROLE and error is None:  # the sentinels named a server that is no master
+                    self._fail(link, SENTINEL_ERROR, problem, C_CONNECT_ERRORS, True, now)
+                else:
+                    self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
                 return False
             link.skip += 1
             if link.skip == len(link.hello_kinds):
@@ -345,6 +377,10 @@ class Session:
                 link.requeue(j)
                 link.out += self._fallback_payload()[j]
                 return True
+            if link.spec.sentinel is not None and asks_again(error):
+                # Demoted (READONLY) or restarting (LOADING): ask the sentinels at the next connect.
+                self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
+                return False
             return self._settle_cmd(link, ERROR_REPLY, error, None, now)
         if self.kind == KIND_BITS:
             codes = bits(reply, self.rows)
@@ -397,6 +433,10 @@ class Session:
             # acquisition must not land after its own cleanup). The next script round sends EVAL.
             if is_noscript(error):
                 link.use_eval = True
+            elif link.spec.sentinel is not None and asks_again(error):
+                self._owed_answer(link, ERROR_REPLY, error, None, now)
+                self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
+                return False
             return self._owed_answer(link, ERROR_REPLY, error, None, now)
         if entry.kind == KIND_BITS:
             sink = entry.sink

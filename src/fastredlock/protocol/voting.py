@@ -4,6 +4,9 @@ A master that restarted without persistence has forgotten the locks it held. The
 master's ``run_id`` and uptime on every (re)connect (``INFO server``, part of the handshake); an OK
 from a master that has been up for less than the restart grace (the largest TTL in use) is reported
 as ``UNTRUSTED`` and does not count, because the lock it forgot may still be held by someone else.
+
+A Sentinel master promoted from a replica is treated the same way from the moment of its promotion
+(it may lack keys the old master acknowledged): see :mod:`.sentinel` and :meth:`MasterClock.promoted`.
 """
 from .outcomes import CONN_ERROR, NO, OK, UNTRUSTED
 
@@ -17,6 +20,10 @@ class MasterClock:
         self.up_since = -1.0
         #: How many times the run_id changed (restarts seen).
         self.restarts = 0
+        #: A Sentinel master: the ``(host, port)`` the sentinels named last, or None.
+        self.address = None
+        #: ... and when they saw it take the master role (monotonic), or -1.0 (see :mod:`.sentinel`).
+        self.reported_since = -1.0
 
     def learned(self, run_id, uptime, now):
         """An ``INFO server`` answer read at ``now``: ``run_id`` and ``uptime`` in seconds."""
@@ -24,6 +31,13 @@ class MasterClock:
             self.restarts += 1
         self.run_id = run_id
         self.up_since = now - uptime
+
+    def promoted(self, since):
+        """The master was promoted from a replica at ``since`` (monotonic): it counts as up only
+        since then (a later time than its start), like a restarted master. Call after the
+        connection's ``INFO server`` answer (:meth:`learned`), which it overrides."""
+        if since > self.up_since:
+            self.up_since = since
 
     def state(self):
         """``(run_id, up_since or None, restarts)`` for ``Core.master_states``."""

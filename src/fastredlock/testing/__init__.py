@@ -24,6 +24,10 @@ never for production.
   scripted bytes: garbage, truncated RESP, errors, wrong types, a 512 MB bulk length, a never-ending
   array, half a reply then a close. :data:`HOSTILE_REPLIES` names the classic ones.
 - :func:`blackhole_address` (:mod:`.net`): an address where a TCP connect never completes.
+- Sentinel (:mod:`.sentinel`): :func:`start_sentinels` starts a master, a replica and three
+  ``redis-server --sentinel`` processes watching it as one service (``.url`` is its
+  ``redis+sentinel://`` URL); :meth:`SentinelGroup.failover` (``SENTINEL FAILOVER``) and
+  :meth:`SentinelGroup.kill_master` fail it over and wait for the new master.
 
 Example::
 
@@ -49,6 +53,7 @@ from .masters import (
 )
 from .net import blackhole_address
 from .proxy import FaultProxy
+from .sentinel import LocalSentinel, SentinelGroup, start_sentinels
 from .servers import faketime_library, find_server, find_servers, server_version
 from .tls import Certs, ServerTls, make_certs
 
@@ -66,6 +71,8 @@ __all__ = [
     "PERSISTENCE_ARGS",
     "LocalMaster",
     "LocalMasters",
+    "LocalSentinel",
+    "SentinelGroup",
     "blackhole_address",
     "faketime_library",
     "find_server",
@@ -76,4 +83,5 @@ __all__ = [
     "server_version",
     "start_master",
     "start_masters",
+    "start_sentinels",
 ]

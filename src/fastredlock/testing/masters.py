@@ -80,17 +80,8 @@ class LocalMaster:
     def start(self, timeout: float = 10.0) -> "LocalMaster":
         """Start the server and wait until it answers PING."""
         os.makedirs(self.dir, exist_ok=True)
-        args = [
-            self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
-            "--daemonize", "no", "--dir", self.dir, "--loglevel", "warning", "--logfile", "",
-        ]
-        if self.unix_path:
-            args += ["--unixsocket", self.unix_path, "--unixsocketperm", "700"]
-        if self.tls is not None:
-            args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
-        args += self.extra_args
         self.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
+            self._args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
         )
         _live.add(self)
         deadline = time.monotonic() + timeout
@@ -108,6 +99,18 @@ class LocalMaster:
                 self.stop()
                 raise RuntimeError(f"{self.binary} on port {self.port} did not answer within {timeout}s")
             time.sleep(0.01)
+
+    def _args(self) -> List[str]:
+        """The server's command line."""
+        args = [
+            self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--dir", self.dir, "--loglevel", "warning", "--logfile", "",
+        ]
+        if self.unix_path:
+            args += ["--unixsocket", self.unix_path, "--unixsocketperm", "700"]
+        if self.tls is not None:
+            args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
+        return args + self.extra_args
 
     def stop(self) -> None:
         """Stop the server by pid (SIGTERM, then SIGKILL after 5 s) and reap it."""
