@@ -184,7 +184,7 @@ def format_table(info: LockInfo) -> str:
                    f"held for at least {_when(info.validity)}, at most {_when(info.remaining)}")
     elif info.state == PARTIAL:
         verdict = (f"{name}: partially held: on {info.holders} of {n} masters, short of the quorum of {info.quorum} "
-                   f"(a stale or failed acquisition's keys, until they expire)")
+                   f"(the keys of a failed acquisition, or of a lock that lost masters, until they expire)")
     elif info.state == UNKNOWN:
         verdict = (f"{name}: unknown: no quorum holds it among the masters that answered, but too few answered "
                    f"to tell (quorum {info.quorum} of {n})")
@@ -200,6 +200,7 @@ def _parser():
 
     p = argparse.ArgumentParser(
         prog="fastredlock inspect",
+        usage="%(prog)s [options] [URL ...] NAME",
         description="Show whether a lock is held, on which masters, by whom and for how long, without "
                     "taking it (one round of GET and PTTL per master; nothing is written).",
         epilog="exit status: 0 free; 1 held by a quorum; 3 partially held (some masters, not a quorum); "
@@ -211,6 +212,8 @@ def _parser():
     p.add_argument("--prefix", default="", help="the prefix your clients put before lock names (default none)")
     p.add_argument("--timeout", type=float, default=1.0, metavar="S",
                    help="per-master reply timeout and connect timeout, seconds (default 1)")
+    p.add_argument("--core", choices=("cython", "python"), default=None,
+                   help="force a core (default: the active one, fastredlock.CORE)")
     p.add_argument("--drift-factor", type=float, default=0.01, help="the clients' drift_factor (default 0.01)")
     p.add_argument("--json", action="store_true",
                    help="print JSON: {name, state, held, holder, holders, quorum, validity, remaining, fence, "
@@ -232,7 +235,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         # No restart-aware handshake (INFO): an inspection takes nothing, so there is no vote to weigh.
         dlm = Redlock(urls, io_timeout=args.timeout, connect_timeout=args.timeout, drift_factor=args.drift_factor,
-                      prefix=args.prefix, restart_aware=False, cooldown=0.0, same_server_ok=True)
+                      prefix=args.prefix, restart_aware=False, cooldown=0.0, same_server_ok=True, core=args.core)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     with dlm:
