@@ -133,18 +133,21 @@ def inspection(name: Union[str, bytes], labels: Sequence[str], rounds: Sequence[
     views = []
     get_details = get.details or (None,) * len(labels)
     pttl_details = pttl.details or (None,) * len(labels)
+    holder = {}  # value -> holder_of(value): the masters mostly hold one value
     for i, label in enumerate(labels):
         code, value, ms = read_view(get.outcomes[i], get.values[i], pttl.outcomes[i], pttl.values[i])
         codes.append(code)
         values.append(value)
         ttls.append(ms)
         held = code == OK
+        if held and value not in holder:
+            holder[value] = holder_of(value)
         views.append(MasterView(
             label,
             "held" if held else "free" if code == NO else NAMES.get(code, str(code)),
             held,
             _seconds(ms) if held else None,
-            holder_of(value) if held else None,
+            holder[value] if held else None,
             fence_value(fence_row.outcomes[i], fence_row.values[i]),
             None if held or code == NO else get_details[i] or pttl_details[i],
         ))
@@ -156,7 +159,7 @@ def inspection(name: Union[str, bytes], labels: Sequence[str], rounds: Sequence[
         validity, remaining = _seconds(low), _seconds(high)
         valid_until, held_until = end + validity, end + remaining
     return LockInfo(
-        name, state, holder_of(best) if best is not None else None, holders, quorum, validity, remaining,
+        name, state, holder[best] if best is not None else None, holders, quorum, validity, remaining,
         valid_until, held_until, max(fences) if fences else None, get.elapsed, tuple(views),
     )
 
