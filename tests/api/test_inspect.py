@@ -190,3 +190,24 @@ def test_a_stalled_master_times_out_within_the_timeouts(make_client, fault_maste
     finally:
         for m in fault_masters:
             m.resume()
+
+
+def test_a_key_of_another_type_says_so(make_client, masters, name):
+    masters[0].command("HSET", name, "field", "value")
+    masters[1].command("SET", "{%s}:fastredlock-fence" % name, "not-a-number")
+    try:
+        info = make_client(masters.urls).inspect(name)
+        assert info.state == "free" and info.masters[0].outcome == "error reply"
+        assert info.masters[0].detail.startswith("WRONGTYPE") and info.masters[1].fence is None
+    finally:
+        masters[0].command("DEL", name)
+        masters[1].command("DEL", "{%s}:fastredlock-fence" % name)
+
+
+def test_inspect_checks_the_name(one_dlm):
+    with pytest.raises(TypeError, match="name"):
+        one_dlm.inspect(42)
+    with pytest.raises(ValueError, match="name"):
+        one_dlm.inspect("")
+    info = one_dlm.inspect(b"bytes-name:\xff")
+    assert info.name == b"bytes-name:\xff" and info.to_dict()["name"] == "bytes-name:\\xff"

@@ -82,3 +82,19 @@ def test_bad_usage(one_core):
     assert done.returncode == 2
     done = _inspect(one_core, "only-a-name", env=_env(FASTREDLOCK_MASTERS=""))
     assert done.returncode == 2 and "no masters" in done.stderr
+
+
+def test_a_read_only_acl_user_can_inspect(masters, core, name, make_client):
+    user = f"reader-{os.getpid()}"
+    for m in masters:
+        assert m.command("ACL", "SETUSER", user, "on", ">pw", "~*", "-@all", "+get", "+pttl") == b"OK"
+    try:
+        lock = make_client(masters.urls).lock(name, ttl=5)
+        assert lock.acquire()
+        urls = [f"redis://{user}:pw@{m.host}:{m.port}" for m in masters]
+        done = _inspect(core, *urls, name)
+        assert done.returncode == 1, done.stdout + done.stderr
+        lock.release()
+    finally:
+        for m in masters:
+            m.command("ACL", "DELUSER", user)
