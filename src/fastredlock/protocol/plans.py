@@ -89,6 +89,8 @@ def inspect_args(keys, fence_keys):
         args.append((b"PTTL", key))
         args.append((b"GET", fkey))
     return args
+
+
 #: The states of a lock, as :func:`inspect_summary` tells them.
 FREE, HELD, PARTIAL, UNKNOWN = "free", "held", "partial", "unknown"
 
