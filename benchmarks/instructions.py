@@ -12,6 +12,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --path /tmp/old/src  # another checkout (built in place)
     python benchmarks/instructions.py --masters 5 --on-event noop   # the cost of an on_event hook
     python benchmarks/instructions.py --masters 1 --api shim  # redis-py's Lock API through the shim
+    python benchmarks/instructions.py --op inspect         # one dlm.inspect(name) of a held lock instead
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -57,6 +58,15 @@ else:  # redis-py's Lock API, one master: redis-py's own class, or the shim's
     r = redis.Redis.from_url(sys.argv[4].split(",")[0])
     lock_class = Lock if api == "shim" else None
     new_lock = lambda: r.lock(name, timeout=10.0, lock_class=lock_class)
+if sys.argv[7] == "inspect":  # one inspection (a read round) of a lock held all along
+    held = new_lock()
+    if not held.acquire(blocking=False):
+        raise SystemExit("not acquired: is another client using these masters?")
+    for _ in range(int(sys.argv[3])):
+        if not dlm.inspect(name).held:
+            raise SystemExit("the inspection did not see the lock held")
+    held.release()
+    raise SystemExit(0)
 for _ in range(int(sys.argv[3])):
     lock = new_lock()
     if not lock.acquire(blocking=False):
@@ -65,11 +75,12 @@ for _ in range(int(sys.argv[3])):
 """
 
 
-def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock", hook: str = "none") -> int:
-    """Instructions (user space) of one run of the loop with ``cycles`` cycles."""
+def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock", hook: str = "none",
+          op: str = "cycle") -> int:
+    """Instructions (user space) of one run of the loop with ``cycles`` cycles of ``op``."""
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api, hook,
+        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api, hook, op,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
@@ -79,8 +90,8 @@ def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastre
 
 
 def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, api: str = "fastredlock",
-              hook: str = "none") -> float:
-    return (count(core, large, urls, path, api, hook) - count(core, small, urls, path, api, hook)) / (large - small)
+              hook: str = "none", op: str = "cycle") -> float:
+    return (count(core, large, urls, path, api, hook, op) - count(core, small, urls, path, api, hook, op)) / (large - small)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -95,7 +106,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py"),
                         help="the loop: fastredlock's API (default), redis-py's Lock API through the shim "
                              "fastredlock.compat.redis_py.Lock, or redis-py's own Lock (the last two: first master only)")
+    parser.add_argument("--op", default="cycle", choices=("cycle", "inspect"),
+                        help="what one cycle is: acquire+release (default), or one dlm.inspect(name) of a held "
+                             "lock (one read round: GET, PTTL, GET per master; fastredlock's API only)")
     args = parser.parse_args(argv)
+    if args.op != "cycle" and args.api != "fastredlock":
+        raise SystemExit("--op inspect measures fastredlock's API (--api fastredlock)")
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     small, large = (int(x) for x in args.cycles.split(","))
@@ -109,10 +125,11 @@ def main(argv: Optional[List[str]] = None) -> None:
             # out rather than measure a client configured unlike the users' default
             time.sleep(10.5)
             ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
-                           args.api, args.on_event)
+                           args.api, args.on_event, args.op)
         hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
+        what = "lock+unlock cycle" if args.op == "cycle" else "inspect (one round)"
         print(f"N={n if args.api == 'fastredlock' else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
-              "per lock+unlock cycle (client, user space)")
+              f"per {what} (client, user space)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ pure-Python twin, conservative validity on the monotonic clock. See README.md fo
 from ._cores import CORE
 from .client import MasterStats, Redlock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from ._tokens import holder_of
 from .lock import Lock
+from .lockinfo import LockInfo, MasterView
 
 __version__ = "0.1.0.dev0"
 
@@ -14,11 +16,14 @@ __all__ = [
     "CORE",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",
     "MasterStats",
+    "MasterView",
     "Redlock",
     "__version__",
+    "holder_of",
 ]

@@ -25,6 +25,7 @@ cdef class Commands:
     cdef int reserve(self, Py_ssize_t k, Py_ssize_t size) except -1
     cdef int one(self, int argc, const char **argv, Py_ssize_t *lens, bytes script) except -1
     cdef int parts(self, list parts, bytes script) except -1
+    cdef int commands(self, list args) except -1
     cdef int script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
                      const char **args, const Py_ssize_t *arg_lens) except -1
     cdef int acquire(self, bytes key, bytes token, long long ttl_ms) except -1

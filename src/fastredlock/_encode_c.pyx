@@ -119,6 +119,42 @@ cdef class Commands:
                 free(out)
         return result
 
+    cdef int commands(self, list args) except -1:
+        """Plain commands (not scripts), back to back: ``args[j]`` is command j's list of bytes."""
+        cdef Py_ssize_t kk = len(args), j, m, argc, size = 0, pos = 0, most = 0
+        cdef tuple cmd
+        cdef const char **argv
+        cdef Py_ssize_t *lens
+        for j in range(kk):
+            argc = len(<tuple>args[j])
+            if argc > most:
+                most = argc
+        argv = <const char **>malloc((most + 1) * sizeof(char *))
+        lens = <Py_ssize_t *>malloc((most + 1) * sizeof(Py_ssize_t))
+        try:
+            if argv == NULL or lens == NULL:
+                raise MemoryError()
+            for j in range(kk):
+                cmd = <tuple>args[j]
+                for m in range(len(cmd)):
+                    lens[m] = PyBytes_GET_SIZE(<bytes>cmd[m])
+                size += frl_encoded_size(<int>len(cmd), lens)
+            self.reserve(kk, size)
+            for j in range(kk):
+                cmd = <tuple>args[j]
+                argc = len(cmd)
+                for m in range(argc):
+                    _arg(argv, lens, <int>m, <bytes>cmd[m])
+                self.off[j] = pos
+                pos += frl_encode(self.buf + pos, <int>argc, <int>argc, argv, lens)
+        finally:
+            free(argv)
+            free(lens)
+        self.off[kk] = pos
+        self.ncmd = kk
+        self.script = None
+        return 0
+
     # --- what each operation sends ---------------------------------------------------------------
     cdef int script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
                      const char **args, const Py_ssize_t *arg_lens) except -1:

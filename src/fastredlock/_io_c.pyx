@@ -51,6 +51,7 @@ import hiredis
 
 
 from .protocol.session cimport Session
+from .protocol.plans cimport inspect_args
 from .protocol.link cimport Link
 from ._encode_c cimport Commands, _grow
 from .protocol import outcomes as _oc
@@ -125,6 +126,7 @@ cdef int KIND_SCRIPT = _replies.KIND_SCRIPT
 cdef int KIND_FENCED = _replies.KIND_FENCED
 cdef int KIND_SCRIPT_ACQUIRE = _replies.KIND_SCRIPT_ACQUIRE
 cdef int KIND_BITS = _replies.KIND_BITS
+cdef int KIND_READ = _replies.KIND_READ
 cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
@@ -197,8 +199,8 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     cdef Py_ssize_t pos
     cdef long long v = 0
     cdef bint neg = False
-    if kind == KIND_BITS:
-        return 0  # one bulk string per master: hiredis reads it
+    if kind == KIND_BITS or kind == KIND_READ:
+        return 0  # one bulk string per master, or any value read: hiredis reads it
     if kind == KIND_SET:
         if n >= 5:
             if memcmp(p, b"+OK\r\n", 5) == 0:
@@ -478,6 +480,16 @@ cdef class Core:
         ttls = [t[2] for t in triples]
         self._enc.extend_many([t[0] for t in triples], [t[1] for t in triples], ttls)
         return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True)
+
+    # --- reads --------------------------------------------------------------------------------
+    def inspect(self, keys, fence_keys):
+        """Read each key's value and PTTL and its fence counter on all masters, in one round that
+        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
+        cdef list args = inspect_args([_as_bytes(k) for k in keys], [_as_bytes(k) for k in fence_keys])
+        if not args:
+            return []
+        self._enc.commands(args)
+        return self._run(KIND_READ, len(args), (0,) * len(args), True)
 
     # --- the round ----------------------------------------------------------------------------
     cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait):

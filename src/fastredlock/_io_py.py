@@ -22,7 +22,8 @@ import hiredis
 
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.link import MAX_OWED, STALE_AFTER
-from .protocol.replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
+from .protocol.plans import inspect_args
+from .protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.result import Round
 from .protocol.scripts import (
@@ -227,6 +228,15 @@ class Core:
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
         args = [(b"1", key, token, b"%d" % ttl) for key, token, ttl in zip(keys, tokens, ttls_ms)]
         return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms))
+
+    # --- reads ----------------------------------------------------------------------------------
+    def inspect(self, keys: Sequence[bytes], fence_keys: Sequence[bytes]) -> List[Round]:
+        """Read each key's value and PTTL and its fence counter on all masters, in one round that
+        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
+        cmds = [encode_command(*a) for a in inspect_args(keys, fence_keys)]
+        if not cmds:
+            return []
+        return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
 
     def _script(self, kind: int, sha: bytes, script: bytes, args: List[tuple], ttls_ms: Sequence[int],
                 wait: bool = True) -> List[Round]:

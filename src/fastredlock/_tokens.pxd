@@ -8,3 +8,4 @@ cdef list _INDEX
 @cython.locals(count=cython.ulonglong)
 cpdef bytes new_token()
 cpdef list new_tokens(Py_ssize_t count)
+cpdef str holder_of(object token)

@@ -5,12 +5,19 @@ A token is a per-process random prefix of 128 bits from the OS CSPRNG plus a cou
 drawn again in a fork child, so a child never mints the tokens its parent (or a sibling) mints.
 The tokens of one batch share one counter value and add their index after a dot
 (``prefix:count.index``): a single token has no dot, so no two tokens of a process are equal.
+
+The prefix is the secret part: whoever knows it can guess the counter and release or extend the
+process's locks. What may be shown of a token is :func:`holder_of` it: a short digest of the
+prefix, the same for every token of one process (and different in a fork child), from which
+nothing of the prefix can be learnt.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
-from typing import List
+import re
+from typing import List, Union
 
 _prefix = ""
 _counter = itertools.count(1)
@@ -34,6 +41,24 @@ def new_tokens(count: int) -> List[bytes]:
     if count <= len(_INDEX):
         return [base + index for index in _INDEX[:count]]
     return [base + b"%x" % i for i in range(count)]
+
+
+#: What :func:`holder_of` says of a value that is not a fastredlock token (another library's, a
+#: shim's, a token chosen by the caller).
+FOREIGN = "foreign"
+_OURS = re.compile(rb"([0-9a-f]{32}):[0-9a-f]+(?:\.[0-9a-f]+)?")
+
+
+def holder_of(token: Union[bytes, str]) -> str:
+    """Who holds a lock, as far as it may be shown: for a fastredlock token, 12 hex digits of a
+    SHA-256 of its client prefix (the same for every lock of one process, never its secret);
+    :data:`FOREIGN` for any other value."""
+    if isinstance(token, str):
+        token = token.encode("utf-8", "surrogateescape")
+    found = _OURS.fullmatch(token)
+    if found is None:
+        return FOREIGN
+    return hashlib.sha256(b"fastredlock holder " + found.group(1)).hexdigest()[:12]
 
 
 # hex suffixes of batch indexes, made once

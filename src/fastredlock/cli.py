@@ -1,7 +1,8 @@
-"""Command line: ``python -m fastredlock demo``, ``run``, ``audit`` and ``bench``.
+"""Command line: ``python -m fastredlock demo``, ``run``, ``audit``, ``inspect`` and ``bench``.
 
 ``run`` is :mod:`fastredlock.runner` (a command under a lock), ``audit`` is :mod:`fastredlock.audit`
-(are these masters a safe Redlock deployment?), ``bench`` the comparison driver (:mod:`fastredlock.bench`).
+(are these masters a safe Redlock deployment?), ``inspect`` is :mod:`fastredlock.lockinfo` (is this
+lock held, where, by whom?), ``bench`` the comparison driver (:mod:`fastredlock.bench`).
 
 The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.testing`),
 walks through acquire, extend and release while printing what each master answered, shows a second
@@ -87,6 +88,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .audit import main as audit
 
         return audit(argv[1:])
+    if argv[:1] == ["inspect"]:
+        from .lockinfo import main as inspect
+
+        return inspect(argv[1:])
     parser = argparse.ArgumentParser(prog="fastredlock", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bench", add_help=False,
@@ -96,6 +101,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub.add_parser("audit", add_help=False,
                    help="check masters as a Redlock deployment: persistence, eviction, independence, clocks, "
                         "latency, ACLs (see: audit --help)")
+    sub.add_parser("inspect", add_help=False,
+                   help="show whether a lock is held, where, by whom and for how long, without taking it "
+                        "(see: inspect --help)")
     p_demo = sub.add_parser("demo", help="acquire, extend and release a lock on local masters")
     p_demo.add_argument("--masters", type=int, default=5, help="how many local masters (default 5)")
     p_demo.add_argument("--ttl", type=float, default=5.0, help="lock TTL in seconds (default 5)")

@@ -5,7 +5,7 @@ the engine to an :class:`~fastredlock._executor.Executor` (:attr:`Redlock.execut
 cores (one set of N connections each), automatic pipelining of single-lock rounds, the carrier
 rule, outcomes and fork handling. Handles and the watchdog run their rounds through it; this module
 adds the batch operations (:meth:`Redlock.acquire_many`, :meth:`Redlock.lock_all`,
-:meth:`Redlock.release_many`) and the statistics.
+:meth:`Redlock.release_many`), :meth:`Redlock.inspect` and the statistics.
 
 The cores of one client share a :class:`Health` object (the masters' cool-downs and counters, see
 :meth:`Redlock.stats`), so a master that one thread found down is skipped by all of them.
@@ -19,8 +19,10 @@ from ._base import (  # noqa: F401 (re-exported: the names' historical home)
     COOLDOWN, FENCE_RETENTION, MAX_COOLDOWN, MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, MasterStats, RedlockBase,
 )
 from .protocol.plans import may_hold
+from ._checks import key_of
 from ._tokens import new_token, new_tokens
-from .lock import Lock
+from .lock import Lock, fence_key
+from .lockinfo import LockInfo, inspection
 from .watchdog import Watchdog
 
 __all__ = ["MasterStats", "Redlock"]
@@ -170,6 +172,21 @@ class Redlock(RedlockBase):
             return None
         rounds = [rnd] * len(keys)
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [executor.carrier(core, rnd)] * len(keys))
+
+    def inspect(self, name: Union[str, bytes]) -> LockInfo:
+        """Tell whether the lock called ``name`` is held, on which masters, by whom and for how
+        long, without taking it: one round of ``GET`` and ``PTTL`` (and ``GET`` of its fence
+        counter) on every master at once; nothing is written. See :class:`fastredlock.LockInfo`.
+
+        The holder is never shown as its token (the secret that releases the lock) but as a
+        digest of the token's client prefix (:func:`fastredlock.holder_of`), or ``"foreign"``.
+        A master that does not answer within ``io_timeout`` (or is cooling down) says so in its
+        :class:`~fastredlock.MasterView`.
+        """
+        key = key_of(self.prefix, name)
+        with self.executor.core() as core:
+            rounds = core.inspect([key], [fence_key(key)])
+        return inspection(name, self.masters, rounds, self.quorum, self.drift_factor)
 
     def close(self) -> None:
         """Close every connection and stop the watchdog. Locks still held stay until their TTL."""

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(NO_EXTENSIONS, reason="FASTREDLOCK_NO_EXTENSIONS
 NAMES = ["a", "b", "c d", "\u00e9\r\n"]
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["acquire", "release", "extend", "rival", "delete", "flush_scripts", "many", "fenced"]),
+        st.sampled_from(["acquire", "release", "extend", "rival", "delete", "flush_scripts", "many", "fenced",
+                         "inspect"]),
         st.sampled_from(NAMES),
     ),
     min_size=1,
@@ -76,6 +77,9 @@ def _run(core, local, ops, prefix):
                     for m in local:
                         m.command("SCRIPT", "FLUSH")
                     result = "flushed"
+                elif op == "inspect":
+                    info = rival.inspect(name)
+                    result = (info.state, info.holders, [m.outcome for m in info.masters], info.fence)
                 elif op == "many":
                     got = dlm.acquire_many([name, name + "+"], ttl=30.0)
                     result = [g is not None for g in got]

@@ -12,7 +12,10 @@ import weakref
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
 
 from .._base import RedlockBase
+from .._checks import key_of
 from .._tokens import new_token, new_tokens
+from ..lock import fence_key
+from ..lockinfo import LockInfo, inspection
 from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
 from .lock import Lock
@@ -110,6 +113,14 @@ class Redlock(RedlockBase):
         if not rnd.ok:
             return None
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, [rnd] * len(keys), [None] * len(keys))
+
+    async def inspect(self, name: Union[str, bytes]) -> LockInfo:
+        """Tell whether the lock called ``name`` is held, on which masters, by whom and for how
+        long, without taking it (one round that writes nothing; see
+        :meth:`fastredlock.Redlock.inspect`)."""
+        key = key_of(self.prefix, name)
+        rounds = await self._aexec.run("inspect", [key], [fence_key(key)])
+        return inspection(name, self.masters, rounds, self.quorum, self.drift_factor)
 
     async def aclose(self) -> None:
         """Stop the watchdog, let queued work finish, close every connection. Locks still held

@@ -15,5 +15,5 @@ C; the pure install interprets the same files. The I/O twins (``fastredlock._io_
 - :mod:`.health`    per-master counters and cool-downs
 - :mod:`.rounds`    a round's result (validity, ``valid_until``) and the owed-reply rules
 - :mod:`.plans`     the Redlock algorithm's decisions above one round (cleanup, fencing,
-  extend-or-lose, renewal verdict)
+  extend-or-lose, renewal verdict, what an inspection's reads say)
 """

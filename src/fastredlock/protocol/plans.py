@@ -15,10 +15,15 @@ A round (:mod:`.session`) tells what each master answered and whether a quorum d
   validity lasts; or lost (:func:`renewal_verdict`).
 - **releases written without waiting** (riding ahead of acquisitions in a shared round): read their
   answers until each is decided, a quorum confirmed it or can no longer (:func:`release_decided`).
+- **inspect**: one round of three reads per master, ``GET key``, ``PTTL key``, ``GET fence_key``
+  (:func:`inspect_args`, written back to back: the master runs them one after the other). Each
+  master's answer is read by :func:`read_view` and :func:`fence_value`; the lock's state, holder
+  and how long it stays held by :func:`inspect_summary`. Nothing is written, nothing is taken.
 """
 from .outcomes import (
-    CONN_ERROR, ERROR_REPLY, NO, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
+    CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
+from .result import validity_ms
 
 #: The verdicts of :func:`renewal_verdict`.
 RENEWED, RETRY, LOST = "renewed", "retry", "lost"
@@ -72,3 +77,98 @@ def release_decided(rounds, quorum, n):
             if n - rnd.outcomes.count(PENDING) - rnd.successes < limit:
                 return False
     return True
+
+
+#: How many commands (and result rows) an inspection sends per name.
+INSPECT_ROWS = 3
+
+
+def inspect_args(keys, fence_keys):
+    """The commands of an inspection of ``keys`` (argument tuples, :data:`INSPECT_ROWS` per key,
+    in reply order): ``GET key``, ``PTTL key``, ``GET fence_key``."""
+    args = []
+    for key, fkey in zip(keys, fence_keys):
+        args.append((b"GET", key))
+        args.append((b"PTTL", key))
+        args.append((b"GET", fkey))
+    return args
+
+
+#: The states of a lock, as :func:`inspect_summary` tells them.
+FREE, HELD, PARTIAL, UNKNOWN = "free", "held", "partial", "unknown"
+
+
+def read_view(get_code, value, pttl_code, pttl):
+    """One master's answer to an inspection's ``GET`` and ``PTTL`` of the lock key:
+    ``(code, value, pttl_ms)``. ``OK``: the key holds ``value`` for ``pttl_ms`` more milliseconds
+    (-1: it has no expiry); ``NO``: there is no such key (it may have expired between the two
+    reads); any other code: the master's failure (the first of the two), and nothing is known."""
+    if get_code != OK:
+        return get_code, None, -2
+    if pttl_code != OK:
+        return pttl_code, None, -2
+    if pttl < -1:  # PTTL -2: gone since the GET
+        return NO, None, -2
+    return OK, value, pttl
+
+
+def fence_value(code, value):
+    """The fence counter one master holds for the name (an int), or None (none, or no answer)."""
+    if code != OK:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def inspect_summary(codes, values, pttls, quorum, elapsed, drift_factor):
+    """What one inspection says of a lock, from each master's :func:`read_view`:
+    ``(state, value, holders, validity_ms, remaining_ms)``.
+
+    ``value`` is held on the most masters (``holders`` of them; None and 0 when no master holds
+    the key). ``state``: :data:`HELD` when that is a quorum; else :data:`UNKNOWN` when the
+    masters that did not answer could make it one; else :data:`PARTIAL` when some master holds
+    the key; else :data:`FREE`.
+
+    Held: a quorum keeps ``value`` (unless it is released or extended meanwhile) for at least
+    ``validity_ms`` and at most ``remaining_ms`` after the round's end, as an acquisition's
+    validity is computed: the quorum-th longest PTTL of those masters, less the round's duration
+    and the drift allowance for the first, plus the drift allowance for the second; -1.0 for
+    both when a quorum holds it without expiry. Not held: 0.0 for both.
+    """
+    n = len(codes)
+    best = None
+    holders = 0
+    silent = 0
+    some = False
+    for i in range(n):
+        code = codes[i]
+        if code == OK:
+            some = True
+            count = 0
+            for j in range(n):
+                if codes[j] == OK and values[j] == values[i]:
+                    count += 1
+            if count > holders:
+                best, holders = values[i], count
+        elif code != NO:
+            silent += 1
+    if holders < quorum:
+        state = UNKNOWN if holders + silent >= quorum else PARTIAL if some else FREE
+        return state, best, holders, 0.0, 0.0
+    forever = 0  # masters that hold it without expiry: they outlast every other
+    finite = []
+    for i in range(n):
+        if codes[i] == OK and values[i] == best:
+            if pttls[i] < 0:
+                forever += 1
+            else:
+                finite.append(pttls[i])
+    if forever >= quorum:
+        return HELD, best, holders, -1.0, -1.0
+    finite.sort(reverse=True)
+    ttl = finite[quorum - 1 - forever]
+    low = validity_ms(ttl, elapsed, drift_factor)
+    drift = ttl - validity_ms(ttl, 0.0, drift_factor)
+    return HELD, best, holders, (low if low > 0.0 else 0.0), ttl + drift

@@ -16,11 +16,15 @@ KIND_FENCED = 2
 KIND_SCRIPT_ACQUIRE = 3
 #: One script for K keys (``RELEASE_MANY``): a bulk reply of K characters, '1' done, '0' not the owner.
 KIND_BITS = 4
+#: A plain read (``inspect``: ``GET`` and ``PTTL``): any value is an answer. A bulk string or an
+#: integer is OK with that value, nil is NO (no such key). Writes nothing, takes nothing: not an
+#: acquisition (no early decision, no restart-aware voting).
+KIND_READ = 5
 
 
 def is_acquisition(kind):
     """Whether commands of ``kind`` take locks (early decision and restart-aware voting apply)."""
-    return kind != KIND_SCRIPT and kind != KIND_BITS
+    return kind != KIND_SCRIPT and kind != KIND_BITS and kind != KIND_READ
 
 
 def classify(kind, reply):
@@ -36,6 +40,11 @@ def classify(kind, reply):
                 return OK, None, None
             if reply == 0:
                 return NO, None, None
+    elif kind == KIND_READ:
+        if reply is None:
+            return NO, None, None
+        if isinstance(reply, (bytes, int)):
+            return OK, None, reply
     elif isinstance(reply, int):  # KIND_FENCED
         if reply >= 0:
             return OK, None, reply

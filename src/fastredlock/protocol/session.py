@@ -19,7 +19,8 @@ commands are owed replies of the connection (see :mod:`.link`).
 **Master health.** Acquisitions skip a master that cools down (outcome ``SKIPPED``). Releases and
 extensions still reach it, without waiting for it when it timed out: they are written behind the
 SETs on its open connection (or skipped if that connection is closed); a master that refused
-connections is simply tried again, which costs no waiting.
+connections is simply tried again, which costs no waiting. Reads (``inspect``) wait for every
+master they ask, like releases, and skip one that timed out while it cools down.
 
 **Restart-aware voting.** An OK from a master up for less than :attr:`Session.restart_grace_ms`
 is ``UNTRUSTED`` (see :mod:`.voting`).
@@ -39,7 +40,9 @@ from .outcomes import (
     C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT,
     TLS_ERROR,
 )
-from .replies import KIND_BITS, KIND_FENCED, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what
+from .replies import (
+    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what,
+)
 from .result import decide, set_outcome, settle_sink
 from .sentinel import asks_again, resolved as sentinel_resolved
 
@@ -104,7 +107,8 @@ class Session:
         self.ttls_ms = ttls_ms
         self.outcomes = [PENDING] * (rows * n)
         self.details = None
-        self.values = [None] * (rows * n) if kind == KIND_FENCED else None  # the fence counters
+        # the fence counters, or what a read returned
+        self.values = [None] * (rows * n) if kind == KIND_FENCED or kind == KIND_READ else None
         if self.early_now:
             if len(self.oks) < rows:
                 self.oks = array("i", [0]) * rows
@@ -134,10 +138,12 @@ class Session:
         mode = HEALTHY if self.modes is None else self.modes[link.index]
         link.expect(self.k)
         link.got_data = False
-        if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and not link.open)):
+        if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and (not link.open or self.kind == KIND_READ))):
             # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
             # that refused connections (it may be back: a refusal costs no waiting), and to one
             # that timed out if its connection is open (behind the SETs there), without waiting.
+            # A read goes where a release waits for the answer: an answer nobody waits for
+            # would tell it nothing.
             why = self.health.why(link.index)
             link.expect(0)
             for j in range(self.rows):
@@ -461,7 +467,7 @@ class Session:
         entry = owed[0]
         del owed[0]  # compiled: a C call (pop(0) is a method call)
         i = link.index
-        if entry.kind != KIND_SCRIPT and entry.kind != KIND_BITS and (
+        if is_acquisition(entry.kind) and (
                 (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and entry.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
