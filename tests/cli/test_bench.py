@@ -42,9 +42,10 @@ def installed_wheel(tmp_path_factory):
     .github/workflows/wheels.yml."""
     root = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ, FASTREDLOCK_NO_EXTENSIONS="1")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-                    "-w", str(root / "dist"), os.path.dirname(SRC)], check=True, env=env, timeout=300,
-                   capture_output=True)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                            "-w", str(root / "dist"), os.path.dirname(SRC)], env=env, timeout=300,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     (wheel,) = (root / "dist").glob("fastredlock-*.whl")
     site = root / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),

@@ -50,7 +50,7 @@ def test_locked_reports_seconds_left_for_the_holder_only(shim_core, clients, nam
     left = lock.locked()
     # validity: the TTL less the round's time and the drift allowance (2 s x 1% + 2 ms); measured,
     # not assumed (a busy machine can take a while over the round)
-    assert 2 - (time.monotonic() - started) - 0.035 <= left < 2  # (PTTL is whole ms, read after)
+    assert 2 - (time.monotonic() - started) - 0.05 <= left < 2  # (PTTL is whole ms, read after)
     assert other.locked() == 0
     lock.release()
     assert lock.locked() == 0
