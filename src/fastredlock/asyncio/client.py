@@ -15,6 +15,7 @@ from .._base import RedlockBase
 from .._tokens import new_token, new_tokens
 from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
+from ._wake import AsyncNotifier
 from .lock import Lock
 from .watchdog import Watchdog
 
@@ -133,6 +134,9 @@ class Redlock(RedlockBase):
     def _unwatch(self, lock: Lock) -> None:
         if self._dog is not None:
             self._dog.unwatch(lock)
+
+    def _new_notifier(self) -> AsyncNotifier:
+        return AsyncNotifier(self._specs, self.connect_timeout, self.courtesy)
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
         raise RuntimeError("the asyncio client's watchdog is a task (see Redlock._watchdog)")
