@@ -33,6 +33,7 @@ message says the name was released again: the woken waiters go first. See the RE
 """
 from __future__ import annotations
 
+import random
 import select
 import socket
 import ssl
@@ -45,6 +46,7 @@ import hiredis
 from ._fork import fork_generation
 from ._tls import context_for
 from .protocol.handshake import handshake
+from .protocol.replies import WOKE
 from .protocol.resp import encode_command
 
 __all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "channel_of"]
@@ -53,8 +55,12 @@ __all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "chan
 CHANNEL_PREFIX = b"fastredlock-wake:"
 #: Seconds a channel stays subscribed after its last waiter left.
 LINGER = 0.5
-#: Default seconds a client that just released a contended name waits before it asks again.
-COURTESY = 0.003
+#: Default seconds a client whose release woke waiters holds its next attempt at the name back
+#: (it ends earlier when the next release is heard).
+COURTESY = 0.01
+#: The retries of the waiters a release woke are spread over up to this part of ``courtesy``
+#: (the longer a waiter has waited, the sooner it retries).
+SPREAD = 0.4
 #: First and longest pause before a notifier reconnects to a master it lost, seconds.
 _RECONNECT = (0.05, 1.0)
 
@@ -76,9 +82,6 @@ class Channels:
         self.idle: Dict[bytes, float] = {}
         #: channel -> when this client last released its lock (live channels only).
         self.released_at: Dict[bytes, float] = {}
-        #: channels at least one master confirmed (a waiter retries at the first confirmation: a
-        #: release that came before it was not heard).
-        self.confirmed: Set[bytes] = set()
 
     def join(self, channel: bytes, event: Any) -> None:
         self.waiters.setdefault(channel, []).append(event)
@@ -98,37 +101,49 @@ class Channels:
         for channel, since in list(self.idle.items()):
             if now - since >= LINGER:
                 del self.idle[channel]
-                self.released_at.pop(channel, None)
-                self.confirmed.discard(channel)
         return set(self.waiters) | set(self.idle)
 
     def next_expiry(self) -> Optional[float]:
         """When the next idle channel is due to be unsubscribed, or None."""
         return min(self.idle.values()) + LINGER if self.idle else None
 
-    def released(self, channel: bytes, now: float) -> None:
-        """This client released the lock of ``channel``: remember it if the channel is live."""
-        if channel in self.waiters or channel in self.idle:
+    def released(self, channel: bytes, details: Sequence[Any], now: float) -> None:
+        """This client released the lock of ``channel``; ``details``: the release round's. If a
+        master said its message reached a waiter, the next acquisition here holds back."""
+        if WOKE in details:
+            if len(self.released_at) >= 1024:  # names released and never asked for again
+                for name, at in list(self.released_at.items()):
+                    if now - at >= self.courtesy:
+                        del self.released_at[name]
             self.released_at[channel] = now
+        elif self.released_at:
+            self.released_at.pop(channel, None)
+
+    def spread(self, since: float, deadline: Optional[float]) -> float:
+        """Seconds a waiter that has waited since ``since`` lets pass after a wake-up before it
+        retries: a random part of ``courtesy``, smaller the longer it has waited."""
+        now = monotonic()
+        age = now - since
+        c = self.courtesy * SPREAD
+        spread = c * random.random() ** (1.0 + age / (c * 8))
+        if deadline is not None:
+            spread = min(spread, deadline - now)
+        return spread
 
     def pause_before(self, channel: bytes, now: float) -> float:
         """Seconds a fresh acquisition of ``channel``'s lock should hold back (0.0: none)."""
-        at = self.released_at.get(channel)
+        at = self.released_at.pop(channel, None)
         if at is None:
             return 0.0
         left = at + self.courtesy - now
         return left if left > 0 else 0.0
 
     def on_reply(self, reply: Any) -> List[Any]:
-        """The events to set for one pub/sub reply (a message, or a first confirmation)."""
-        if type(reply) is not list or len(reply) < 2:
-            return []
-        kind, channel = reply[0], reply[1]
-        if kind == b"message":
-            return list(self.waiters.get(channel, ()))
-        if kind == b"subscribe" and channel not in self.confirmed:
-            self.confirmed.add(channel)
-            return list(self.waiters.get(channel, ()))
+        """The events to set for one pub/sub reply: those of the channel's waiters for a message;
+        none for a (un)subscribe confirmation. (A release in the round trip between a waiter's
+        first failed attempt and its SUBSCRIBE is not heard: it costs that waiter one backoff.)"""
+        if type(reply) is list and len(reply) == 3 and reply[0] == b"message":
+            return list(self.waiters.get(reply[1], ()))
         return []
 
 
@@ -183,25 +198,26 @@ class Notifier:
         self._thread: Optional[threading.Thread] = None
         self._poke_r, self._poke_w = socket.socketpair()
         self._poke_r.setblocking(False)
+        self._poke_w.setblocking(False)
         self._closed = False
         self._generation = fork_generation()
 
     # --- for the waiters -------------------------------------------------------------------------
-    def join(self, key: bytes) -> Tuple[bytes, threading.Event]:
-        """Listen for releases of ``key``: ``(channel, event)``; the event is set by a message."""
+    def join(self, key: bytes) -> Tuple[bytes, threading.Event, float]:
+        """Listen for releases of ``key``: ``(channel, event, since)``; the event is set by a message."""
         if self._generation != fork_generation():
             self._after_fork()
         channel = channel_of(key)
         event = threading.Event()
         with self._lock:
             if self._closed:
-                return channel, event  # never set: the waiter sleeps its backoff
+                return channel, event, monotonic()  # never set: the waiter sleeps its backoff
             self.channels.join(channel, event)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fastredlock-wake", daemon=True)
                 self._thread.start()
         self._poke()
-        return channel, event
+        return channel, event, monotonic()
 
     def leave(self, channel: bytes, event: threading.Event) -> None:
         """The waiter of ``event`` returned: stop listening for it."""
@@ -209,11 +225,14 @@ class Notifier:
             self.channels.leave(channel, event, monotonic())
         self._poke()
 
-    def released(self, key: bytes) -> None:
-        """This client released ``key`` (its next acquisition may owe the woken waiters a pause)."""
-        if self.channels.idle or self.channels.waiters:
-            with self._lock:
-                self.channels.released(channel_of(key), monotonic())
+    def released(self, key: bytes, details: Sequence[Any]) -> None:
+        """This client released ``key`` in a round with these ``details`` (see :meth:`Channels.released`)."""
+        with self._lock:
+            self.channels.released(channel_of(key), details, monotonic())
+
+    def spread(self, since: float, deadline: Optional[float]) -> float:
+        """See :meth:`Channels.spread`."""
+        return self.channels.spread(since, deadline)
 
     def pause_before(self, key: bytes) -> float:
         """Seconds an acquisition of ``key`` holds back for the waiters this client's release woke."""
@@ -227,9 +246,13 @@ class Notifier:
         with self._lock:
             self._closed = True
             thread = self._thread
-        self._poke()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(2.0)
+            if thread is None:
+                self._poke_r.close()
+                self._poke_w.close()
+        if thread is not None:
+            self._poke()
+            if thread is not threading.current_thread():
+                thread.join(2.0)
 
     # --- the thread ------------------------------------------------------------------------------
     def _poke(self) -> None:
@@ -247,15 +270,24 @@ class Notifier:
         self._thread = None
         self._poke_r, self._poke_w = socket.socketpair()
         self._poke_r.setblocking(False)
+        self._poke_w.setblocking(False)
 
     def _run(self) -> None:
         try:
             while True:
                 now = monotonic()
                 with self._lock:
-                    if self._closed:
-                        break
                     wanted = self.channels.wanted(now)
+                    if self._closed or not wanted:
+                        # Nothing to listen for: the connections (and their subscriptions) end,
+                        # and so does the thread (the next waiter starts another).
+                        for i in range(len(self._conns)):
+                            self._drop(i)
+                        self._thread = None
+                        if self._closed:
+                            self._poke_r.close()
+                            self._poke_w.close()
+                        return
                     until = self.channels.next_expiry()
                 for i in range(len(self._specs)):
                     until = self._sync(i, wanted, now, until)
@@ -270,11 +302,12 @@ class Notifier:
                             pass
                     else:
                         self._read(sock)
-        finally:
-            for i in range(len(self._conns)):
-                self._drop(i)
-            self._poke_r.close()
-            self._poke_w.close()
+        except BaseException:
+            with self._lock:
+                for i in range(len(self._conns)):
+                    self._drop(i)
+                self._thread = None
+            raise
 
     def _sync(self, i: int, wanted: Set[bytes], now: float, until: Optional[float]) -> Optional[float]:
         """Bring master ``i``'s connection in line with ``wanted``; returns the next time to look."""

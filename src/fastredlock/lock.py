@@ -241,8 +241,10 @@ class Lock:
         waiter = notifier.join(self.key)
         if deadline is not None:
             pause = min(pause, deadline - monotonic())
-        if pause > 0:
-            waiter[1].wait(pause)
+        if pause > 0 and waiter[1].wait(pause):
+            spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
+            if spread > 0:
+                time.sleep(spread)
         waiter[1].clear()
         return waiter
 
@@ -254,8 +256,12 @@ class Lock:
             return False
         if waiter is not None:
             event = waiter[1]
-            if delay > 0:
-                event.wait(delay)
+            if delay > 0 and event.wait(delay):
+                # Woken by a release: every waiter heard it. Spread the retries (the longest
+                # waiting go first) rather than split the masters' votes among them.
+                spread = self._executor.notifier.spread(waiter[2], deadline)
+                if spread > 0:
+                    time.sleep(spread)
             event.clear()
         elif delay > 0:
             time.sleep(delay)
@@ -391,8 +397,8 @@ class Lock:
             self.fence = None
             self._carrier = None
             self._valid_until = 0.0
-        if executor.notifier is not None:
-            executor.notifier.released(self.key)  # the courtesy pause of a contended name
+        if rnd.details is not None and executor.notifier is not None:
+            executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
         self._last = rnd
         if executor.on_event is not None:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)

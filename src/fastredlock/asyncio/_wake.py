@@ -2,10 +2,11 @@
 
 The same design as the sync client's (see :mod:`fastredlock._wake`, which says why pub/sub): one
 :class:`~fastredlock._wake.Channels` per client says which channels its waiting tasks listen on;
-here a task per master keeps that master's connection (made when the first task waits), reads its
-messages and sets the waiters' ``asyncio.Event``; subscriptions are written from the loop as tasks
-join and leave. A connection that breaks is made again after a pause; meanwhile the waiters sleep
-their backoff.
+here each master's connection is an ``asyncio.Protocol`` on the client's loop (made when the first
+task waits): its ``data_received`` sets the waiters' ``asyncio.Event``, and subscriptions are
+written as tasks join and leave. No task runs while nothing is being connected: when no channel is
+wanted any more the connections are closed, and one that breaks is made again after a pause (a
+timer), meanwhile the waiters sleep their backoff.
 """
 from __future__ import annotations
 
@@ -23,17 +24,27 @@ from ..protocol.resp import encode_command
 __all__ = ["AsyncNotifier"]
 
 
-class _Conn:
-    __slots__ = ("reader", "writer", "parser", "hello", "subscribed")
+class _Conn(asyncio.Protocol):
+    """One master's notification connection."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: int) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, notifier: "AsyncNotifier", i: int, hello: int) -> None:
+        self.notifier = notifier
+        self.i = i
+        self.transport: Any = None
         self.parser = hiredis.Reader()
         #: Handshake replies (AUTH) still to come before the pub/sub replies.
         self.hello = hello
         #: Channels a SUBSCRIBE was written for (and no UNSUBSCRIBE since).
         self.subscribed: Set[bytes] = set()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.notifier._received(self, data)
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self.notifier._lost(self)
 
 
 class AsyncNotifier:
@@ -44,40 +55,53 @@ class AsyncNotifier:
         self._timeout = max(connect_timeout, 0.05)
         self.channels = Channels(courtesy)
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
-        self._tasks: List[Optional[asyncio.Task]] = [None] * len(self._specs)
+        #: Per master: the task connecting it (None when connected or idle).
+        self._connecting: List[Optional[asyncio.Task]] = [None] * len(self._specs)
+        self._retry_at = [0.0] * len(self._specs)
+        self._pause = [_RECONNECT[0]] * len(self._specs)
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
     # --- for the waiting tasks (on the client's loop) ---------------------------------------------
-    def join(self, key: bytes) -> Tuple[bytes, asyncio.Event]:
-        """Listen for releases of ``key``: ``(channel, event)``; the event is set by a message."""
+    def join(self, key: bytes) -> Tuple[bytes, asyncio.Event, float]:
+        """Listen for releases of ``key``: ``(channel, event, since)``; the event is set by a message."""
         channel = channel_of(key)
         event = asyncio.Event()
         if not self._closed:
             self.channels.join(channel, event)
             self._sync()
-        return channel, event
+        return channel, event, monotonic()
 
     def leave(self, channel: bytes, event: asyncio.Event) -> None:
         """The waiter of ``event`` returned: stop listening for it."""
         self.channels.leave(channel, event, monotonic())
         self._sync()
 
-    def released(self, key: bytes) -> None:
-        """This client released ``key`` (see :meth:`fastredlock._wake.Notifier.released`)."""
-        if self.channels.idle or self.channels.waiters:
-            self.channels.released(channel_of(key), monotonic())
+    def released(self, key: bytes, details: Sequence[Any]) -> None:
+        """This client released ``key`` (see :meth:`fastredlock._wake.Channels.released`)."""
+        self.channels.released(channel_of(key), details, monotonic())
+
+    def spread(self, since: float, deadline: Optional[float]) -> float:
+        """See :meth:`fastredlock._wake.Channels.spread`."""
+        return self.channels.spread(since, deadline)
 
     def pause_before(self, key: bytes) -> float:
         """Seconds an acquisition of ``key`` holds back for the waiters this client's release woke."""
         return self.channels.pause_before(channel_of(key), monotonic())
 
+    async def aclose(self) -> None:
+        """:meth:`close`, and wait until the connecting tasks have ended."""
+        tasks = [task for task in self._connecting if task is not None]
+        self.close()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     def close(self) -> None:
-        """Stop the tasks and close the connections (their subscriptions end with them)."""
+        """Close the connections (their subscriptions end with them); no new one is made."""
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        for task in self._tasks:
+        for task in self._connecting:
             if task is not None:
                 task.cancel()
         for i in range(len(self._conns)):
@@ -85,92 +109,102 @@ class AsyncNotifier:
 
     # --- the connections -------------------------------------------------------------------------
     def _sync(self) -> None:
-        """Write the SUBSCRIBE/UNSUBSCRIBE each connection owes; start the tasks of masters not
-        connected yet; look again when the next idle channel is due."""
+        """Write the SUBSCRIBE/UNSUBSCRIBE each connection owes, connect the masters that are not
+        (unless in their pause), close them all when no channel is wanted; set the next look."""
         if self._closed:
             return
-        wanted = self.channels.wanted(monotonic())
+        now = monotonic()
+        wanted = self.channels.wanted(now)
+        due = self.channels.next_expiry()
         for i, conn in enumerate(self._conns):
+            if not wanted:
+                self._drop(i)
+                continue
             if conn is None:
-                if wanted and self._tasks[i] is None:
-                    self._tasks[i] = asyncio.get_running_loop().create_task(self._serve(i))
+                if self._connecting[i] is None:
+                    if now >= self._retry_at[i]:
+                        self._connecting[i] = asyncio.get_running_loop().create_task(self._connect(i))
+                    else:
+                        due = self._retry_at[i] if due is None else min(due, self._retry_at[i])
                 continue
             add = wanted - conn.subscribed
             remove = conn.subscribed - wanted
             if add:
-                conn.writer.write(encode_command(b"SUBSCRIBE", *sorted(add)))
+                conn.transport.write(encode_command(b"SUBSCRIBE", *sorted(add)))
             if remove:
-                conn.writer.write(encode_command(b"UNSUBSCRIBE", *sorted(remove)))
+                conn.transport.write(encode_command(b"UNSUBSCRIBE", *sorted(remove)))
             conn.subscribed = (conn.subscribed | add) - remove
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        due = self.channels.next_expiry()
         if due is not None:
             self._timer = asyncio.get_running_loop().call_later(max(0.0, due - monotonic()) + 0.001, self._sync)
 
-    async def _connect(self, i: int) -> _Conn:
+    async def _connect(self, i: int) -> None:
         spec = self._specs[i]
-        ssl = None if spec.tls is None else context_for(spec.tls)
-        if spec.path is not None:
-            opened = asyncio.open_unix_connection(spec.path, ssl=ssl)
-        else:
-            opened = asyncio.open_connection(spec.host, spec.port, ssl=ssl,
-                                             server_hostname=spec.host if ssl is not None else None)
-        reader, writer = await asyncio.wait_for(opened, self._timeout)
+        loop = asyncio.get_running_loop()
         hello, kinds = handshake(spec, False)
-        if hello:
-            writer.write(hello)
-        return _Conn(reader, writer, len(kinds))
+        ssl = None if spec.tls is None else context_for(spec.tls)
 
-    async def _serve(self, i: int) -> None:
-        """Keep master ``i``'s connection while any channel is wanted; read its messages."""
-        pause = _RECONNECT[0]
+        def made() -> _Conn:
+            return _Conn(self, i, len(kinds))
+
         try:
-            while not self._closed and (self.channels.waiters or self.channels.idle):
-                try:
-                    conn = await self._connect(i)
-                except (OSError, asyncio.TimeoutError):
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, _RECONNECT[1])
-                    continue
-                self._conns[i] = conn
-                self._sync()
-                if await self._read(conn):
-                    pause = _RECONNECT[0]
-                self._drop(i)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, _RECONNECT[1])
-        finally:
-            self._tasks[i] = None
-            self._drop(i)
+            if spec.path is not None:
+                opened = loop.create_unix_connection(made, spec.path, ssl=ssl)
+            else:
+                opened = loop.create_connection(made, spec.host, spec.port, ssl=ssl,
+                                                server_hostname=spec.host if ssl is not None else None)
+            _, conn = await asyncio.wait_for(opened, self._timeout)
+        except (OSError, asyncio.TimeoutError):
+            self._connecting[i] = None
+            self._failed(i)
+            return
+        self._connecting[i] = None
+        if self._closed:
+            conn.transport.close()
+            return
+        if hello:
+            conn.transport.write(hello)
+        self._conns[i] = conn
+        self._sync()
 
-    async def _read(self, conn: _Conn) -> bool:
-        """Read ``conn`` until it breaks; True if its handshake had succeeded."""
+    def _failed(self, i: int) -> None:
+        """Master ``i`` could not be reached or dropped us: try again after a pause."""
+        pause = self._pause[i]
+        self._pause[i] = min(pause * 2, _RECONNECT[1])
+        self._retry_at[i] = monotonic() + pause
+        if not self._closed:
+            self._sync()
+
+    def _received(self, conn: _Conn, data: bytes) -> None:
+        conn.parser.feed(data)
         while True:
             try:
-                data = await conn.reader.read(65536)
-            except OSError:
-                data = b""
-            if not data:  # closed by the master (CLIENT KILL, restart)
-                return conn.hello == 0
-            conn.parser.feed(data)
-            while True:
-                try:
-                    reply = conn.parser.gets()
-                except hiredis.ProtocolError:
-                    return False
-                if reply is False:
-                    break
-                if conn.hello:
-                    conn.hello -= 1
-                    if isinstance(reply, hiredis.ReplyError):  # AUTH refused
-                        return False
-                    continue
-                for event in self.channels.on_reply(reply):
-                    event.set()
+                reply = conn.parser.gets()
+            except hiredis.ProtocolError:
+                conn.transport.close()
+                return
+            if reply is False:
+                return
+            if conn.hello:
+                conn.hello -= 1
+                if isinstance(reply, hiredis.ReplyError):  # AUTH refused
+                    conn.transport.close()
+                    return
+                if not conn.hello:
+                    self._pause[conn.i] = _RECONNECT[0]
+                continue
+            for event in self.channels.on_reply(reply):
+                event.set()
+
+    def _lost(self, conn: _Conn) -> None:
+        if self._conns[conn.i] is conn:
+            self._conns[conn.i] = None
+            if not self._closed and (self.channels.waiters or self.channels.idle):
+                self._failed(conn.i)
 
     def _drop(self, i: int) -> None:
         conn, self._conns[i] = self._conns[i], None
         if conn is not None:
-            conn.writer.close()
+            conn.transport.close()

@@ -117,6 +117,8 @@ class Redlock(RedlockBase):
         stay until their TTL."""
         if self._dog is not None:
             await self._dog.stop()
+        if self.executor.notifier is not None:
+            await self.executor.notifier.aclose()
         await self._aexec.aclose()
 
     async def __aenter__(self) -> "Redlock":

@@ -68,7 +68,10 @@ class Lock(_SyncLock):
                     waiter = notifier.join(self.key)
                     if deadline is not None:
                         pause = min(pause, deadline - monotonic())
-                    await _wait(waiter[1], pause)
+                    if await _wait(waiter[1], pause):
+                        spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
+                        if spread > 0:
+                            await asyncio.sleep(spread)
             attempts = 0
             while True:
                 attempts += 1
@@ -106,7 +109,11 @@ class Lock(_SyncLock):
         if delay < 0:
             return False
         if waiter is not None:
-            await _wait(waiter[1], delay)
+            if await _wait(waiter[1], delay):
+                # Woken by a release: spread the retries (see fastredlock.Lock._pause).
+                spread = self._executor.notifier.spread(waiter[2], deadline)
+                if spread > 0:
+                    await asyncio.sleep(spread)
         elif delay > 0:
             await asyncio.sleep(delay)
         return True
@@ -167,8 +174,8 @@ class Lock(_SyncLock):
             self.fence = None
             self._carrier = None
             self._valid_until = 0.0
-        if self._executor.notifier is not None:
-            self._executor.notifier.released(self.key)  # the courtesy pause of a contended name
+        if rnd.details is not None and self._executor.notifier is not None:
+            self._executor.notifier.released(self.key, rnd.details)  # waiters heard it: they go first
         self._last = rnd
         if self._executor.on_event is not None:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
@@ -264,11 +271,13 @@ class Lock(_SyncLock):
         pass
 
 
-async def _wait(event: asyncio.Event, delay: float) -> None:
-    """Wait until ``event`` is set or ``delay`` seconds passed, then clear it."""
+async def _wait(event: asyncio.Event, delay: float) -> bool:
+    """Wait until ``event`` is set or ``delay`` seconds passed, then clear it; whether it was set."""
     if not event.is_set() and delay > 0:
         try:
             await asyncio.wait_for(event.wait(), delay)
         except asyncio.TimeoutError:
             pass
+    woken = event.is_set()
     event.clear()
+    return woken

@@ -8,7 +8,8 @@ from .outcomes import NAMES, NO, OK, PROTOCOL_ERROR
 
 #: ``SET NX PX``: ``+OK`` means acquired, nil means taken.
 KIND_SET = 0
-#: An owner-checked script: ``:1`` means done, ``:0`` means not the owner.
+#: An owner-checked script: ``:1`` means done, ``:0`` means not the owner; ``:2`` (a release
+#: heard by waiters) means done, with the detail :data:`WOKE`.
 KIND_SCRIPT = 1
 #: The fenced acquisition script: ``:n >= 0`` means acquired with counter n, ``:-1`` means taken.
 KIND_FENCED = 2
@@ -16,6 +17,10 @@ KIND_FENCED = 2
 KIND_SCRIPT_ACQUIRE = 3
 #: One script for K keys (``RELEASE_MANY``): a bulk reply of K characters, '1' done, '0' not the owner.
 KIND_BITS = 4
+
+#: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
+#: the releaser then lets the woken waiters go first (see fastredlock._wake).
+WOKE = "woke waiters"
 
 
 def is_acquisition(kind):
@@ -36,6 +41,8 @@ def classify(kind, reply):
                 return OK, None, None
             if reply == 0:
                 return NO, None, None
+            if reply == 2:
+                return OK, WOKE, None
     elif isinstance(reply, int):  # KIND_FENCED
         if reply >= 0:
             return OK, None, reply

@@ -17,13 +17,15 @@ WAKE_PREFIX = b"fastredlock-wake:"
 # RELEASE
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
-# Returns  1 if the key held the token and was deleted, 0 otherwise.
+# Returns  1 if the key held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
 # Where it deleted, it wakes the key's waiters (PUBLISH on WAKE_PREFIX .. key): nothing is stored,
-# and with no subscriber that is one dictionary miss on the master.
+# and with no subscriber that is one dictionary miss on the master (and the reply stays 1).
 RELEASE = b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', 'fastredlock-wake:' .. KEYS[1], '1')
+    if redis.call('publish', 'fastredlock-wake:' .. KEYS[1], '1') > 0 then
+        return 2
+    end
     return 1
 end
 return 0
