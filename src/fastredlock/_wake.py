@@ -139,11 +139,15 @@ class Channels:
         return left if left > 0 else 0.0
 
     def on_reply(self, reply: Any) -> List[Any]:
-        """The events to set for one pub/sub reply: those of the channel's waiters for a message;
-        none for a (un)subscribe confirmation. (A release in the round trip between a waiter's
-        first failed attempt and its SUBSCRIBE is not heard: it costs that waiter one backoff.)"""
+        """The events to set for one pub/sub reply: for a message, that of the channel's longest
+        waiting waiter in this client (its others would only race it and each other: they keep
+        waiting, for the next message or their backoff); none for a (un)subscribe confirmation.
+        (A release in the round trip between a waiter's first failed attempt and its SUBSCRIBE
+        is not heard: it costs that waiter one backoff.)"""
         if type(reply) is list and len(reply) == 3 and reply[0] == b"message":
-            return list(self.waiters.get(reply[1], ()))
+            events = self.waiters.get(reply[1])
+            if events:
+                return [events[0]]
         return []
 
 
