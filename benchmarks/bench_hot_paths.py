@@ -11,7 +11,7 @@ As a script that measures the issue's targets in one run, interleaved, and print
 
 - threads: lock+unlock cycles/s of 4 threads sharing one client vs 1 thread (distinct names), with
   automatic pipelining (the default) and with ``auto_pipeline=False`` (a pool: a core per thread);
-- batch: acquire_many + release_many of 64 names, locks/s, vs ``RawMux`` (fastredlock/bench/worker.py:
+- batch: acquire_many + release_many of 64 names, locks/s, vs ``RawMux`` (fastredlock/bench/adapters.py:
   64 ``SET NX PX`` per write, then 64 ``EVALSHA``; pure Python + hiredis) in the same rounds;
 - stall: one of 5 masters SIGSTOPped; what the first acquire costs (default early return, and
   ``wait_for_all=True``) and then the acquires while it cools down.
@@ -32,7 +32,7 @@ from typing import Callable, Dict, List
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fastredlock.bench.worker import RawMux  # noqa: E402
+from fastredlock.bench.adapters import RawMux  # noqa: E402
 
 import fastredlock  # noqa: E402
 

@@ -17,7 +17,7 @@ pytest.importorskip("pytest_benchmark")
 
 import fastredlock  # noqa: E402
 from fastredlock.bench.floor import FloorLib, FloorUnavailable  # noqa: E402
-from fastredlock.bench.worker import RawMux  # noqa: E402
+from fastredlock.bench.adapters import RawMux  # noqa: E402
 
 N = [1, 3, 5]
 
