@@ -189,10 +189,15 @@ def test_a_releaser_asking_again_lets_the_woken_waiter_go_first(make_client, mas
 
 def test_without_the_courtesy_pause_the_releaser_wins(make_client, masters, name):
     # The negative control of the test above: courtesy=0, the releaser's SET leaves first.
-    holder, out, thread = release_to_a_waiter(make_client, masters, name, courtesy=0.0)
-    assert holder.acquire(blocking=False), "the releaser did not win its immediate re-acquisition"
-    holder.release()
-    thread.join(SLOW * 3)
+    # (On a loaded machine the woken waiter may still win a turn: the releaser must win some.)
+    wins = 0
+    for _ in range(5):
+        holder, out, thread = release_to_a_waiter(make_client, masters, name, courtesy=0.0)
+        if holder.acquire(blocking=False):
+            wins += 1
+            holder.release()
+        thread.join(SLOW * 3)
+    assert wins > 0, "the releaser never won its immediate re-acquisition: the test above proves nothing"
 
 
 def test_a_release_nobody_waits_for_says_nothing(make_client, masters, name):
