@@ -157,7 +157,8 @@ class RedlockBase:
         #: Seconds a client that released a contended name holds its next attempt back.
         self.courtesy = check_number(courtesy, "courtesy", maximum=MAX_WAIT)
         if wake:
-            self.executor.notifier = self._new_notifier()
+            notifier = self.executor.notifier = self._new_notifier()
+            self.executor.owed = notifier.channels.released_at
 
     @property
     def on_event(self) -> Optional[Callable[[Any], object]]:

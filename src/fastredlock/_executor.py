@@ -133,6 +133,9 @@ class Executor:
         self.on_event = None
         #: The client's notifier (wake on release, see fastredlock._wake), or None (``wake=False``).
         self.notifier: Any = None
+        #: The notifier's ``channels.released_at`` (the names whose next acquisition owes a courtesy
+        #: pause), read by the handles before a first attempt: empty, it costs one C length check.
+        self.owed: dict = {}
         #: The masters' health, shared by every core (cool-downs, counters: ``Redlock.stats``).
         self.health = sys.modules[core_cls.__module__].Health(len(self._specs), cooldown, max_cooldown)
         self._pool_lock = threading.Lock()

@@ -269,7 +269,10 @@ class Notifier:
         """A fork child: the parent's thread is gone and its sockets are not ours."""
         self._generation = fork_generation()
         self._lock = threading.Lock()
-        self.channels = Channels(self.channels.courtesy)
+        channels = self.channels  # cleared in place: the executor holds its released_at
+        channels.waiters.clear()
+        channels.idle.clear()
+        channels.released_at.clear()
         self._conns = [None] * len(self._specs)
         self._thread = None
         self._poke_r, self._poke_w = socket.socketpair()

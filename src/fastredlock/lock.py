@@ -193,7 +193,7 @@ class Lock:
         started = monotonic() if executor.on_event is not None else 0.0
         notifier = executor.notifier
         waiter = None
-        if notifier is not None and blocking and notifier.channels.released_at:
+        if blocking and executor.owed:
             waiter = self._courtesy(notifier, deadline)
         attempts = 0
         try:

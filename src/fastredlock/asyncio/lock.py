@@ -62,7 +62,7 @@ class Lock(_SyncLock):
         notifier = self._executor.notifier
         waiter = None
         try:
-            if notifier is not None and blocking and notifier.channels.released_at:
+            if blocking and self._executor.owed:
                 pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
                 if pause > 0:
                     waiter = notifier.join(self.key)
