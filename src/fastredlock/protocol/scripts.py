@@ -19,11 +19,14 @@ WAKE_PREFIX = b"fastredlock-wake:"
 # ARGV[1]  the token of this acquisition
 # Returns  1 if the key held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
 # Where it deleted, it wakes the key's waiters (PUBLISH on WAKE_PREFIX .. key): nothing is stored,
-# and with no subscriber that is one dictionary miss on the master (and the reply stays 1).
+# and with no subscriber that is one dictionary miss on the master (and the reply stays 1). The
+# PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new users)
+# still releases, its waiters just are not woken.
 RELEASE = b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    if redis.call('publish', 'fastredlock-wake:' .. KEYS[1], '1') > 0 then
+    local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
+    if type(heard) == 'number' and heard > 0 then
         return 2
     end
     return 1
@@ -152,7 +155,7 @@ if i > n then
         redis.call('del', unpack(KEYS, first, math.min(first + 999, n)))
     end
     for j = 1, n do
-        redis.call('publish', 'fastredlock-wake:' .. KEYS[j], '1')
+        redis.pcall('publish', 'fastredlock-wake:' .. KEYS[j], '1')
     end
     return string.rep('1', n)
 end
@@ -169,7 +172,7 @@ for first = 1, #mine, 1000 do
     redis.call('del', unpack(mine, first, math.min(first + 999, #mine)))
 end
 for j = 1, #mine do
-    redis.call('publish', 'fastredlock-wake:' .. mine[j], '1')
+    redis.pcall('publish', 'fastredlock-wake:' .. mine[j], '1')
 end
 return table.concat(done)
 """
