@@ -41,7 +41,7 @@ def classify(kind, reply):
                 return OK, None, None
             if reply == 0:
                 return NO, None, None
-            if reply == 2:
+            if reply == 2 and kind == KIND_SCRIPT:
                 return OK, WOKE, None
     elif isinstance(reply, int):  # KIND_FENCED
         if reply >= 0:
