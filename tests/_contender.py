@@ -116,6 +116,31 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     result_queue.put((totals, pool, carried))
 
 
+def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go) -> None:
+    """``threads`` threads of this process contend through one client with the default wake-up and
+    a long backoff (``retry_delay`` 0.2 s: turns come from wake-ups, not polling), each holding
+    1 ms; reports per-thread ``(held, overlaps, errors)``."""
+    dlm = Redlock(urls, core=core, restart_aware=False)
+    totals = [(0, 0, 0)] * threads
+    start = threading.Barrier(threads + 1)
+
+    def body(k: int) -> None:
+        counter = _Counter(counter_port)
+        start.wait()
+        totals[k] = hold_loop(dlm, name, counter, seconds, 0.001)
+
+    workers = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(threads)]
+    for t in workers:
+        t.start()
+    ready_queue.put(1)
+    go.wait(60)
+    start.wait()
+    for t in workers:
+        t.join()
+    dlm.close()
+    result_queue.put(totals)
+
+
 def run_contenders(target, count: int, args, extra=()):
     """Run ``target(*args, results, ready, go, *extra)`` in ``count`` spawned processes.
 

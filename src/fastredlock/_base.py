@@ -14,6 +14,7 @@ from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, keys_of, n
 from ._cores import core_class
 from ._executor import Executor
 from ._masters import MasterSpec, parse_masters
+from ._wake import COURTESY
 
 __all__ = ["COOLDOWN", "FENCE_RETENTION", "MAX_COOLDOWN", "MasterStats", "RedlockBase"]
 
@@ -72,7 +73,7 @@ class RedlockBase:
         self,
         masters: Iterable[Any],
         *,
-        retry_count: int = 3,
+        retry_count: Optional[int] = None,
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
         drift_factor: float = 0.01,
@@ -91,12 +92,17 @@ class RedlockBase:
         on_event: Optional[Callable[[Any], object]] = None,
         same_server_ok: bool = False,
         ssl_context: Any = None,
+        wake: bool = True,
+        courtesy: float = COURTESY,
     ) -> None:
-        if isinstance(retry_count, bool) or not isinstance(retry_count, int):
-            raise TypeError(f"retry_count must be an int, not {type(retry_count).__name__}")
-        if retry_count < 0:
-            raise ValueError(f"retry_count must be >= 0, got {retry_count}")
-        self.retry_count = retry_count
+        if retry_count is not None:
+            if isinstance(retry_count, bool) or not isinstance(retry_count, int):
+                raise TypeError(f"retry_count must be an int or None, not {type(retry_count).__name__}")
+            if retry_count < 0:
+                raise ValueError(f"retry_count must be >= 0, got {retry_count}")
+        #: Retries of a blocking ``acquire()`` without a timeout; None (the default): no limit, it
+        #: waits until the lock is acquired (as ``threading.Lock`` and redis-py's Lock do).
+        self.retry_count: Optional[int] = retry_count
         self.retry_delay = check_number(retry_delay, "retry_delay", maximum=MAX_WAIT)
         self.retry_jitter = check_number(retry_jitter, "retry_jitter", maximum=MAX_WAIT)
         self.drift_factor = check_number(drift_factor, "drift_factor")
@@ -144,6 +150,15 @@ class RedlockBase:
         #: Masters that must agree: ``N // 2 + 1``.
         self.quorum: int = self.executor.quorum
         self.on_event = on_event
+        if not isinstance(wake, bool):
+            raise TypeError(f"wake must be a bool, not {type(wake).__name__}")
+        #: Whether waiting acquisitions listen for releases (see :mod:`fastredlock._wake`).
+        self.wake = wake
+        #: Seconds a client that released a contended name holds its next attempt back.
+        self.courtesy = check_number(courtesy, "courtesy", maximum=MAX_WAIT)
+        if wake:
+            notifier = self.executor.notifier = self._new_notifier()
+            self.executor.owed = notifier.channels.released_at
 
     @property
     def on_event(self) -> Optional[Callable[[Any], object]]:
@@ -178,6 +193,10 @@ class RedlockBase:
         names = name_list(names)
         ttl_ms = self.executor.ttl_ms(ttl)
         return names, keys_of(self.prefix, names), ttl_ms
+
+    def _new_notifier(self) -> Any:
+        """The notifier of this client's waiters (one connection per master, made on first use)."""
+        raise NotImplementedError
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
         """A new watchdog for the client ``ref()`` (the executor makes one on first use)."""

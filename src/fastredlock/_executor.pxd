@@ -29,6 +29,8 @@ cdef class Executor:
     cdef object _new_watchdog
     cdef public object watchdog
     cdef public object on_event
+    cdef public object notifier
+    cdef public dict owed
     cdef public object health
     cdef object _pool_lock
     cdef set _live

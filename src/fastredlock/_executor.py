@@ -131,6 +131,11 @@ class Executor:
         self.watchdog: Any = None
         #: The client's ``on_event`` hook, or None (the handles check this field; see fastredlock.events).
         self.on_event = None
+        #: The client's notifier (wake on release, see fastredlock._wake), or None (``wake=False``).
+        self.notifier: Any = None
+        #: The notifier's ``channels.released_at`` (the names whose next acquisition owes a courtesy
+        #: pause), read by the handles before a first attempt: empty, it costs one C length check.
+        self.owed: dict = {}
         #: The masters' health, shared by every core (cool-downs, counters: ``Redlock.stats``).
         self.health = sys.modules[core_cls.__module__].Health(len(self._specs), cooldown, max_cooldown)
         self._pool_lock = threading.Lock()
@@ -304,6 +309,8 @@ class Executor:
         """Stop the watchdog and close every connection; a later round raises ``RuntimeError``."""
         if self.watchdog is not None:
             self.watchdog.stop()
+        if self.notifier is not None:
+            self.notifier.close()
         with self._pool_lock:
             pool, self._pool = self._pool, []
             self._closed = True

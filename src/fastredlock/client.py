@@ -23,6 +23,7 @@ from ._checks import key_of
 from ._tokens import new_token, new_tokens
 from .lock import Lock, fence_key
 from .lockinfo import LockInfo, inspection
+from ._wake import Notifier
 from .watchdog import Watchdog
 
 __all__ = ["MasterStats", "Redlock"]
@@ -38,7 +39,9 @@ class Redlock(RedlockBase):
         ``ssl_check_hostname``, ``ssl_ca_path``, ``ssl_min_version``) as URL query parameters or
         dict keys (with ``ssl=True``), or an ``ssl_context``; certificates and host names are
         verified by default.
-    :param retry_count: retries after the first attempt when ``acquire`` blocks without a timeout.
+    :param retry_count: retries after the first attempt when ``acquire`` blocks without a timeout;
+        default None: no limit, a blocking ``acquire()`` waits until it gets the lock (as
+        ``threading.Lock`` and redis-py's Lock do). ``timeout=`` bounds a wait in seconds instead.
     :param retry_delay: base sleep between attempts, seconds.
     :param retry_jitter: up to this many seconds, drawn at random, are added to each sleep.
     :param drift_factor: clock drift allowance as a fraction of the TTL (plus 2 ms).
@@ -84,6 +87,13 @@ class Redlock(RedlockBase):
     :param ssl_context: an ``ssl.SSLContext`` for every TLS master that gives no TLS settings of
         its own (a CA, a client certificate, a minimum version...; default: one built from each
         master's settings, verifying the server's certificate and host name).
+    :param wake: ``True`` (default): a waiting ``acquire`` retries as soon as a release of the
+        name is published by any master (pub/sub, one connection per master shared by all of the
+        client's waiters, opened when the first one waits), and still never sleeps longer than
+        its backoff. ``False``: waiters only sleep their backoff. Releases publish either way.
+    :param courtesy: seconds (default 0.003) a client that released a name its waiters listen on
+        holds back its next attempt at the same name, so that the waiters its release woke get
+        their turn first (see README, "Waiting").
     """
 
     def lock(
@@ -200,3 +210,6 @@ class Redlock(RedlockBase):
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Watchdog:
         return Watchdog(ref)
+
+    def _new_notifier(self) -> Notifier:
+        return Notifier(self._specs, self.connect_timeout, self.courtesy)

@@ -28,7 +28,7 @@ cdef class Lock:
     cdef public object _carrier
     cdef object __weakref__
 
-    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object)
+    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object, notifier=object, waiter=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)

@@ -164,11 +164,14 @@ class Lock:
                 token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held.
 
-        ``blocking=False`` makes exactly one attempt. With ``timeout`` (seconds), attempts go on
-        until it has passed; without, up to ``1 + retry_count`` attempts are made. Between attempts
+        ``blocking=False`` or ``timeout=0`` makes exactly one attempt. With ``timeout`` (seconds),
+        attempts go on until it has passed (the call returns within about ``timeout`` plus one
+        round). Without, the call waits until the lock is acquired, unless the client's
+        ``retry_count`` was set: then up to ``1 + retry_count`` attempts are made. Between attempts
         the handle sleeps ``retry_delay`` plus a random jitter of up to ``retry_jitter`` (or what the
-        client's ``backoff`` callable says), never past the deadline. Every failed attempt has been
-        released on all masters before the sleep.
+        client's ``backoff`` callable says), never past the deadline; with the client's ``wake``
+        (the default) the sleep ends as soon as a release of the name is heard from any master.
+        Every failed attempt has been released on all masters before the sleep.
 
         ``token``: the value to store (str as UTF-8, or bytes), for a caller that must choose it
         (another library's format, a token passed between processes); by default a fresh token of
@@ -188,41 +191,79 @@ class Lock:
         self._reset()
         executor = self._executor
         started = monotonic() if executor.on_event is not None else 0.0
+        notifier = executor.notifier
+        waiter = None
+        if blocking and executor.owed:
+            waiter = self._courtesy(notifier, deadline)
         attempts = 0
-        while True:
-            attempts += 1
-            # One attempt: one round (two with fencing); a failure that may have landed somewhere
-            # is already released behind its SETs.
-            token = new_token() if chosen is None else chosen
-            if self.fencing:
-                ok = self._attempt_fenced(token)
-            else:
-                # Rides with other threads' acquires if a round is in flight (see _combine).
-                carrier, rnd = executor.acquire_one(self.key, token, self._ttl_ms)
-                self._last = rnd
-                ok = rnd.ok
+        try:
+            while True:
+                attempts += 1
+                # One attempt: one round (two with fencing); a failure that may have landed
+                # somewhere is already released behind its SETs.
+                token = new_token() if chosen is None else chosen
+                if self.fencing:
+                    ok = self._attempt_fenced(token)
+                else:
+                    # Rides with other threads' acquires if a round is in flight (see _combine).
+                    carrier, rnd = executor.acquire_one(self.key, token, self._ttl_ms)
+                    self._last = rnd
+                    ok = rnd.ok
+                    if ok:
+                        self._valid_until = rnd.valid_until
+                        self._carrier = carrier
                 if ok:
-                    self._valid_until = rnd.valid_until
-                    self._carrier = carrier
-            if ok:
-                self.token = token
-                self._acquired_at = monotonic()
-                if self.auto_extend or self.on_lost is not None:
-                    executor.watch(self)
-                if executor.on_event is not None:
-                    self._event(ACQUIRED, started, attempts, True)
-                return True
-            if not blocking or not self._pause(attempts, deadline):
-                if executor.on_event is not None:
-                    self._event(REFUSED, started, attempts, False)
-                return False
+                    self.token = token
+                    self._acquired_at = monotonic()
+                    if self.auto_extend or self.on_lost is not None:
+                        executor.watch(self)
+                    if executor.on_event is not None:
+                        self._event(ACQUIRED, started, attempts, True)
+                    return True
+                if blocking and notifier is not None and waiter is None:
+                    # Listen for releases from now on (a release during the sleep ends it).
+                    waiter = notifier.join(self.key)
+                if not blocking or not self._pause(attempts, deadline, waiter):
+                    if executor.on_event is not None:
+                        self._event(REFUSED, started, attempts, False)
+                    return False
+        finally:
+            if waiter is not None:
+                notifier.leave(waiter[0], waiter[1])
 
-    def _pause(self, attempts: int, deadline: Optional[float]) -> bool:
-        """Sleep before attempt ``attempts + 1``; False: no attempt is left (count or deadline)."""
+    def _courtesy(self, notifier: Any, deadline: Optional[float]) -> Any:
+        """This client just released the name while others waited on it: hold the first attempt
+        back until a release is heard or the courtesy pause ends (the woken waiters go first).
+        Returns the joined waiter ``(channel, event)``, or None if no pause is owed."""
+        pause = notifier.pause_before(self.key)
+        if pause <= 0:
+            return None
+        waiter = notifier.join(self.key)
+        if deadline is not None:
+            pause = min(pause, deadline - monotonic())
+        if pause > 0 and waiter[1].wait(pause):
+            spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
+            if spread > 0:
+                time.sleep(spread)
+        waiter[1].clear()
+        return waiter
+
+    def _pause(self, attempts: int, deadline: Optional[float], waiter: Any = None) -> bool:
+        """Sleep before attempt ``attempts + 1``, or less if ``waiter``'s event says the lock was
+        released meanwhile; False: no attempt is left (count or deadline)."""
         delay = self._next_delay(attempts, deadline)
         if delay < 0:
             return False
-        if delay > 0:
+        if waiter is not None:
+            event = waiter[1]
+            if delay > 0 and event.wait(delay):
+                # Woken by a release: every waiter heard it. Spread the retries (the longest
+                # waiting go first) rather than split the masters' votes among them.
+                spread = self._executor.notifier.spread(waiter[2], deadline)
+                if spread > 0:
+                    time.sleep(spread)
+            event.clear()
+        elif delay > 0:
             time.sleep(delay)
         return True
 
@@ -230,7 +271,7 @@ class Lock:
         """Seconds to wait before attempt ``attempts + 1`` (the client's retry policy, never past
         ``deadline``), or -1.0: no attempt is left. The asyncio handle sleeps it with asyncio."""
         client = self._client
-        if deadline is None and attempts > client.retry_count:
+        if deadline is None and client.retry_count is not None and attempts > client.retry_count:
             return -1.0
         if client.backoff is not None:
             delay = float(client.backoff(attempts))
@@ -356,6 +397,8 @@ class Lock:
             self.fence = None
             self._carrier = None
             self._valid_until = 0.0
+        if rnd.details is not None and executor.notifier is not None:
+            executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
         self._last = rnd
         if executor.on_event is not None:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)

@@ -18,6 +18,7 @@ from ..lock import fence_key
 from ..lockinfo import LockInfo, inspection
 from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
+from ._wake import AsyncNotifier
 from .lock import Lock
 from .watchdog import Watchdog
 
@@ -127,6 +128,8 @@ class Redlock(RedlockBase):
         stay until their TTL."""
         if self._dog is not None:
             await self._dog.stop()
+        if self.executor.notifier is not None:
+            await self.executor.notifier.aclose()
         await self._aexec.aclose()
 
     async def __aenter__(self) -> "Redlock":
@@ -144,6 +147,9 @@ class Redlock(RedlockBase):
     def _unwatch(self, lock: Lock) -> None:
         if self._dog is not None:
             self._dog.unwatch(lock)
+
+    def _new_notifier(self) -> AsyncNotifier:
+        return AsyncNotifier(self._specs, self.connect_timeout, self.courtesy)
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
         raise RuntimeError("the asyncio client's watchdog is a task (see Redlock._watchdog)")

@@ -42,7 +42,8 @@ class Lock(_SyncLock):
                       token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held (see :meth:`fastredlock.Lock.acquire`).
 
-        Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter.
+        Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter,
+        less if a release of the name is heard (the client's ``wake``).
         Cancelled while a round runs for it, the round ends and the acquisition is released behind
         its SETs: no key is left behind. ``token``: a value the caller chooses, unique to this
         acquisition (as for the sync handle).
@@ -58,37 +59,62 @@ class Lock(_SyncLock):
         self._reset()
         aexec = self._client._aexec
         started = monotonic() if self._executor.on_event is not None else 0.0
-        attempts = 0
-        while True:
-            attempts += 1
-            token = new_token() if chosen is None else chosen
-            if self.fencing:
-                ok = await self._attempt_fenced(token)
-            else:
-                rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
-                self._last = rnd
-                ok = rnd.ok
+        notifier = self._executor.notifier
+        waiter = None
+        try:
+            if blocking and self._executor.owed:
+                pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
+                if pause > 0:
+                    waiter = notifier.join(self.key)
+                    if deadline is not None:
+                        pause = min(pause, deadline - monotonic())
+                    if await _wait(waiter[1], pause):
+                        spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
+                        if spread > 0:
+                            await asyncio.sleep(spread)
+            attempts = 0
+            while True:
+                attempts += 1
+                token = new_token() if chosen is None else chosen
+                if self.fencing:
+                    ok = await self._attempt_fenced(token)
+                else:
+                    rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
+                    self._last = rnd
+                    ok = rnd.ok
+                    if ok:
+                        self._valid_until = rnd.valid_until
                 if ok:
-                    self._valid_until = rnd.valid_until
-            if ok:
-                self.token = token
-                self._acquired_at = monotonic()
-                if self.auto_extend or self.on_lost is not None:
-                    self._client._watchdog().watch(self)
-                if self._executor.on_event is not None:
-                    self._event(ACQUIRED, started, attempts, True)
-                return True
-            if not blocking or not await self._pause_async(attempts, deadline):
-                if self._executor.on_event is not None:
-                    self._event(REFUSED, started, attempts, False)
-                return False
+                    self.token = token
+                    self._acquired_at = monotonic()
+                    if self.auto_extend or self.on_lost is not None:
+                        self._client._watchdog().watch(self)
+                    if self._executor.on_event is not None:
+                        self._event(ACQUIRED, started, attempts, True)
+                    return True
+                if blocking and notifier is not None and waiter is None:
+                    waiter = notifier.join(self.key)  # a release heard during the sleep ends it
+                if not blocking or not await self._pause_async(attempts, deadline, waiter):
+                    if self._executor.on_event is not None:
+                        self._event(REFUSED, started, attempts, False)
+                    return False
+        finally:
+            if waiter is not None:
+                notifier.leave(waiter[0], waiter[1])
 
-    async def _pause_async(self, attempts: int, deadline: Optional[float]) -> bool:
-        """Sleep (on the loop) before attempt ``attempts + 1``; False: no attempt is left."""
+    async def _pause_async(self, attempts: int, deadline: Optional[float], waiter: Any = None) -> bool:
+        """Sleep (on the loop) before attempt ``attempts + 1``, or less if ``waiter``'s event says
+        the lock was released meanwhile; False: no attempt is left."""
         delay = self._next_delay(attempts, deadline)
         if delay < 0:
             return False
-        if delay > 0:
+        if waiter is not None:
+            if await _wait(waiter[1], delay):
+                # Woken by a release: spread the retries (see fastredlock.Lock._pause).
+                spread = self._executor.notifier.spread(waiter[2], deadline)
+                if spread > 0:
+                    await asyncio.sleep(spread)
+        elif delay > 0:
             await asyncio.sleep(delay)
         return True
 
@@ -148,6 +174,8 @@ class Lock(_SyncLock):
             self.fence = None
             self._carrier = None
             self._valid_until = 0.0
+        if rnd.details is not None and self._executor.notifier is not None:
+            self._executor.notifier.released(self.key, rnd.details)  # waiters heard it: they go first
         self._last = rnd
         if self._executor.on_event is not None:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
@@ -242,3 +270,14 @@ class Lock(_SyncLock):
     def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raised
         pass
 
+
+async def _wait(event: asyncio.Event, delay: float) -> bool:
+    """Wait until ``event`` is set or ``delay`` seconds passed, then clear it; whether it was set."""
+    if not event.is_set() and delay > 0:
+        try:
+            await asyncio.wait_for(event.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+    woken = event.is_set()
+    event.clear()
+    return woken

@@ -46,12 +46,14 @@ class FastredlockAdapter(Adapter):
     dists = ("fastredlock", "hiredis")
     module = "fastredlock"
     core = "python"
+    #: more Redlock options of the configuration
+    options: Dict[str, Any] = {}
 
     def __init__(self, urls: List[str], ttl: float) -> None:
         super().__init__(urls, ttl)
         import fastredlock
 
-        self.dlm = fastredlock.Redlock(urls, core=self.core)
+        self.dlm = fastredlock.Redlock(urls, core=self.core, **self.options)
         if self.dlm.core != self.core:
             raise RuntimeError(f"asked for core {self.core!r}, got {self.dlm.core!r}")
 
@@ -80,6 +82,11 @@ class FastredlockCython(FastredlockAdapter):
 
 class FastredlockPython(FastredlockAdapter):
     core = "python"
+
+
+class FastredlockCythonNoWake(FastredlockAdapter):
+    core = "cython"
+    options = {"wake": False}
 
 
 class RawMuxAsync(Adapter):
@@ -647,6 +654,7 @@ class RawMux(Adapter):
 ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
+    "fastredlock-cython-nowake": FastredlockCythonNoWake,
     "fastredlock-async": FastredlockAsync,
     "fastredlock-async-uvloop": FastredlockAsyncUvloop,
     "redlock-py": RedlockPy,

@@ -23,8 +23,8 @@ PEER_GROUPS: Dict[str, List[str]] = {
     "python-redis-lock": ["python-redis-lock==4.0.0"],  # the version the shim follows
 }
 
-FULL = ("seq5", "threads", "contend", "refuse", "stall")
-FAST = ("seq5", "seq1", "batch", "threads", "contend", "refuse", "stall")
+FULL = ("seq5", "threads", "contend", "turns", "refuse", "stall")
+FAST = ("seq5", "seq1", "batch", "threads", "contend", "turns", "refuse", "stall")
 
 
 @dataclass
@@ -49,6 +49,8 @@ CONFIGS: List[Config] = [
            "one multiplexed round, C core, EVALSHA", scenarios=FAST, fast=True),
     Config("fastredlock-python", "fastredlock (pure core)",
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
+    Config("fastredlock-cython-nowake", "fastredlock (Cython core), wake=False",
+           "waiters poll (retry_delay + jitter) instead of being woken by the release", scenarios=("turns",), fast=True),
     Config("fastredlock-async", "fastredlock.asyncio (Cython core)",
            "one multiplexed round, C core, default loop; tasks ride together", scenarios=FULL + ("seq1",), fast=True),
     Config("fastredlock-async-uvloop", "fastredlock.asyncio on uvloop",
@@ -63,7 +65,7 @@ CONFIGS: List[Config] = [
     Config("pottery-aio", "pottery AIORedlock", "asyncio.as_completed, EVALSHA", "pottery"),
     Config("aioredlock", "aioredlock", "asyncio.gather, EVALSHA", "aioredlock"),
     Config("redis-py-lock", "redis-py Lock (N=1)", "single instance redis.lock.Lock", "redis-py",
-           scenarios=("seq1", "threads", "contend"), n1=True),
+           scenarios=("seq1", "threads", "contend", "turns"), n1=True),
     Config("redis-py-aio-lock", "redis-py asyncio Lock (N=1)", "single instance redis.asyncio.lock.Lock",
            "redis-py", scenarios=("seq1", "threads", "contend", "stall"), n1=True),
     Config("shim-redis-py-lock", "shim: compat.redis_py.Lock (N=1)",
@@ -74,7 +76,7 @@ CONFIGS: List[Config] = [
            scenarios=("seq1", "threads", "contend"), n1=True),
     Config("python-redis-lock", "python-redis-lock (N=1)", "single instance, GET + SET NX EX, BLPOP wake-up, EVALSHA (leftover keys: its "
            "lock-signal lists, which live 1 s after each release)",
-           "python-redis-lock", scenarios=("seq1", "threads", "contend"), n1=True),
+           "python-redis-lock", scenarios=("seq1", "threads", "contend", "turns"), n1=True),
     Config("shim-redis-lock", "fastredlock.compat.redis_lock (N=1)",
            "the python-redis-lock shim: SET NX PX, then one EVALSHA that deletes and signals (C core; "
            "leftover keys: lock-signal lists, 1 s)",
@@ -108,7 +110,7 @@ CONFIGS += [
            "redis-py", scenarios=TLS, reference=True),
 ]
 BY_ID = {c.id: c for c in CONFIGS}
-SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "refuse", "stall", "floor", "tls5")
+SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "turns", "refuse", "stall", "floor", "tls5")
 
 
 @dataclass
@@ -125,7 +127,11 @@ class Settings:
     ttl: float = 10.0
     floor_requests: int = 50000
     hold_ms: float = 0.0
+    #: the "turns" scenario (bench/turns.py): processes, seconds, hold per turn
+    turns_procs: int = 8
+    turns_duration: float = 5.0
+    turns_hold_ms: float = 1.0
 
 
 QUICK = Settings(rounds=1, duration=0.15, contend_duration=0.25, warmup=10, attempts=1,
-                 hang_limit=0.4, ttl=3.0, floor_requests=3000)
+                 hang_limit=0.4, ttl=3.0, floor_requests=3000, turns_duration=0.5)

@@ -59,6 +59,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--procs", type=int, default=4, help="processes in the contention scenario (default 4)")
     p.add_argument("--ttl", type=float, help="lock TTL in seconds (default 10; --quick: 3)")
     p.add_argument("--hold-ms", type=float, default=0.0, help="time each contention holder sleeps inside (default 0)")
+    p.add_argument("--turns-procs", type=int, help="processes of the turns scenario (default 8)")
+    p.add_argument("--turns-duration", type=float, help="seconds per turns sample (default 5; --quick: 0.5)")
+    p.add_argument("--turns-hold-ms", type=float, help="time each turns holder holds the lock (default 1)")
     p.add_argument("--only", help="comma-separated configuration ids (see --list); the C floor always comes along")
     p.add_argument("--skip", help="comma-separated configuration ids to leave out")
     p.add_argument("--scenarios", help=f"comma-separated subset of {','.join(SCENARIO_NAMES)}")
@@ -82,7 +85,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     s = Settings(**QUICK.__dict__) if args.quick else Settings()
-    for name in ("rounds", "duration", "contend_duration", "attempts", "hang_limit", "floor_requests", "ttl"):
+    for name in ("rounds", "duration", "contend_duration", "attempts", "hang_limit", "floor_requests", "ttl",
+                 "turns_procs", "turns_duration", "turns_hold_ms"):
         v = getattr(args, name)
         if v is not None:
             setattr(s, name, v)

@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .configs import BY_ID, CONFIGS, FLOOR_ID
 from .run import Bench
+from .turns import turns_table
 
 def med(xs: Iterable[Optional[float]]) -> Optional[float]:
     v = [x for x in xs if x is not None]
@@ -345,6 +346,7 @@ class Report:
                                 "release_many; no peer has a batch API)")
         parts += self.threads_table()
         parts += self.contend_table()
+        parts += turns_table(self, CONFIGS, fnum, med)
         parts += self.faults_table()
         parts += self.floor_table()
         parts += self.tls_table()

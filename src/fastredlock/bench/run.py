@@ -21,10 +21,25 @@ from . import floor as _floor
 from .configs import BY_ID, CONFIGS, Config, PEER_GROUPS, SCENARIO_NAMES, Settings
 from .progress import Progress, say
 from .peers import install_group
+from .turns import run_turns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: Run as a script (``python [-S] worker.py JOB``): peers' processes import nothing of fastredlock.
 WORKER = os.path.join(HERE, "worker.py")
+
+def merged(events: List[Dict[str, Any]]) -> Tuple[List[Any], List[int], int, float, Dict[str, int], float]:
+    """The contention workers' result events merged: ``(results, acquisitions per process, their
+    total, the longest wall time, errors summed by name, Jain's fairness)``."""
+    per = [e["result"] for e in events]
+    acquired = [p["acquired"] for p in per]
+    total = sum(acquired)
+    errors: Dict[str, int] = {}
+    for p in per:
+        for k, v in p["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    jain = (total * total / (len(acquired) * sum(a * a for a in acquired))) if total else 0.0
+    return per, acquired, total, max(p["wall_s"] for p in per), errors, jain
+
 
 class Worker:
     """One worker subprocess; JSON events from its stdout arrive on a queue."""
@@ -231,14 +246,12 @@ class Bench:
         out["leftover_keys"] = self.keys_on_lock_masters()
         return out
 
-    def run_contend(self, cfg: Config, rnd: int) -> Dict[str, Any]:
-        counter_key = f"bench:holders:{cfg.id}:{rnd}"
+    def run_together(self, cfg: Config, jobs: List[Dict[str, Any]], duration: float) -> Any:
+        """Start one worker per job, let them go together once all are ready; their result events,
+        or the failed one's report (a dict) if one of them did not get there."""
         workers = []
         try:
-            for i in range(self.s.procs):
-                job = self.job(cfg, "contend", rnd, duration=self.s.contend_duration,
-                               counter_url=self.counter.url, counter_key=counter_key,
-                               name=f"contend:{cfg.id}:{rnd}", hold_ms=self.s.hold_ms, proc=i)
+            for job in jobs:
                 workers.append(Worker(cfg, job, self.peer_dirs))
             for w in workers:
                 ev = w.wait_for(["ready"], timeout=60)
@@ -246,23 +259,24 @@ class Bench:
                     return self._from_event(ev)
             for w in workers:
                 w.go()
-            events = [w.wait_for(["result"], timeout=self.s.contend_duration + 20 + self.s.ttl)
-                      for w in workers]
+            events = [w.wait_for(["result"], timeout=duration + 20 + self.s.ttl) for w in workers]
         finally:
             for w in workers:
                 w.finish(timeout=2.0)
         bad = [e for e in events if e.get("event") != "result"]
         if bad:
             return self._from_event(bad[0])
-        per = [e["result"] for e in events]
-        acquired = [p["acquired"] for p in per]
-        total = sum(acquired)
-        wall = max(p["wall_s"] for p in per)
-        errors: Dict[str, int] = {}
-        for p in per:
-            for k, v in p["errors"].items():
-                errors[k] = errors.get(k, 0) + v
-        jain = (total * total / (len(acquired) * sum(a * a for a in acquired))) if total else 0.0
+        return events
+
+    def run_contend(self, cfg: Config, rnd: int) -> Dict[str, Any]:
+        counter_key = f"bench:holders:{cfg.id}:{rnd}"
+        jobs = [self.job(cfg, "contend", rnd, duration=self.s.contend_duration, counter_url=self.counter.url,
+                         counter_key=counter_key, name=f"contend:{cfg.id}:{rnd}", hold_ms=self.s.hold_ms, proc=i)
+                for i in range(self.s.procs)]
+        events = self.run_together(cfg, jobs, self.s.contend_duration)
+        if isinstance(events, dict):  # one of them failed
+            return events
+        per, acquired, total, wall, errors, jain = merged(events)
         counter_left = self.counter.command("GET", counter_key)
         return {
             "ok": True, "info": events[0].get("info", {}),
@@ -364,6 +378,8 @@ class Bench:
             out = self.run_tls_reference()
         elif scenario == "contend":
             out = self.run_contend(cfg, rnd)  # type: ignore[arg-type]
+        elif scenario == "turns":
+            out = run_turns(self, cfg, rnd)
         elif scenario in ("refuse", "stall"):
             out = self.run_fault(cfg, scenario, rnd)  # type: ignore[arg-type]
         elif cfg is not None and cfg.native:

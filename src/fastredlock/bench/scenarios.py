@@ -16,10 +16,12 @@ if __package__:
     from .adapters import Runner
     from .control import Ctl, emit, err_name, wait_go
     from .measure import Stats, cpu_times, pct, summarize
+    from .turns import scenario_turns, take_turns
 else:  # a worker process: this folder is sys.path[0] (see worker.py)
     from adapters import Runner  # type: ignore[no-redef]
     from control import Ctl, emit, err_name, wait_go  # type: ignore[no-redef]
     from measure import Stats, cpu_times, pct, summarize  # type: ignore[no-redef]
+    from turns import scenario_turns, take_turns  # type: ignore[no-redef]
 
 def loop_sync(ad: Any, prefix: str, end_ns: int, st: Stats) -> None:
     i = 0
@@ -171,52 +173,10 @@ def scenario_x64(run: Runner, job: Dict[str, Any]) -> Dict[str, Any]:
 def scenario_contend(run: Runner, job: Dict[str, Any]) -> Dict[str, Any]:
     """One of P processes hammering one name with the library's default acquire; an independent
     counter on a separate master (INCR on entry, DECR on exit) catches two holders at once."""
-    ctl = Ctl(job["counter_url"])
-    ckey = job["counter_key"]
-    name = job["name"]
-    hold = job.get("hold_ms", 0) / 1000.0
-    acquired = failed = doubles = 0
-    st = Stats()
-    waits: List[int] = []
-    emit({"event": "ready"})
-    wait_go()
-    t0 = cpu_times()
-    w0 = perf_counter()
-    end = w0 + job["duration"]
-    while perf_counter() < end:
-        a = perf_counter_ns()
-        try:
-            h = run.acquire(name)
-        except Exception as exc:
-            st.error(exc)
-            h = None
-        waits.append(perf_counter_ns() - a)
-        if h is None:
-            failed += 1
-            continue
-        if ctl.cmd("INCR", ckey) != 1:
-            doubles += 1
-        if hold:
-            time.sleep(hold)
-        ctl.cmd("DECR", ckey)
-        acquired += 1
-        try:
-            run.release(h)
-        except Exception as exc:
-            st.error(exc)
-    wall = perf_counter() - w0
-    t1 = cpu_times()
-    waits.sort()
-    return {
-        "acquired": acquired,
-        "failed": failed,
-        "doubles": doubles,
-        "wall_s": wall,
-        "wait_p50_us": pct(waits, 50),
-        "wait_p99_us": pct(waits, 99),
-        "cpu_s": (t1[0] - t0[0]) + (t1[1] - t0[1]),
-        "errors": st.errors,
-    }
+    out = take_turns(run, job, job.get("hold_ms", 0) / 1000.0, failed_waits=True)
+    waits = out.pop("waits_ns")
+    out["wait_p50_us"], out["wait_p99_us"] = pct(waits, 50), pct(waits, 99)
+    return out
 
 
 class Hung(BaseException):
@@ -302,5 +262,6 @@ SCENARIOS = {
     "threads": scenario_threads,
     "x64": scenario_x64,
     "contend": scenario_contend,
+    "turns": scenario_turns,
     "fault": scenario_fault,
 }

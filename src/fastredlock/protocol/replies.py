@@ -8,7 +8,8 @@ from .outcomes import NAMES, NO, OK, PROTOCOL_ERROR
 
 #: ``SET NX PX``: ``+OK`` means acquired, nil means taken.
 KIND_SET = 0
-#: An owner-checked script: ``:1`` means done, ``:0`` means not the owner.
+#: An owner-checked script: ``:1`` means done, ``:0`` means not the owner; ``:2`` (a release
+#: heard by waiters) means done, with the detail :data:`WOKE`.
 KIND_SCRIPT = 1
 #: The fenced acquisition script: ``:n >= 0`` means acquired with counter n, ``:-1`` means taken.
 KIND_FENCED = 2
@@ -20,6 +21,10 @@ KIND_BITS = 4
 #: integer is OK with that value, nil is NO (no such key). Writes nothing, takes nothing: not an
 #: acquisition (no early decision, no restart-aware voting).
 KIND_READ = 5
+
+#: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
+#: the releaser then lets the woken waiters go first (see fastredlock._wake).
+WOKE = "woke waiters"
 
 
 def is_acquisition(kind):
@@ -40,6 +45,8 @@ def classify(kind, reply):
                 return OK, None, None
             if reply == 0:
                 return NO, None, None
+            if reply == 2 and kind == KIND_SCRIPT:
+                return OK, WOKE, None
     elif kind == KIND_READ:
         if reply is None:
             return NO, None, None

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import hashlib
 
+#: The pub/sub channel of a lock is this prefix plus its key: a release that deletes the key
+#: publishes there, and waiters of the key listen there (see fastredlock._wake).
+WAKE_PREFIX = b"fastredlock-wake:"
+
 # RELEASE
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
-# Returns  1 if the key held the token and was deleted, 0 otherwise.
+# Returns  1 if the key held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
+# Where it deleted, it wakes the key's waiters (PUBLISH on WAKE_PREFIX .. key): nothing is stored,
+# and with no subscriber that is one dictionary miss on the master (and the reply stays 1). The
+# PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new users)
+# still releases, its waiters just are not woken.
 RELEASE = b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
+    redis.call('del', KEYS[1])
+    local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
+    if type(heard) == 'number' and heard > 0 then
+        return 2
+    end
+    return 1
 end
 return 0
 """
@@ -114,6 +127,7 @@ ACQUIRE_ALL_SHA = hashlib.sha1(ACQUIRE_ALL).hexdigest().encode()
 # KEYS     the lock keys
 # ARGV     the tokens of their acquisitions, in the same order (ARGV[i] belongs to KEYS[i])
 # Returns  a string of one character per key: '1' if it held its token and was deleted, '0' if not.
+# Each deleted key's waiters are woken, as by RELEASE.
 # Two redis.call per thousand keys (MGET, then one DEL of the keys that were ours), not two per key.
 # The usual case, every key still ours, deletes KEYS as given and builds no tables: for 64 keys that
 # is about a fifth of the script's cost on the master (the per-key table writes and the concat).
@@ -140,6 +154,9 @@ if i > n then
     for first = 1, n, 1000 do
         redis.call('del', unpack(KEYS, first, math.min(first + 999, n)))
     end
+    for j = 1, n do
+        redis.pcall('publish', 'fastredlock-wake:' .. KEYS[j], '1')
+    end
     return string.rep('1', n)
 end
 local done, mine = {}, {}
@@ -153,6 +170,9 @@ for j = 1, n do
 end
 for first = 1, #mine, 1000 do
     redis.call('del', unpack(mine, first, math.min(first + 999, #mine)))
+end
+for j = 1, #mine do
+    redis.pcall('publish', 'fastredlock-wake:' .. mine[j], '1')
 end
 return table.concat(done)
 """

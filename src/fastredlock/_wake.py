@@ -1,0 +1,404 @@
+"""Wake on release: waiters retry when a lock is freed instead of after their sleep.
+
+Why pub/sub. The release script (:data:`fastredlock.protocol.scripts.RELEASE`) ends, where it
+deleted the key, with ``PUBLISH fastredlock-wake:<key>``: still one script call, one write per
+master, the same arguments (the client's cost of a release does not change), and on a master
+nobody listens to it is a dictionary miss. The alternatives were worse for Redlock:
+
+* a signal *list* (python-redis-lock's ``BLPOP``) is a write that stays on the master (a key per
+  name, which must expire), and ``BLPOP`` blocks a connection per waiter, or pops the signal for one
+  waiter of the client only;
+* keyspace notifications need ``notify-keyspace-events`` set on every master (a server setting that
+  a client should not change, often refused by managed services) and publish every ``del``/``set``
+  of the whole keyspace to their subscribers.
+
+Pub/sub leaves nothing on a master: a subscription lives as long as its connection says so, and a
+lost message (a connection that broke, a master that restarted) costs a waiter at most one retry
+delay, because a waiter never sleeps longer than its backoff.
+
+The client side: one :class:`Channels` per client (which channels its waiters listen on), and one
+notifier per client with **one connection per master**, shared by all its waiters: the sync
+:class:`Notifier` (a daemon thread, made when the first waiter of the client appears) and
+:class:`fastredlock.asyncio._wake.AsyncNotifier` (a task per master on the client's loop). A waiter
+joins the channel of its lock after its first failed attempt, waits for a message from *any*
+master or its backoff, whichever comes first, and leaves when it returns. A channel is unsubscribed
+:data:`LINGER` seconds after its last waiter left (a contender that takes the lock and soon waits
+again keeps its subscription instead of paying one per turn); closing the client ends them all.
+
+Fair turns. A release wakes every waiter of the name; the releaser itself, if it asks for the
+same name again at once, would usually win (its SET leaves before the woken waiters hear the
+message). So a client that released a name whose channel it listens on (it has met contention on
+it within :data:`LINGER`) holds its next attempt back for ``courtesy`` seconds, or until a
+message says the name was released again: the woken waiters go first. See the README, "Waiting".
+"""
+from __future__ import annotations
+
+import random
+import select
+import socket
+import ssl
+import threading
+from time import monotonic
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import hiredis
+
+from ._fork import fork_generation
+from ._tls import context_for
+from .protocol.handshake import handshake
+from .protocol.replies import WOKE
+from .protocol.resp import encode_command
+
+__all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "channel_of"]
+
+#: Channels are this prefix plus the lock key (the release script builds the same name).
+CHANNEL_PREFIX = b"fastredlock-wake:"
+#: Seconds a channel stays subscribed after its last waiter left.
+LINGER = 0.5
+#: Default seconds a client whose release woke waiters holds its next attempt at the name back
+#: (it ends earlier when the next release is heard).
+COURTESY = 0.01
+#: The retries of the waiters a release woke are spread over up to this part of ``courtesy``
+#: (the longer a waiter has waited, the sooner it retries).
+SPREAD = 0.4
+#: First and longest pause before a notifier reconnects to a master it lost, seconds.
+_RECONNECT = (0.05, 1.0)
+
+
+def channel_of(key: bytes) -> bytes:
+    """The pub/sub channel a release of ``key`` publishes on."""
+    return CHANNEL_PREFIX + key
+
+
+class Channels:
+    """The channels one client's waiters listen on: who waits, what stays subscribed, and when a
+    releaser owes the woken waiters a courtesy pause. No I/O; the notifier's lock guards it."""
+
+    def __init__(self, courtesy: float) -> None:
+        self.courtesy = courtesy
+        #: channel -> the events of its waiters (set when a message or a first confirmation arrives).
+        self.waiters: Dict[bytes, List[Any]] = {}
+        #: channel -> when its last waiter left (unsubscribed :data:`LINGER` later).
+        self.idle: Dict[bytes, float] = {}
+        #: channel -> when this client last released its lock (live channels only).
+        self.released_at: Dict[bytes, float] = {}
+
+    def join(self, channel: bytes, event: Any) -> None:
+        self.waiters.setdefault(channel, []).append(event)
+        self.idle.pop(channel, None)
+
+    def leave(self, channel: bytes, event: Any, now: float) -> None:
+        events = self.waiters.get(channel)
+        if events is None:
+            return
+        events.remove(event)
+        if not events:
+            del self.waiters[channel]
+            self.idle[channel] = now
+
+    def wanted(self, now: float) -> Set[bytes]:
+        """The channels to keep subscribed; forgets those idle for :data:`LINGER`."""
+        for channel, since in list(self.idle.items()):
+            if now - since >= LINGER:
+                del self.idle[channel]
+        return set(self.waiters) | set(self.idle)
+
+    def next_expiry(self) -> Optional[float]:
+        """When the next idle channel is due to be unsubscribed, or None."""
+        return min(self.idle.values()) + LINGER if self.idle else None
+
+    def released(self, channel: bytes, details: Sequence[Any], now: float) -> None:
+        """This client released the lock of ``channel``; ``details``: the release round's. If a
+        master said its message reached a waiter, the next acquisition here holds back."""
+        if WOKE in details:
+            if len(self.released_at) >= 1024:  # names released and never asked for again
+                for name, at in list(self.released_at.items()):
+                    if now - at >= self.courtesy:
+                        del self.released_at[name]
+            self.released_at[channel] = now
+        elif self.released_at:
+            self.released_at.pop(channel, None)
+
+    def spread(self, since: float, deadline: Optional[float]) -> float:
+        """Seconds a waiter that has waited since ``since`` lets pass after a wake-up before it
+        retries: a random part of ``courtesy``, smaller the longer it has waited."""
+        now = monotonic()
+        age = now - since
+        c = self.courtesy * SPREAD
+        spread = c * random.random() ** (1.0 + age / (c * 8))
+        if deadline is not None:
+            spread = min(spread, deadline - now)
+        return spread
+
+    def pause_before(self, channel: bytes, now: float) -> float:
+        """Seconds a fresh acquisition of ``channel``'s lock should hold back (0.0: none)."""
+        at = self.released_at.pop(channel, None)
+        if at is None:
+            return 0.0
+        left = at + self.courtesy - now
+        return left if left > 0 else 0.0
+
+    def on_reply(self, reply: Any) -> List[Any]:
+        """The events to set for one pub/sub reply: for a message, that of the channel's longest
+        waiting waiter in this client (its others would only race it and each other: they keep
+        waiting, for the next message or their backoff); none for a (un)subscribe confirmation.
+        (A release in the round trip between a waiter's first failed attempt and its SUBSCRIBE
+        is not heard: it costs that waiter one backoff.)"""
+        if type(reply) is list and len(reply) == 3 and reply[0] == b"message":
+            events = self.waiters.get(reply[1])
+            if events:
+                return [events[0]]
+        return []
+
+
+def _open(spec: Any, timeout: float) -> socket.socket:
+    """A blocking connection to ``spec`` (TLS wrapped when it asks), bounded by ``timeout``."""
+    if spec.path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(spec.path)
+        except OSError:
+            sock.close()
+            raise
+    else:
+        sock = socket.create_connection((spec.host, spec.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if spec.tls is not None:
+        try:
+            sock = context_for(spec.tls).wrap_socket(sock, server_hostname=spec.host)
+        except OSError:
+            sock.close()
+            raise
+    return sock
+
+
+class _Conn:
+    """One master's notification connection (used by the notifier thread only)."""
+
+    __slots__ = ("sock", "reader", "hello", "subscribed")
+
+    def __init__(self, sock: socket.socket, hello: int) -> None:
+        self.sock = sock
+        self.reader = hiredis.Reader()
+        #: Handshake replies (AUTH) still to come before the pub/sub replies.
+        self.hello = hello
+        #: Channels a SUBSCRIBE was sent for (and no UNSUBSCRIBE since).
+        self.subscribed: Set[bytes] = set()
+
+
+class Notifier:
+    """The sync client's notification connections: one per master, one daemon thread, shared by
+    every waiting thread of the client. Made by :meth:`fastredlock.Redlock` on first use."""
+
+    def __init__(self, specs: Sequence[Any], connect_timeout: float, courtesy: float) -> None:
+        self._specs = tuple(specs)
+        self._timeout = max(connect_timeout, 0.05)
+        self._lock = threading.Lock()
+        self.channels = Channels(courtesy)
+        self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
+        self._retry_at = [0.0] * len(self._specs)
+        self._pause = [_RECONNECT[0]] * len(self._specs)
+        self._thread: Optional[threading.Thread] = None
+        self._poke_r, self._poke_w = socket.socketpair()
+        self._poke_r.setblocking(False)
+        self._poke_w.setblocking(False)
+        self._closed = False
+        self._generation = fork_generation()
+
+    # --- for the waiters -------------------------------------------------------------------------
+    def join(self, key: bytes) -> Tuple[bytes, threading.Event, float]:
+        """Listen for releases of ``key``: ``(channel, event, since)``; the event is set by a message."""
+        if self._generation != fork_generation():
+            self._after_fork()
+        channel = channel_of(key)
+        event = threading.Event()
+        with self._lock:
+            if self._closed:
+                return channel, event, monotonic()  # never set: the waiter sleeps its backoff
+            self.channels.join(channel, event)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fastredlock-wake", daemon=True)
+                self._thread.start()
+        self._poke()
+        return channel, event, monotonic()
+
+    def leave(self, channel: bytes, event: threading.Event) -> None:
+        """The waiter of ``event`` returned: stop listening for it."""
+        with self._lock:
+            self.channels.leave(channel, event, monotonic())
+        self._poke()
+
+    def released(self, key: bytes, details: Sequence[Any]) -> None:
+        """This client released ``key`` in a round with these ``details`` (see :meth:`Channels.released`)."""
+        with self._lock:
+            self.channels.released(channel_of(key), details, monotonic())
+
+    def spread(self, since: float, deadline: Optional[float]) -> float:
+        """See :meth:`Channels.spread`."""
+        return self.channels.spread(since, deadline)
+
+    def pause_before(self, key: bytes) -> float:
+        """Seconds an acquisition of ``key`` holds back for the waiters this client's release woke."""
+        if not self.channels.released_at:
+            return 0.0
+        with self._lock:
+            return self.channels.pause_before(channel_of(key), monotonic())
+
+    def close(self) -> None:
+        """Stop the thread and close the connections (their subscriptions end with them)."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+            if thread is None:
+                self._poke_r.close()
+                self._poke_w.close()
+        if thread is not None:
+            self._poke()
+            if thread is not threading.current_thread():
+                thread.join(2.0)
+
+    # --- the thread ------------------------------------------------------------------------------
+    def _poke(self) -> None:
+        try:
+            self._poke_w.send(b"x")
+        except OSError:
+            pass  # the buffer is full (a poke is pending anyway) or the notifier is closed
+
+    def _after_fork(self) -> None:
+        """A fork child: the parent's thread is gone and its sockets are not ours."""
+        self._generation = fork_generation()
+        self._lock = threading.Lock()
+        channels = self.channels  # cleared in place: the executor holds its released_at
+        channels.waiters.clear()
+        channels.idle.clear()
+        channels.released_at.clear()
+        self._conns = [None] * len(self._specs)
+        self._thread = None
+        self._poke_r, self._poke_w = socket.socketpair()
+        self._poke_r.setblocking(False)
+        self._poke_w.setblocking(False)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                now = monotonic()
+                with self._lock:
+                    wanted = self.channels.wanted(now)
+                    if self._closed or not wanted:
+                        # Nothing to listen for: the connections (and their subscriptions) end,
+                        # and so does the thread (the next waiter starts another).
+                        for i in range(len(self._conns)):
+                            self._drop(i)
+                        self._thread = None
+                        if self._closed:
+                            self._poke_r.close()
+                            self._poke_w.close()
+                        return
+                    until = self.channels.next_expiry()
+                for i in range(len(self._specs)):
+                    until = self._sync(i, wanted, now, until)
+                socks = [c.sock for c in self._conns if c is not None]
+                timeout = None if until is None else max(0.0, until - monotonic())
+                readable, _, _ = select.select([self._poke_r] + socks, [], [], timeout)
+                for sock in readable:
+                    if sock is self._poke_r:
+                        try:
+                            self._poke_r.recv(4096)
+                        except OSError:
+                            pass
+                    else:
+                        self._read(sock)
+        except BaseException:
+            with self._lock:
+                for i in range(len(self._conns)):
+                    self._drop(i)
+                self._thread = None
+            raise
+
+    def _sync(self, i: int, wanted: Set[bytes], now: float, until: Optional[float]) -> Optional[float]:
+        """Bring master ``i``'s connection in line with ``wanted``; returns the next time to look."""
+        conn = self._conns[i]
+        if conn is None:
+            if not wanted:
+                return until
+            if now < self._retry_at[i]:
+                return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+            try:
+                hello, kinds = handshake(self._specs[i], False)
+                conn = _Conn(_open(self._specs[i], self._timeout), len(kinds))
+                if hello:
+                    conn.sock.sendall(hello)
+            except OSError:
+                return self._failed(i, until)
+            self._conns[i] = conn
+        add = wanted - conn.subscribed
+        remove = conn.subscribed - wanted
+        try:
+            conn.sock.settimeout(self._timeout)
+            if add:
+                conn.sock.sendall(encode_command(b"SUBSCRIBE", *sorted(add)))
+            if remove:
+                conn.sock.sendall(encode_command(b"UNSUBSCRIBE", *sorted(remove)))
+            conn.sock.settimeout(0)
+        except OSError:
+            self._drop(i)
+            return self._failed(i, until)
+        conn.subscribed = (conn.subscribed | add) - remove
+        return until
+
+    def _failed(self, i: int, until: Optional[float]) -> Optional[float]:
+        """Master ``i`` could not be reached: try again later (the waiters sleep their backoff)."""
+        pause = self._pause[i]
+        self._pause[i] = min(pause * 2, _RECONNECT[1])
+        self._retry_at[i] = monotonic() + pause
+        return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+
+    def _drop(self, i: int) -> None:
+        conn, self._conns[i] = self._conns[i], None
+        if conn is not None:
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+
+    def _read(self, sock: Any) -> None:
+        i = next(j for j, c in enumerate(self._conns) if c is not None and c.sock is sock)
+        conn = self._conns[i]
+        try:
+            data = sock.recv(65536)
+            while getattr(sock, "pending", None) is not None and sock.pending():
+                data += sock.recv(65536)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the master closed it (CLIENT KILL, restart): reconnect later
+            self._drop(i)
+            self._failed(i, None)
+            return
+        conn.reader.feed(data)
+        to_set: List[Any] = []
+        with self._lock:
+            while True:
+                try:
+                    reply = conn.reader.gets()
+                except hiredis.ProtocolError:
+                    reply = None
+                    self._drop(i)
+                    self._failed(i, None)
+                    break
+                if reply is False:
+                    break
+                if conn.hello:
+                    conn.hello -= 1
+                    if isinstance(reply, hiredis.ReplyError):  # AUTH refused: not before a pause
+                        self._drop(i)
+                        self._failed(i, None)
+                        break
+                    continue
+                to_set += self.channels.on_reply(reply)
+        if conn.hello == 0 and self._conns[i] is conn:
+            self._pause[i] = _RECONNECT[0]
+        for event in to_set:
+            event.set()

@@ -1,0 +1,295 @@
+"""Wake on release (fastredlock._wake), fair turns, and the wait semantics of ``acquire``.
+
+Every waiter here has a long ``retry_delay`` (2 s) unless the test is about the backoff, so a
+waiter that got the lock within a fraction of it was woken, not polling. The negative controls run
+the same harness with ``wake=False`` and must then wait for the backoff.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from fastredlock._wake import LINGER
+from fastredlock.testing import LocalMaster
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
+from _contender import contend_woken, run_contenders  # noqa: E402
+
+SLOW = 2.0  # retry_delay of the waiters: a wake-up must beat it by far
+
+
+def channel(name: str) -> bytes:
+    return b"fastredlock-wake:" + name.encode()
+
+
+def subscriptions(masters, name: str) -> int:
+    """Subscribers of ``name``'s channel, summed over the masters."""
+    return sum(m.command("PUBSUB", "NUMSUB", channel(name))[1] for m in masters)
+
+
+def subscribed_clients(masters) -> int:
+    """Connections with a subscription, over the masters (CLIENT LIST's ``sub=``/``psub=``)."""
+    count = 0
+    for m in masters:
+        for line in m.command("CLIENT", "LIST").decode().splitlines():
+            fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+            if int(fields.get("sub", 0)) or int(fields.get("psub", 0)):
+                count += 1
+    return count
+
+
+def wait_until(predicate, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def waiter_thread(lock, out: list, release: bool = False, **kwargs):
+    """Start a thread that acquires ``lock`` (``release``: and releases it at once); ``out`` gets
+    the result and the time it returned."""
+    def run() -> None:
+        out.append(lock.acquire(**kwargs))
+        out.append(time.monotonic())
+        if release and out[0]:
+            lock.release()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def time_to_wake(make_client, masters, name, delay: float = SLOW, **client_kwargs) -> float:
+    """Seconds from a release to the acquisition by a waiter of another client (backoff ``delay``)."""
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    waiter = make_client(masters.urls, retry_delay=delay, retry_jitter=0.0, **client_kwargs).lock(name, ttl=10)
+    out: list = []
+    thread = waiter_thread(waiter, out)
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0) or not client_kwargs.get("wake", True)
+    time.sleep(0.05)
+    released = time.monotonic()
+    holder.release()
+    thread.join(delay * 3)
+    assert out and out[0] is True
+    waiter.release()
+    return out[1] - released
+
+
+def test_a_waiter_wakes_within_ms_of_the_release(make_client, masters, name, keys_on):
+    took = time_to_wake(make_client, masters, name)
+    assert took < 0.25, f"the waiter took {took * 1000:.1f} ms: it polled (retry_delay {SLOW} s)"
+    assert keys_on(masters, name) == 0
+
+
+def test_without_wake_the_waiter_sleeps_its_backoff(make_client, masters, name):
+    # The negative control of the test above: the same harness with wake=False must wait.
+    took = time_to_wake(make_client, masters, name, 0.6, wake=False)
+    assert took > 0.3, f"woken in {took * 1000:.1f} ms without wake: the detector above cannot fail"
+
+
+def test_subscriptions_end_with_the_last_waiter(make_client, masters, name):
+    time_to_wake(make_client, masters, name)
+    assert wait_until(lambda: subscriptions(masters, name) == 0, LINGER + 2.0), "a subscription was left"
+
+
+def test_one_connection_per_master_serves_every_waiter(make_client, masters, name):
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    other = make_client(masters.urls).lock(name + ":other", ttl=10)
+    assert holder.acquire(blocking=False) and other.acquire(blocking=False)
+    before = subscribed_clients(masters)
+    dlm = make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0)
+    outs = [[] for _ in range(6)]
+    threads = [waiter_thread(dlm.lock(name, ttl=10), outs[k], release=True) for k in range(3)]
+    threads += [waiter_thread(dlm.lock(name + ":other", ttl=10), outs[3 + k], release=True) for k in range(3)]
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+    assert subscribed_clients(masters) - before == len(masters)  # one per master, two channels, six waiters
+    released = time.monotonic()
+    holder.release()
+    other.release()
+    for t in threads:
+        t.join(SLOW * 4)
+    assert all(out and out[0] is True for out in outs), outs  # each turn woke the next
+    assert outs[0][1] - released < 3 * SLOW
+    dlm.close()
+    assert wait_until(lambda: subscribed_clients(masters) == before, 2.0)
+
+
+def test_a_dropped_notification_connection_costs_one_backoff(make_client, fault_masters, name, keys_on):
+    # CLIENT KILL of every notification connection just before the release: the message is lost,
+    # the waiter gets the lock by its backoff, and the next waits are woken again (reconnected).
+    masters = fault_masters
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    waiter = make_client(masters.urls, retry_delay=0.4, retry_jitter=0.0).lock(name, ttl=10)
+    out: list = []
+    thread = waiter_thread(waiter, out)
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+    for m in masters:
+        m.command("CLIENT", "KILL", "TYPE", "pubsub")
+    released = time.monotonic()
+    holder.release()
+    thread.join(5.0)
+    assert out and out[0] is True, "the waiter hung after its notifications were lost"
+    assert out[1] - released < 0.4 + 1.0
+    waiter.release()
+    assert keys_on(masters, name) == 0
+    took = time_to_wake(make_client, masters, name)  # reconnected: woken again
+    assert took < 0.25
+
+
+def test_all_notifications_lost_waiters_get_the_lock_by_backoff(make_client, fault_masters, name):
+    # Every message is dropped as it arrives at the client: no wake-up ever comes.
+    masters = fault_masters
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    dlm = make_client(masters.urls, retry_delay=0.3, retry_jitter=0.0)
+    notifier = dlm.executor.notifier
+    notifier.channels.on_reply = lambda reply: []  # every message lost on arrival
+    out: list = []
+    thread = waiter_thread(dlm.lock(name, ttl=10), out)
+    time.sleep(0.1)
+    released = time.monotonic()
+    holder.release()
+    thread.join(3.0)
+    assert out and out[0] is True
+    assert 0.1 < out[1] - released < 0.3 + 1.0  # by the backoff, not woken, not hung
+
+
+def release_to_a_waiter(make_client, masters, name, **holder_kwargs):
+    """A holder releases while a waiter of another client listens: ``(holder, out, thread)``;
+    the waiter's thread releases as soon as it acquired."""
+    holder = make_client(masters.urls, **holder_kwargs).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    waiter = make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10)
+    out: list = []
+    thread = waiter_thread(waiter, out, release=True)
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+    time.sleep(0.05)
+    holder.release()
+    return holder, out, thread
+
+
+def test_a_releaser_asking_again_lets_the_woken_waiter_go_first(make_client, masters, name):
+    holder, out, thread = release_to_a_waiter(make_client, masters, name)
+    assert "woke waiters" in [o.detail for o in holder.outcomes]
+    assert holder.acquire(timeout=SLOW * 3)  # at once: without the courtesy pause it would win
+    took_back = time.monotonic()
+    thread.join(SLOW * 3)
+    assert out and out[0] is True
+    assert out[1] < took_back, "the releaser took the lock back before the woken waiter"
+    holder.release()
+
+
+def test_without_the_courtesy_pause_the_releaser_wins(make_client, masters, name):
+    # The negative control of the test above: courtesy=0, the releaser's SET leaves first.
+    # (On a loaded machine the woken waiter may still win a turn: the releaser must win some.)
+    wins = 0
+    for _ in range(5):
+        holder, out, thread = release_to_a_waiter(make_client, masters, name, courtesy=0.0)
+        if holder.acquire(blocking=False):
+            wins += 1
+            holder.release()
+        thread.join(SLOW * 3)
+    assert wins > 0, "the releaser never won its immediate re-acquisition: the test above proves nothing"
+
+
+def test_a_release_nobody_waits_for_says_nothing(make_client, masters, name):
+    lock = make_client(masters.urls).lock(name, ttl=10)
+    assert lock.acquire()
+    lock.release()
+    assert all(o.detail is None for o in lock.outcomes)
+    assert not lock._client.executor.notifier.channels.released_at
+
+
+def test_threads_of_two_clients_take_turns(make_client, masters, name, keys_on):
+    # 8 threads over two clients, each holding 1 ms for 1.5 s: nobody starves, nobody overlaps.
+    counter = {"holders": 0, "overlaps": 0}
+    guard = threading.Lock()
+    clients = [make_client(masters.urls), make_client(masters.urls)]
+    held = [0] * 8
+
+    def body(k: int) -> None:
+        end = time.monotonic() + 1.5
+        lock = clients[k % 2].lock(name, ttl=5)
+        while time.monotonic() < end:
+            if not lock.acquire(timeout=max(0.0, end - time.monotonic())):
+                break
+            with guard:
+                counter["holders"] += 1
+                counter["overlaps"] += counter["holders"] != 1
+            time.sleep(0.001)
+            with guard:
+                counter["holders"] -= 1
+            held[k] += 1
+            lock.release()
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert counter["overlaps"] == 0
+    assert min(held) > 0, f"a thread starved: {held}"
+    assert keys_on(masters, name) == 0
+
+
+@pytest.mark.slow
+def test_processes_and_threads_contending_take_turns_and_leave_nothing(core, masters, name, keys_on):
+    counter = LocalMaster().start()
+    try:
+        reports = run_contenders(contend_woken, 8, (masters.urls, core, name, counter.port, 3.0, 2))
+        held = [h for totals in reports for h, _, _ in totals]
+        assert sum(o for totals in reports for _, o, _ in totals) == 0, f"two holders at once: {reports}"
+        assert sum(e for totals in reports for _, _, e in totals) == 0
+        assert min(held) > 0, f"a contender never got the lock: {held}"
+        assert keys_on(masters, name) == 0
+        assert counter.command("GET", "holders") == b"0"
+        assert wait_until(lambda: subscriptions(masters, name) == 0, LINGER + 2.0)
+    finally:
+        counter.stop()
+
+
+# --- wait semantics -----------------------------------------------------------------------------
+def test_acquire_without_timeout_waits_until_acquired(make_client, masters, name):
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire()
+    # default retry_count: no limit; with the old "1 + 3 attempts" it would give up after ~0.2 s
+    waiter = make_client(masters.urls, retry_delay=0.05, retry_jitter=0.0, wake=False).lock(name, ttl=10)
+    out: list = []
+    thread = waiter_thread(waiter, out)
+    time.sleep(0.6)
+    assert not out, "acquire() gave up while the lock was held"
+    holder.release()
+    thread.join(2.0)
+    assert out and out[0] is True
+    waiter.release()
+
+
+@pytest.mark.parametrize("kwargs", [{"timeout": 0}, {"blocking": False}])
+def test_timeout_zero_and_non_blocking_make_one_attempt(make_client, masters, name, kwargs):
+    events: list = []
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire()
+    lock = make_client(masters.urls, on_event=events.append).lock(name, ttl=10)
+    started = time.monotonic()
+    assert lock.acquire(**kwargs) is False
+    assert time.monotonic() - started < 0.2
+    assert events[-1].attempts == 1
+    holder.release()
+
+
+def test_a_timeout_bounds_the_whole_wait(make_client, masters, name):
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire()
+    lock = make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10)
+    started = time.monotonic()
+    assert lock.acquire(timeout=0.3) is False
+    assert 0.29 < time.monotonic() - started < 0.3 + 0.2
+    holder.release()

@@ -1,0 +1,92 @@
+"""Wake on release on the asyncio client (fastredlock.asyncio._wake): the sync tests' cases
+(tests/api/test_wake.py) with tasks; the waiters' backoff is long, so a quick turn was a wake-up."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastredlock._wake import LINGER
+
+SLOW = 2.0
+
+
+def subscriptions(masters, name: str) -> int:
+    return sum(m.command("PUBSUB", "NUMSUB", b"fastredlock-wake:" + name.encode())[1] for m in masters)
+
+
+async def until(predicate, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        await asyncio.sleep(0.01)
+    return predicate()
+
+
+async def turn(aclient, masters, name, kill_before_release: bool = False, **waiter_kwargs) -> float:
+    """A task waits while another client holds ``name``; seconds from the release to its turn."""
+    async with aclient(masters.urls) as a, aclient(masters.urls, retry_count=None, **waiter_kwargs) as b:
+        holder = a.lock(name, ttl=10)
+        assert await holder.acquire(blocking=False)
+        waiter = b.lock(name, ttl=10)
+        task = asyncio.ensure_future(waiter.acquire())
+        assert await until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+        if kill_before_release:
+            for m in masters:
+                m.command("CLIENT", "KILL", "TYPE", "pubsub")
+        released = time.monotonic()
+        await holder.release()
+        assert await asyncio.wait_for(task, 3 * SLOW)
+        took = time.monotonic() - released
+        await waiter.release()
+    return took
+
+
+def test_a_waiting_task_wakes_within_ms_of_the_release(aclient, arun, masters, name, keys_on):
+    took = arun(turn(aclient, masters, name, retry_delay=SLOW, retry_jitter=0.0))
+    assert took < 0.25, f"the waiter took {took * 1000:.1f} ms: it polled (retry_delay {SLOW} s)"
+    assert keys_on(masters, name) == 0
+    assert subscriptions(masters, name) == 0  # aclose ended the subscriptions
+
+
+def test_without_wake_the_task_sleeps_its_backoff(aclient, arun, masters, name):
+    # The negative control of the test above.
+    async def main():
+        async with aclient(masters.urls) as a, aclient(masters.urls, retry_count=None, retry_delay=0.6,
+                                                       retry_jitter=0.0, wake=False) as b:
+            holder = a.lock(name, ttl=10)
+            assert await holder.acquire(blocking=False)
+            task = asyncio.ensure_future(b.lock(name, ttl=10).acquire())
+            await asyncio.sleep(0.1)
+            released = time.monotonic()
+            await holder.release()
+            assert await asyncio.wait_for(task, 3.0)
+            return time.monotonic() - released
+
+    assert arun(main()) > 0.3
+
+
+def test_a_killed_notification_connection_costs_one_backoff(aclient, arun, fault_masters, name):
+    took = arun(turn(aclient, fault_masters, name, kill_before_release=True, retry_delay=0.4, retry_jitter=0.0))
+    assert took < 0.4 + 1.0, "the waiter hung after its notifications were lost"
+
+
+def test_subscriptions_end_with_the_last_waiting_task(aclient, arun, masters, name):
+    async def main():
+        async with aclient(masters.urls) as a, aclient(masters.urls, retry_count=None, retry_delay=SLOW) as b:
+            holder = a.lock(name, ttl=10)
+            assert await holder.acquire(blocking=False)
+            waiters = [b.lock(name, ttl=10) for _ in range(4)]
+
+            async def take(lock):
+                assert await lock.acquire()
+                await lock.release()
+
+            tasks = [asyncio.ensure_future(take(w)) for w in waiters]
+            assert await until(lambda: subscriptions(masters, name) == len(masters), 2.0)  # one per master
+            await holder.release()
+            await asyncio.wait_for(asyncio.gather(*tasks), 4 * SLOW)
+            assert await until(lambda: subscriptions(masters, name) == 0, LINGER + 2.0)
+            assert not [t for t in asyncio.all_tasks() if "AsyncNotifier" in repr(t)]
+
+    arun(main())
