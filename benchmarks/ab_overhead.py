@@ -10,6 +10,7 @@ time) - 1, with its interquartile range.
     python benchmarks/ab_overhead.py --variant prometheus      # fastredlock.metrics' Prometheus hook
     python benchmarks/ab_overhead.py --variant redis-py-shim   # compat.redis_py.Lock vs the core API, N=1
     python benchmarks/ab_overhead.py --variant redis-lock-shim # compat.redis_lock.Lock vs the core API, N=1
+    python benchmarks/ab_overhead.py --variant redis-lock-shim --signal  # ... vs the core API doing the same server work
 
 It starts its own masters (``fastredlock.testing.start_masters``). For the client's own cost
 without any noise, count instructions instead (``benchmarks/instructions.py``).
@@ -31,8 +32,10 @@ from fastredlock.testing import start_masters  # noqa: E402
 VARIANTS = ("hook", "prometheus", "redis-py-shim", "redis-lock-shim")
 
 
-def core_cycle(urls: List[str], core: str, name: str, hook: str = "") -> Callable[[], None]:
-    """One lock+unlock through the core API (``dlm.lock(name).acquire()/release()``)."""
+def core_cycle(urls: List[str], core: str, name: str, hook: str = "", signal: bool = False) -> Callable[[], None]:
+    """One lock+unlock through the core API (``dlm.lock(name).acquire()/release()``); ``signal``:
+    the release also pushes to a signal list (``release(signal=...)``, the server work that
+    python-redis-lock's protocol adds to a release)."""
     # restart-aware voting off: the masters were started a moment ago (it costs nothing per cycle)
     dlm = fastredlock.Redlock(urls, core=core, retry_count=0, restart_aware=False)
     if hook == "noop":
@@ -44,11 +47,13 @@ def core_cycle(urls: List[str], core: str, name: str, hook: str = "") -> Callabl
 
         metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
 
+    wake = (f"lock-signal:{name}", 1000) if signal else None
+
     def cycle() -> None:
         lock = dlm.lock(name, ttl=10.0)
         if not lock.acquire(blocking=False):
             raise RuntimeError("an uncontended lock was refused")
-        lock.release()
+        lock.release(signal=wake)
 
     return cycle
 
@@ -113,18 +118,21 @@ def main() -> int:
     p.add_argument("--core", choices=("cython", "python"), default="cython")
     p.add_argument("--blocks", type=int, default=60, help="interleaved pairs (default 60)")
     p.add_argument("--block", type=int, default=200, help="lock+unlock cycles per block (default 200)")
+    p.add_argument("--signal", action="store_true",
+                   help="the core API side releases with a signal list push as well (the server work of "
+                        "python-redis-lock's release: compare with --variant redis-lock-shim)")
     args = p.parse_args()
     shim = args.variant.endswith("-shim")
     n = 1 if shim else 5
     with start_masters(n) as masters:
         urls = [m.url for m in masters]
-        a = core_cycle(urls, args.core, "ab:a")
+        a = core_cycle(urls, args.core, "ab:a", signal=args.signal)
         if shim:
             b = shim_cycle(urls[0], args.core, "ab:b", args.variant)
         else:
             b = core_cycle(urls, args.core, "ab:b", "noop" if args.variant == "hook" else "prometheus")
         med, q1, q3, rate = measure(a, b, args.blocks, args.block)
-    print(f"{args.variant} ({args.core} core, N={n}): overhead {med * 100:+.1f}% "
+    print(f"{args.variant} ({args.core} core{', signal release' if args.signal else ''}, N={n}): overhead {med * 100:+.1f}% "
           f"(IQR {q1 * 100:+.1f}%..{q3 * 100:+.1f}%) over {args.blocks} pairs of {args.block} cycles; "
           f"core API at {rate:,.0f} cycles/s")
     return 0

@@ -12,6 +12,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --path /tmp/old/src  # another checkout (built in place)
     python benchmarks/instructions.py --masters 5 --on-event noop   # the cost of an on_event hook
     python benchmarks/instructions.py --masters 1 --api shim  # redis-py's Lock API through the shim
+    python benchmarks/instructions.py --masters 1 --api redis-lock-shim  # python-redis-lock's, likewise
     python benchmarks/instructions.py --op inspect         # one dlm.inspect(name) of a held lock instead
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
@@ -49,15 +50,19 @@ if api == "fastredlock":
         from fastredlock import metrics
         metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
     new_lock = lambda: dlm.lock(name, ttl=10.0)
-else:  # redis-py's Lock API, one master: redis-py's own class, or the shim's
+else:  # one master: redis-py's Lock API (its own class, or the shim's), or python-redis-lock's shim
     import redis
     import fastredlock.compat
     from fastredlock.compat.redis_py import Lock
 
     fastredlock.compat.configure(core=sys.argv[2], io_timeout=1.0, connect_timeout=1.0)
     r = redis.Redis.from_url(sys.argv[4].split(",")[0])
-    lock_class = Lock if api == "shim" else None
-    new_lock = lambda: r.lock(name, timeout=10.0, lock_class=lock_class)
+    if api == "redis-lock-shim":
+        from fastredlock.compat import redis_lock
+        new_lock = lambda: redis_lock.Lock(r, name, expire=10)
+    else:
+        lock_class = Lock if api == "shim" else None
+        new_lock = lambda: r.lock(name, timeout=10.0, lock_class=lock_class)
 if sys.argv[7] == "inspect":  # one inspection (a read round) of a lock held all along
     held = new_lock()
     if not held.acquire(blocking=False):
@@ -103,9 +108,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--on-event", default="none", choices=("none", "noop", "prometheus"),
                         help="the core API client's on_event hook: none (default), a no-op, or "
                              "fastredlock.metrics' Prometheus recorder")
-    parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py"),
+    parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py", "redis-lock-shim"),
                         help="the loop: fastredlock's API (default), redis-py's Lock API through the shim "
-                             "fastredlock.compat.redis_py.Lock, or redis-py's own Lock (the last two: first master only)")
+                             "fastredlock.compat.redis_py.Lock, redis-py's own Lock, or python-redis-lock's "
+                             "API through fastredlock.compat.redis_lock (the last three: first master only)")
     parser.add_argument("--op", default="cycle", choices=("cycle", "inspect"),
                         help="what one cycle is: acquire+release (default), or one dlm.inspect(name) of a held "
                              "lock (one read round: GET, PTTL, GET per master; fastredlock's API only)")

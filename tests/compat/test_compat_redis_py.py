@@ -327,3 +327,43 @@ def test_bad_arguments(one_api, masters, name):
         one_api.Lock(r, name, sleep=-1)
     lock = one_api.Lock(r, name, timeout=2.5)
     assert repr(lock) == f"<{one_api.Lock.__name__} name={name!r} timeout=2.5>"
+
+
+def test_each_thread_has_its_own_token_whoever_made_the_lock(shim_core, masters, name):
+    # The first thread to use a lock keeps its state in a plain object, the others in a
+    # threading.local: made in one thread, used in others (and after the first one ended),
+    # each thread sees only its own token, as with redis-py's threading.local.
+    import redis
+
+    from fastredlock.compat.redis_py import Lock
+
+    r = redis.Redis.from_url(masters[0].url)
+    lock = _in_other_thread(lambda: Lock(r, name, timeout=2))  # its maker is gone
+    assert lock.local.token is None
+    assert _in_other_thread(lambda: (lock.acquire(blocking=False), lock.local.token)[1]) is not None
+    assert lock.local.token is None  # the other thread's acquisition is not this one's
+    with pytest.raises(LockError, match="not owned"):
+        lock.release()
+    lock.local.token = r.get(name)  # redis-py's way to hand a lock over: set the token
+    lock.release()
+    assert r.get(name) is None
+
+    made_here = Lock(r, name, timeout=2)
+    seen = []
+    barrier = threading.Barrier(4)
+
+    def contend():
+        barrier.wait()  # their first uses at once: each gets a state of its own
+        took = made_here.acquire(blocking=False)
+        seen.append((took, made_here.local.token))
+        if took:
+            made_here.release()
+
+    threads = [threading.Thread(target=contend) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made_here.local.token is None and len(seen) == 4
+    assert all((token is not None) == took for took, token in seen)
+    assert len({token for took, token in seen if took}) == sum(took for took, _ in seen) >= 1

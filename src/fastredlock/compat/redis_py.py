@@ -60,11 +60,10 @@ import asyncio
 import logging
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any, Awaitable, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
-from ._common import Masters, pool_state, redis_errors, usable_ttl
+from ._common import _POOL_STATE, Masters, pool_state, redis_errors, usable_ttl
 
 __all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
 
@@ -94,21 +93,37 @@ def _check_seconds(value: Any, what: str, none_ok: bool = False) -> None:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
 
 
+#: Per thread, one marker object that goes with the thread: the key of a lock's per-thread state.
+_marks = threading.local()
+#: Serializes making a lock's ``_others`` (a rare path: a second thread's first use).
+_claim = threading.Lock()
+
+
+class _State:
+    """One thread's state of a lock (what redis-py keeps in ``threading.local``): ``token``, and
+    the fastredlock handle that holds it with the client that handle belongs to (the class holds
+    the defaults: making one costs no ``__init__``)."""
+
+    token: Optional[bytes] = None
+    handle: Any = None
+    client: Any = None
+
+
 class _Local(threading.local):
-    """The lock's per-thread state (redis-py's ``local``): ``token``, and the fastredlock handle that
-    holds it with the client that handle belongs to. Empty in every thread until it acquires."""
+    """The state of a lock in the threads other than its first (see :meth:`_RedisPyLock._state`)."""
 
     token: Optional[bytes] = None
     handle: Any = None
     client: Any = None
 
 
-class _Shared(SimpleNamespace):
-    """``local`` of a lock made with ``thread_local=False``: one state for all threads."""
-
-    token: Optional[bytes] = None
-    handle: Any = None
-    client: Any = None
+def _thread_mark() -> object:
+    """This thread's marker (made on its first call)."""
+    try:
+        return _marks.mark
+    except AttributeError:
+        mark = _marks.mark = object()
+        return mark
 
 
 class _RedisPyLock:
@@ -131,7 +146,7 @@ class _RedisPyLock:
         raise_on_release_error: bool = True,
     ) -> None:
         try:
-            redis.connection_pool  # read by pool_state() below, after the arguments are checked
+            pool = redis.connection_pool
         except AttributeError:
             raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}") from None
         if not (
@@ -148,12 +163,21 @@ class _RedisPyLock:
         self.sleep = sleep
         self.blocking = blocking
         self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.local: Any = _Local() if thread_local else _Shared()
+        self.thread_local = thread_local is True or bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
-        known = self._pool = pool_state(redis)
+        # The state of the first thread that uses the lock (of all threads, without thread_local)
+        # is a plain object; the other threads' states are in a threading.local made when a second
+        # thread uses the lock (see _state). A threading.local per lock would cost more than the
+        # rest of making the lock, and redis-py's idiom makes a lock per use (``r.lock(name)``).
+        self._first = _State()
+        known = self._pool = getattr(pool, _POOL_STATE, None) or pool_state(redis)
         self._masters: Masters = known.masters
         self._key: bytes = name.encode(known.encoding, known.errors) if name.__class__ is str else self._encode(name)
+
+    #: The marker of the thread whose state is ``_first`` (claimed by its first use; see _state).
+    _owner: Optional[object] = None
+    #: The other threads' states, made when a second thread uses the lock.
+    _others: Optional[_Local] = None
 
     # --- helpers --------------------------------------------------------------------------------
     def _encode(self, value: Any) -> bytes:
@@ -164,12 +188,36 @@ class _RedisPyLock:
     def _ttl(self) -> float:
         return float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
 
-    def _handle(self, dlm: Any) -> Any:
+    @property
+    def local(self) -> Any:
+        """This thread's state of the lock, as redis-py's ``local``: ``local.token`` is the token
+        this thread holds (``None``: none); one state for all threads with ``thread_local=False``."""
+        return self._state()
+
+    def _state(self) -> Any:
+        """This thread's state (see ``local``)."""
+        try:
+            mark = _marks.mark
+        except AttributeError:
+            mark = _thread_mark()
+        owner = self._owner
+        if mark is owner or not self.thread_local:
+            return self._first
+        if owner is None and self.__dict__.setdefault("_owner", mark) is mark:  # (atomic: one claims)
+            return self._first
+        others = self._others
+        if others is None:
+            with _claim:  # two threads' first use at once must not make two
+                if self._others is None:
+                    self._others = _Local()
+            others = self._others
+        return others
+
+    def _handle(self, state: Any, dlm: Any) -> Any:
         """This thread's fastredlock handle for the next attempt: the last one while it holds
         nothing, else a new one; ``None`` if the timeout can never be valid ("not acquired")."""
-        local = self.local
-        handle = local.handle
-        if handle is None or handle.token is not None or local.client is not dlm:
+        handle = state.handle
+        if handle is None or handle.token is not None or state.client is not dlm:
             ttl = float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
             try:
                 handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
@@ -177,8 +225,8 @@ class _RedisPyLock:
                 if usable_ttl(dlm, ttl):  # (it raises past fastredlock's largest TTL)
                     raise
                 return None
-            local.handle = handle
-            local.client = dlm
+            state.handle = handle
+            state.client = dlm
         return handle
 
     def _deadline(self, blocking_timeout: Optional[float], now: float) -> Optional[float]:
@@ -195,7 +243,8 @@ class _RedisPyLock:
         """Whether ``stored`` (the key's value, read through the client) is this lock's token."""
         if stored and not isinstance(stored, bytes):
             stored = self._encode(stored)  # decode_responses=True
-        return self.local.token is not None and stored == self.local.token
+        token = self._state().token
+        return token is not None and stored == token
 
     def _not_acquired(self) -> Exception:
         return _exceptions().LockError("Unable to acquire lock within the time specified", lock_name=self.name)
@@ -207,37 +256,39 @@ class _RedisPyLock:
         logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
 
     # --- release, extend, reacquire: the checks and the errors ------------------------------------
-    def _release_start(self) -> Tuple[bytes, Any]:
-        """The token to release and the handle to release it with; LockError if none is held."""
-        local = self.local
-        token = local.token
+    def _release_start(self) -> Tuple[Any, bytes, Any]:
+        """This thread's state, the token to release and the handle to release it with;
+        LockError if none is held."""
+        state = self._state()
+        token = state.token
         if token is None:
             raise _exceptions().LockError(
                 "Cannot release a lock that's not owned or is already unlocked.", lock_name=self.name
             )
-        handle = local.handle
+        handle = state.handle
         if handle is None or handle.token != token:  # a token set by hand: release it by value
             handle = self._masters_client().lock(self._key, self._ttl())
-        return token, handle
+        return state, token, handle
 
-    def _release_failed(self, error: _LockError) -> Exception:
+    def _release_failed(self, state: Any, error: _LockError) -> Exception:
         """The error to raise for a release that found the key not ours (the token is forgotten);
         a redis-py error is raised instead if the server's answer is unknown (the token is kept)."""
         self._raise_failed(error)
-        self.local.token = None
+        state.token = None
         return _exceptions().LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
     def _extend_check(self, what: str) -> None:
         """``extend``/``reacquire``'s refusals, raised before any I/O (``what``: which one)."""
-        if self.local.token is None:
+        if self._state().token is None:
             raise _exceptions().LockError(f"Cannot {what} an unlocked lock", lock_name=self.name)
         if not self.timeout:
             raise _exceptions().LockError(f"Cannot {what} a lock with no timeout", lock_name=self.name)
 
     def _extend_start(self, additional_time: Optional[float], replace_ttl: bool, what: str) -> Tuple[Any, float]:
         """The handle to extend and its new TTL (``additional_time`` None: reacquire)."""
-        handle = self.local.handle
-        if handle is None or handle.token != self.local.token:
+        state = self._state()
+        handle = state.handle
+        if handle is None or handle.token != state.token:
             raise self._not_owned(what)
         if additional_time is None:
             return handle, float(self.timeout)  # type: ignore[arg-type]
@@ -297,10 +348,11 @@ class Lock(_RedisPyLock):
             token = self._encode(token)
         stop_trying_at = None
         dlm = self._masters.client
+        state = self._state()
         while True:
-            handle = self._handle(dlm)
+            handle = self._handle(state, dlm)
             if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
-                self.local.token = handle.token
+                state.token = handle.token
                 return True
             if stop_trying_at is None:  # the first failure: the rest of redis-py's arguments
                 sleep = self.sleep if sleep is None else sleep
@@ -325,12 +377,12 @@ class Lock(_RedisPyLock):
         its token. A release that could not reach the server raises the redis-py error and keeps
         the token, so it can be retried.
         """
-        token, handle = self._release_start()
+        state, token, handle = self._release_start()
         try:
             handle.release(token=token)
         except _LockError as error:
-            raise self._release_failed(error) from None
-        self.local.token = None
+            raise self._release_failed(state, error) from None
+        state.token = None
 
     def extend(self, additional_time: float, replace_ttl: bool = False) -> bool:
         """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
@@ -395,10 +447,11 @@ class AsyncLock(_RedisPyLock):
             blocking = self.blocking
         stop_trying_at = self._deadline(blocking_timeout, started)
         dlm = self._masters.aio_client()
+        state = self._state()
         while True:
-            handle = self._handle(dlm)
+            handle = self._handle(state, dlm)
             if handle is not None and await handle.acquire(blocking=False, token=token):
-                self.local.token = handle.token
+                state.token = handle.token
                 return True
             if not self._try_again(blocking, stop_trying_at, self.sleep, loop.time()):
                 return False
@@ -414,12 +467,12 @@ class AsyncLock(_RedisPyLock):
 
     async def release(self) -> None:
         """Delete the key if it still holds this lock's token (errors as :meth:`Lock.release`)."""
-        token, handle = self._release_start()
+        state, token, handle = self._release_start()
         try:
             await handle.release(token=token)
         except _LockError as error:
-            raise self._release_failed(error) from None
-        self.local.token = None
+            raise self._release_failed(state, error) from None
+        state.token = None
 
     def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
         """Add ``additional_time`` seconds to the lock's time left (``replace_ttl``: set it to that).
