@@ -5,6 +5,7 @@ pure-Python twin, conservative validity on the monotonic clock. See README.md fo
 """
 from ._cores import CORE
 from .client import MasterStats, Redlock
+from .family import RLock, ReadLock, RWLock, Semaphore, WriteLock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from ._tokens import holder_of
 from .lock import Lock
@@ -23,7 +24,12 @@ __all__ = [
     "MasterOutcome",
     "MasterStats",
     "MasterView",
+    "RLock",
+    "RWLock",
+    "ReadLock",
     "Redlock",
+    "Semaphore",
+    "WriteLock",
     "__version__",
     "holder_of",
 ]

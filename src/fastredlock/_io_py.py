@@ -229,6 +229,14 @@ class Core:
         args = [(b"1", key, token, b"%d" % ttl) for key, token, ttl in zip(keys, tokens, ttls_ms)]
         return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms))
 
+    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) ----
+    def script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int = 0,
+               wait: bool = True) -> Round:
+        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
+        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
+        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+        return self._script(kind, sha, script, [tuple(args)], (ttl_ms,), wait)[0]
+
     # --- reads ----------------------------------------------------------------------------------
     def inspect(self, keys: Sequence[bytes], fence_keys: Sequence[bytes]) -> List[Round]:
         """Read each key's value and PTTL and its fence counter on all masters, in one round that

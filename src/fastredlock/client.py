@@ -21,6 +21,7 @@ from ._base import (  # noqa: F401 (re-exported: the names' historical home)
 from .protocol.plans import may_hold
 from ._checks import key_of
 from ._tokens import new_token, new_tokens
+from .family import RLock, ReadLock, Semaphore, WriteLock
 from .lock import Lock, fence_key
 from .lockinfo import LockInfo, inspection
 from ._wake import Notifier
@@ -31,6 +32,9 @@ __all__ = ["MasterStats", "Redlock"]
 
 class Redlock(RedlockBase):
     """A Redlock client over N independent Redis masters.
+
+    Besides :meth:`lock`, the lock family (see README, "More kinds of lock"): :meth:`rlock`,
+    :meth:`rwlock`, :meth:`semaphore`.
 
     :param masters: the masters, as URLs (``redis://[user:pass@]host:port[/db]``,
         ``rediss://...`` for TLS, ``unix:///path.sock``), dicts, ``(host, port)`` tuples or
@@ -95,6 +99,8 @@ class Redlock(RedlockBase):
         holds back its next attempt at the same name, so that the waiters its release woke get
         their turn first (see README, "Waiting").
     """
+
+    _family = (RLock, Semaphore, ReadLock, WriteLock)
 
     def lock(
         self,

@@ -19,6 +19,7 @@ from ..lockinfo import LockInfo, inspection
 from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
 from ._wake import AsyncNotifier
+from .family import ReadLock, RLock, Semaphore, WriteLock
 from .lock import Lock
 from .watchdog import Watchdog
 
@@ -35,6 +36,8 @@ class Redlock(RedlockBase):
     each db votes, so mutual exclusion holds as on that one server, but it is a single point of
     failure (see :class:`fastredlock.Redlock`).
     """
+
+    _family = (RLock, Semaphore, ReadLock, WriteLock)
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:
         super().__init__(masters, **options)
