@@ -9,12 +9,13 @@ from .family import RLock, ReadLock, RWLock, Semaphore, WriteLock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from ._tokens import holder_of
 from .lock import Lock
-from .lockinfo import LockInfo, MasterView
+from .lockinfo import FamilyInfo, LockInfo, MasterView
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CORE",
+    "FamilyInfo",
     "Lock",
     "LockError",
     "LockInfo",

@@ -10,10 +10,11 @@ import weakref
 from time import monotonic
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
+from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, key_of, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
 from ._cores import core_class
 from ._executor import Executor
 from .family import RWLock
+from .protocol.family import SEMAPHORE, inspect_reads
 from ._masters import MasterSpec, parse_masters
 from ._wake import COURTESY
 
@@ -212,6 +213,12 @@ class RedlockBase:
         ``.write`` handles (options for both as for ``lock``); nothing is sent yet."""
         options: Any = {"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
         return RWLock(self._family[2](self, name, ttl, **options), self._family[3](self, name, ttl, **options))
+
+    def _family_reads(self, name: Union[str, bytes], kind: str, limit: int) -> List[tuple]:
+        """The reads of an inspection of a family lock (checked: the kind, a semaphore's limit)."""
+        if kind == SEMAPHORE and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
+            raise ValueError(f"inspecting a semaphore needs its limit (1 to 1000), got {limit!r}")
+        return inspect_reads(kind, key_of(self.prefix, name), limit)
 
     def _batch_args(self, names: Sequence[Union[str, bytes]], ttl: float) -> Tuple[List[Any], List[bytes], int]:
         """The names of a batch as a list, their keys and the TTL in ms, checked once for the batch."""

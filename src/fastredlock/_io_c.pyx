@@ -501,6 +501,15 @@ cdef class Core:
         self._enc.commands(args)
         return self._run(KIND_READ, len(args), (0,) * len(args), True)
 
+    def reads(self, commands):
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
+        if not args:
+            return []
+        self._enc.commands(args)
+        return self._run(KIND_READ, len(args), (0,) * len(args), True)
+
     # --- the round ----------------------------------------------------------------------------
     cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait):
         """Run the encoded commands on every master: until the session says the round is over,

@@ -246,6 +246,14 @@ class Core:
             return []
         return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
 
+    def reads(self, commands: Sequence[tuple]) -> List[Round]:
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        cmds = [encode_command(*a) for a in commands]
+        if not cmds:
+            return []
+        return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
+
     def _script(self, kind: int, sha: bytes, script: bytes, args: List[tuple], ttls_ms: Sequence[int],
                 wait: bool = True) -> List[Round]:
         """EVALSHA ``sha`` once per argument tuple; the EVAL forms are encoded if a master needs them."""

@@ -23,7 +23,7 @@ from ._checks import key_of
 from ._tokens import new_token, new_tokens
 from .family import RLock, ReadLock, Semaphore, WriteLock
 from .lock import Lock, fence_key
-from .lockinfo import LockInfo, inspection
+from .lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ._wake import Notifier
 from .watchdog import Watchdog
 
@@ -203,6 +203,16 @@ class Redlock(RedlockBase):
         with self.executor.core() as core:
             rounds = core.inspect([key], [fence_key(key)])
         return inspection(name, self.masters, rounds, self.quorum, self.drift_factor)
+
+    def inspect_family(self, name: Union[str, bytes], kind: str, limit: int = 0) -> FamilyInfo:
+        """Tell who holds the reentrant lock (``kind="rlock"``), the read-write lock (``"rwlock"``)
+        or the semaphore (``"semaphore"``, with its ``limit``) called ``name``, without taking it:
+        one round of plain reads on every master; nothing is written. See
+        :class:`fastredlock.FamilyInfo` (holders shown as for :meth:`inspect`)."""
+        reads = self._family_reads(name, kind, limit)
+        with self.executor.core() as core:
+            rounds = core.reads(reads)
+        return family_inspection(name, kind, limit, self.masters, rounds, self.quorum, self.drift_factor)
 
     def close(self) -> None:
         """Close every connection and stop the watchdog. Locks still held stay until their TTL."""

@@ -279,3 +279,42 @@ def choose_permit(rounds, start):
 def permit_leftovers(rounds, held):
     """The slots an attempt must release: every slot but ``held`` that a master may have set."""
     return [i for i in range(len(rounds)) if i != held and may_hold(rounds[i].outcomes)]
+
+
+# --- inspection (one round of plain reads; nothing is written) --------------------------------------
+#: The kinds an inspection knows.
+RLOCK, RWLOCK, SEMAPHORE = "rlock", "rwlock", "semaphore"
+
+
+def inspect_reads(kind, key, limit=0):
+    """The read commands of an inspection of the family lock ``key`` of ``kind``, in reply order:
+    pairs of rows (the holder's value, its PTTL) for each part that has one holder (the reentrant
+    lock's owner; the writer; each permit slot), then the kind's extra rows: the owner's count;
+    the number of reader shares (live, or expired and not pruned yet), their set's PTTL, and
+    whether a writer's waiting mark is there."""
+    if kind == RLOCK:
+        k = tagged(key, b":rlock")
+        return [(b"HGET", k, b"owner"), (b"PTTL", k), (b"HGET", k, b"count")]
+    if kind == RWLOCK:
+        write, readers = tagged(key, b":write"), tagged(key, b":readers")
+        return [(b"GET", write), (b"PTTL", write), (b"ZCARD", readers), (b"PTTL", readers),
+                (b"EXISTS", tagged(key, b":writer-waiting"))]
+    if kind == SEMAPHORE:
+        reads = []
+        for slot in permit_keys(key, limit):
+            reads.append((b"GET", slot))
+            reads.append((b"PTTL", slot))
+        return reads
+    raise ValueError("kind must be %r, %r or %r, not %r" % (RLOCK, RWLOCK, SEMAPHORE, kind))
+
+
+def parts_of(kind, limit=0):
+    """How many single-holder parts (pairs of rows) an inspection of ``kind`` starts with."""
+    return limit if kind == SEMAPHORE else 1
+
+
+def at_least_on_quorum(values, quorum):
+    """The largest number that a quorum of masters report at least (the ints of ``values``; None
+    where a master did not answer): 0 when fewer than a quorum answered."""
+    known = sorted((v for v in values if v is not None), reverse=True)
+    return known[quorum - 1] if len(known) >= quorum else 0
