@@ -70,12 +70,13 @@ class _Plan:
         """Not offered for the lock family (a share or a count is not handed over by token)."""
         raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
 
-    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step]]:
-        """``(held, the round that says so, cleanup steps)`` of an attempt's rounds."""
+    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
+        """``(held, the round that says so, cleanup steps, the attempt's next step or None)`` of
+        an attempt's rounds."""
         rnd = rounds[0]
         if rnd.ok or not may_hold(rnd.outcomes):
-            return bool(rnd.ok), rnd, []
-        return False, rnd, [_no_wait(self._release_step(token))]
+            return bool(rnd.ok), rnd, [], None
+        return False, rnd, [_no_wait(self._release_step(token))], None
 
 
 class _RLockPlan(_Plan):
@@ -137,16 +138,26 @@ class _PermitPlan(_Plan):
         self.key = tagged(self._base, b":semaphore")  # never written: its wake channel
 
     def _acquire_step(self, token: bytes) -> Step:
-        return ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms)
+        # First a probe of one slot (the one this handle held last, else one at random): alone,
+        # a permit costs what a plain lock does. Refused, the same attempt tries every slot.
+        if self.slot is None:
+            self.slot = random.randrange(self.limit)
+        return ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms)
 
-    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step]]:
-        held = choose_permit(rounds, random.randrange(self.limit))
+    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
+        if len(rounds) == 1 and self.limit > 1:  # the probe of slot self.slot
+            rnd = rounds[0]
+            if rnd.ok:
+                return True, rnd, [], None
+            cleanup = [_no_wait(self._release_step(token))] if may_hold(rnd.outcomes) else []
+            return False, rnd, cleanup, (ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
+        held = choose_permit(rounds, random.randrange(len(rounds)))
         left = permit_leftovers(rounds, held)
         cleanup = [(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
         if held < 0:
-            return False, max(rounds, key=lambda rnd: rnd.successes), cleanup
+            return False, max(rounds, key=lambda rnd: rnd.successes), cleanup, None
         self.slot = held
-        return True, rounds[held], cleanup
+        return True, rounds[held], cleanup, None
 
     def _release_step(self, token: bytes) -> Step:
         return owner_step(PERMIT_RELEASE, [self._slots[self.slot or 0], self.key], [token])
@@ -222,11 +233,12 @@ class _Planned(Lock):
     def _attempt_planned(self, token: bytes) -> bool:
         executor = self._executor
         with executor.core() as core:
-            op, args = self._acquire_step(token)  # type: ignore[attr-defined]
-            rounds = _rounds(getattr(core, op)(*args))
-            ok, rnd, cleanup = self._granted(rounds, token)  # type: ignore[attr-defined]
-            for op, args in cleanup:
-                getattr(core, op)(*args)
+            step = self._acquire_step(token)  # type: ignore[attr-defined]
+            while step is not None:
+                rounds = _rounds(getattr(core, step[0])(*step[1]))
+                ok, rnd, cleanup, step = self._granted(rounds, token)  # type: ignore[attr-defined]
+                for op, args in cleanup:
+                    getattr(core, op)(*args)
             if ok:
                 self._valid_until = rnd.valid_until
                 self._carrier = executor.carrier(core, rnd)

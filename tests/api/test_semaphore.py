@@ -29,12 +29,17 @@ def test_limit_permits_then_refused_then_freed(dlm, masters, name):
     assert eventually(lambda: family_keys(masters, name), 0) == 0
 
 
-def test_an_attempt_keeps_one_slot_and_releases_the_others(dlm, masters, name):
-    permit = dlm.semaphore(name, 4, ttl=5)
-    assert permit.acquire(blocking=False)
-    # the leftovers' release is written behind the round, not awaited: one slot on five masters
-    assert eventually(lambda: family_keys(masters, name), 5) == 5
-    permit.release()
+def test_a_refused_probe_tries_every_slot_keeps_one_and_releases_the_others(dlm, masters, name):
+    first = dlm.semaphore(name, 3, ttl=5)
+    assert first.acquire(blocking=False)
+    assert eventually(lambda: family_keys(masters, name), 5) == 5  # alone: one slot probed and taken
+    second = dlm.semaphore(name, 3, ttl=5)
+    second.slot = first.slot  # its probe is refused: the same attempt sets every slot
+    assert second.acquire(blocking=False) and second.slot != first.slot
+    # it won both free slots; the leftover's release is written behind the round, not awaited
+    assert eventually(lambda: family_keys(masters, name), 10) == 10
+    first.release()
+    second.release()
 
 
 def test_arguments_are_checked(one_dlm, name):

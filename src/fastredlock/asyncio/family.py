@@ -26,11 +26,12 @@ class _Planned(Lock):
 
         async def plan(lc: Any) -> Tuple[bool, Any]:
             executor.for_acquiring(lc.core)
-            op, args = self._acquire_step(token)  # type: ignore[attr-defined]
-            rounds = await lc.run(op, *args)
-            ok, rnd, cleanup = self._granted(rounds, token)  # type: ignore[attr-defined]
-            for op, args in cleanup:
-                await lc.run(op, *args)
+            step = self._acquire_step(token)  # type: ignore[attr-defined]
+            while step is not None:
+                rounds = await lc.run(step[0], *step[1])
+                ok, rnd, cleanup, step = self._granted(rounds, token)  # type: ignore[attr-defined]
+                for op, args in cleanup:
+                    await lc.run(op, *args)
             return ok, rnd
 
         def undo(result: Tuple[bool, Any]) -> None:  # cancelled: the lock taken for nobody goes

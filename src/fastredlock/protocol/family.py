@@ -17,9 +17,10 @@ waiters are woken, when the count reaches zero. Mutual exclusion is the plain lo
 acquisition needs a quorum of masters where the key did not exist.
 
 Counting semaphore (``dlm.semaphore``): ``limit`` permit slots, each an ordinary Redlock key
-(``{key}:permit:<i>``, a plain ``SET NX PX`` value). One attempt sends ``SET NX`` for every slot
-to every master in one round; a permit is held iff a quorum of masters gave *the same* slot; the
-other slots this attempt won anywhere are released behind it. Why it is safe: two holders of slot
+(``{key}:permit:<i>``, a plain ``SET NX PX`` value). An attempt first probes one slot (the one
+its handle held last, else one at random: alone, a permit costs what a plain lock does); refused,
+it sends ``SET NX`` for every slot to every master in one round. A permit is held iff a quorum of
+masters gave *the same* slot; the other slots this attempt won anywhere are released behind it. Why it is safe: two holders of slot
 ``i`` at once would each have a quorum of masters that set ``{key}:permit:<i>`` to its token; two
 quorums of N masters share a master, which cannot hold both tokens in one key at once (``NX``,
 and owner-checked release and extension). So each slot has at most one holder, and there are
@@ -153,7 +154,7 @@ PERMIT_RELEASE = RELEASE.replace(b"'fastredlock-wake:' .. KEYS[1]", b"'fastredlo
 # ARGV[2]  the time to live of its share in milliseconds
 # Returns  1 if the share was added (no writer holds, none waits), 0 otherwise.
 READ_ACQUIRE = b"""\
-if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', KEYS[3]) == 1 then
+if redis.call('exists', KEYS[1], KEYS[3]) > 0 then
     return 0
 end
 """ + _NOW + b"""\
@@ -185,8 +186,7 @@ if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
     return 0
 end
 """ + _NOW + b"""\
-redis.call('zremrangebyscore', KEYS[1], '-inf', now)
-if redis.call('zcard', KEYS[1]) > 0 then
+if redis.call('zcount', KEYS[1], '(' .. now, '+inf') > 0 then
     return 1
 end
 """ + _wake(2)
