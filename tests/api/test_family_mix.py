@@ -50,13 +50,13 @@ def check_run(fault_masters, name, done, counters):
 
 
 def test_mixed_readers_writers_permits_with_faults(core, fault_masters, name):
-    done, counters = mix(core, fault_masters, name, processes=2, threads=2, seconds=3.0)
+    done, counters = mix(core, fault_masters, name, processes=2, threads=2, seconds=2.0)
     check_run(fault_masters, name, done, counters)
 
 
 def test_the_counters_see_violations_without_locks(one_core, fault_masters, name):
     """The negative control: the same mixers entering without taking anything are caught."""
-    done, counters = mix(one_core, fault_masters, name, processes=2, threads=3, seconds=1.0,
+    done, counters = mix(one_core, fault_masters, name, processes=2, threads=3, seconds=0.6,
                          FAMILY_MIX_UNLOCKED="1")
     assert counters[3] > 0 and counters[:3] == [0, 0, 0]
 

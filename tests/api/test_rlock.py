@@ -11,7 +11,7 @@ import pytest
 from fastredlock import LockError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually, in_thread, kill9, no_key_without_ttl, start_holder, tagged  # noqa: E402
+from _family import eventually, in_thread, no_key_without_ttl, tagged  # noqa: E402
 
 
 def counts(masters, name):
@@ -108,24 +108,3 @@ def test_last_release_wakes_a_waiting_thread(make_client, masters, name):
     lock.release()
     ok, waited = join()
     assert ok and waited < 1.0  # woken by the release, not after its 2 s backoff
-
-
-def test_auto_extend_keeps_a_reentered_lock(dlm, masters, name):
-    lock = dlm.rlock(name, ttl=0.6, auto_extend=True)
-    assert lock.acquire() and lock.acquire()
-    time.sleep(1.5)
-    assert lock.locked() and lock.validity > 0
-    lock.extend()
-    lock.release()
-    lock.release()
-    assert eventually(lambda: counts(masters, name), [None] * 5) == [None] * 5
-
-
-def test_killed_holder_frees_within_ttl(core, dlm, masters, name):
-    proc = start_holder(core, "rlock", name, 1.0, masters.urls)
-    lock = dlm.rlock(name, ttl=5)
-    assert not lock.acquire(blocking=False)
-    died = kill9(proc)
-    assert lock.acquire(timeout=3)
-    assert time.monotonic() - died < 1.0 + 0.5
-    lock.release()

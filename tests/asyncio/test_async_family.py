@@ -113,10 +113,10 @@ def test_rwlock_readers_share_writer_waits_and_excludes(arun, aclient, masters, 
 def test_auto_extend_renews_family_handles(arun, aclient, masters, name):
     async def main():
         async with aclient(masters.urls) as dlm:
-            reader = dlm.rwlock(name, ttl=0.6, auto_extend=True).read
-            permit = dlm.semaphore(name + "s", 1, ttl=0.6, auto_extend=True)
+            reader = dlm.rwlock(name, ttl=0.3, auto_extend=True).read
+            permit = dlm.semaphore(name + "s", 1, ttl=0.3, auto_extend=True)
             assert await reader.acquire() and await permit.acquire()
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(0.8)
             assert reader.locked() and permit.locked()
             await reader.extend()
             await reader.release()
