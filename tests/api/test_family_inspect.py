@@ -20,7 +20,7 @@ def test_inspect_rlock_rwlock_semaphore(dlm, masters, name):
     info = eventually(lambda: dlm.inspect_family(name, "rlock").count, 2)
     assert info == 2
     info = dlm.inspect_family(name, "rlock")
-    assert info.held and info.parts[0].holders == 5 and 4.0 < info.parts[0].validity <= 5.0
+    assert info.held and info.parts[0].holders >= 3 and 4.0 < info.parts[0].validity <= 5.0
     assert info.holders == [fastredlock.holder_of(lock._hold().token)]
     assert lock._hold().token.decode("latin-1") not in repr(info.to_dict())  # never the token
     lock.release()

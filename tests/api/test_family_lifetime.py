@@ -21,11 +21,13 @@ def test_auto_extend_keeps_every_kind(dlm, masters, name):
     time.sleep(0.8)  # well past the TTL: renewed about every 0.1 s
     assert rlock.locked() and reader.locked() and permit.locked()
     assert not dlm.rwlock(name + ":rw", ttl=5).write.acquire(blocking=False)
-    permit.extend(5)
-    slot = tagged(name + ":s", ":permit:%d" % permit.slot)
-    assert min(m.command("PTTL", slot) for m in masters) > 4000
     rlock.extend()
-    for lock in (rlock, rlock, reader, permit):
+    other = dlm.semaphore(name + ":s", 2, ttl=0.3)  # not renewed: its TTL is what extend sets
+    assert other.acquire()
+    other.extend(5)
+    slot = tagged(name + ":s", ":permit:%d" % other.slot)
+    assert sorted(m.command("PTTL", slot) for m in masters)[2] > 4000  # on a quorum at least
+    for lock in (rlock, rlock, reader, permit, other):
         lock.release()
 
 
