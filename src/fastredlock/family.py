@@ -70,6 +70,11 @@ class _Plan:
         """Not offered for the lock family (a share or a count is not handed over by token)."""
         raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
 
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        """``(keys, tokens)`` an attempt may set that the plain owner-checked release undoes (the
+        executor releases them if the attempt is interrupted); the others expire on their TTL."""
+        return [], []
+
     def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
         """``(held, the round that says so, cleanup steps, the attempt's next step or None)`` of
         an attempt's rounds."""
@@ -144,6 +149,9 @@ class _PermitPlan(_Plan):
             self.slot = random.randrange(self.limit)
         return ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms)
 
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        return self._slots, [token] * self.limit
+
     def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
         if len(rounds) == 1 and self.limit > 1:  # the probe of slot self.slot
             rnd = rounds[0]
@@ -209,6 +217,9 @@ class _WritePlan(_RWPlan):
         return acquisition_step(WRITE_ACQUIRE, [self.key, self._readers, self._mark],
                                 [token, ms(self._ttl_ms), ms(self._mark_ms), self._mark_id], self._ttl_ms)
 
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        return [self.key], [token]
+
     def _release_step(self, token: bytes) -> Step:
         return owner_step(RELEASE, [self.key], [token])
 
@@ -232,7 +243,9 @@ class _Planned(Lock):
 
     def _attempt_planned(self, token: bytes) -> bool:
         executor = self._executor
-        with executor.core() as core:
+        # acquiring: the restart grace applies (restart-aware voting), and an interrupted round's
+        # plain keys are released
+        with executor.core(acquiring=self._plain_keys(token)) as core:  # type: ignore[attr-defined]
             step = self._acquire_step(token)  # type: ignore[attr-defined]
             while step is not None:
                 rounds = _rounds(getattr(core, step[0])(*step[1]))

@@ -48,3 +48,17 @@ def test_killed_holders_free_their_shares_within_ttl(core, dlm, masters, name):
         assert time.monotonic() - died < TTL + 0.6, kind
         lock.release()
     kill9(permit_holder)
+
+
+def test_restart_aware_voting_applies_to_every_kind(make_client, masters, name):
+    """Masters younger than the restart grace may have forgotten shares: their OKs do not count."""
+    strict = make_client(masters.urls, restart_aware=True, restart_grace=3600.0, retry_count=0)
+    handles = [strict.rlock(name + ":r"), strict.rwlock(name + ":rw").read, strict.rwlock(name + ":w").write,
+               strict.semaphore(name + ":s", 2)]
+    for lock in handles:
+        assert not lock.acquire(blocking=False)
+        assert "restarted recently" in {o.outcome for o in lock.outcomes}
+    relaxed = make_client(masters.urls, retry_count=0)  # the control: the same masters, voting off
+    for lock in [relaxed.rlock(name + ":r"), relaxed.rwlock(name + ":rw").read, relaxed.semaphore(name + ":s", 2)]:
+        assert lock.acquire(blocking=False)
+        lock.release()

@@ -123,3 +123,13 @@ def test_auto_extend_renews_family_handles(arun, aclient, masters, name):
             await permit.release()
 
     arun(main())
+
+
+def test_restart_aware_voting_applies(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls, restart_aware=True, restart_grace=3600.0, retry_count=0) as dlm:
+            for lock in (dlm.rlock(name), dlm.rwlock(name).write, dlm.semaphore(name, 2)):
+                assert not await lock.acquire(blocking=False)
+                assert "restarted recently" in {o.outcome for o in await lock.settled_outcomes()}
+
+    arun(main())

@@ -8,7 +8,7 @@ an :class:`RLock` is the task that acquired it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from ..errors import LockNotAcquiredError
 from ..family import RLock as _SyncRLock, RWLock, Step, _PermitPlan, _ReadPlan, _RLockPlan, _WritePlan
@@ -146,6 +146,11 @@ class RLock(_SyncRLock):
     async def extend(self, ttl: Optional[float] = None) -> None:  # type: ignore[override]
         """Reset the TTL of the calling task's hold (see :meth:`fastredlock.asyncio.Lock.extend`)."""
         await self._mine().extend(ttl)
+
+    async def settled_outcomes(self) -> List[Any]:
+        """:attr:`outcomes` once the stragglers' answers are in (see :meth:`fastredlock.asyncio.Lock.settled_outcomes`)."""
+        hold = self._hold() or getattr(self, "_last", None)
+        return await hold.settled_outcomes() if hold is not None else []
 
     async def __aenter__(self) -> "RLock":
         if not await self.acquire():
