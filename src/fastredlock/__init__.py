@@ -5,15 +5,17 @@ pure-Python twin, conservative validity on the monotonic clock. See README.md fo
 """
 from ._cores import CORE
 from .client import MasterStats, Redlock
+from .family import RLock, ReadLock, RWLock, Semaphore, WriteLock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from ._tokens import holder_of
 from .lock import Lock
-from .lockinfo import LockInfo, MasterView
+from .lockinfo import FamilyInfo, LockInfo, MasterView
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CORE",
+    "FamilyInfo",
     "Lock",
     "LockError",
     "LockInfo",
@@ -23,7 +25,12 @@ __all__ = [
     "MasterOutcome",
     "MasterStats",
     "MasterView",
+    "RLock",
+    "RWLock",
+    "ReadLock",
     "Redlock",
+    "Semaphore",
+    "WriteLock",
     "__version__",
     "holder_of",
 ]

@@ -10,9 +10,11 @@ import weakref
 from time import monotonic
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
+from ._checks import MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, check_number, key_of, keys_of, name_list  # noqa: F401 (MAX_*: re-exported)
 from ._cores import core_class
 from ._executor import Executor
+from .family import RWLock
+from .protocol.family import SEMAPHORE, inspect_reads
 from ._masters import MasterSpec, parse_masters
 from ._wake import COURTESY
 
@@ -68,6 +70,10 @@ class MasterStats(NamedTuple):
 
 class RedlockBase:
     """The options and the executor of a client (see :class:`fastredlock.Redlock` for them all)."""
+
+    #: The classes of the lock family this client hands out: ``(RLock, Semaphore, ReadLock,
+    #: WriteLock)`` of :mod:`fastredlock.family` or of :mod:`fastredlock.asyncio.family`.
+    _family: Tuple[Any, ...] = ()
 
     def __init__(
         self,
@@ -187,6 +193,32 @@ class RedlockBase:
         """
         now = monotonic()
         return [MasterStats(spec.label, *row) for spec, row in zip(self._specs, self.executor.health.snapshot(now))]
+
+    def rlock(self, name: Union[str, bytes], ttl: float = 10.0, *, auto_extend: bool = False,
+              max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> Any:
+        """Return the reentrant lock called ``name`` (:class:`fastredlock.RLock`): its owner (the
+        thread; for asyncio, the task) may acquire it again while it holds it, each acquisition
+        needs its release; nothing is sent yet. Options as for ``lock``."""
+        return self._family[0](self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost)
+
+    def semaphore(self, name: Union[str, bytes], limit: int, ttl: float = 10.0, *, auto_extend: bool = False,
+                  max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> Any:
+        """Return a handle on one permit of the counting semaphore ``name`` with ``limit`` permits
+        (:class:`fastredlock.Semaphore`); nothing is sent yet. Options as for ``lock``."""
+        return self._family[1](self, name, limit, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost)
+
+    def rwlock(self, name: Union[str, bytes], ttl: float = 10.0, *, auto_extend: bool = False,
+               max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> Any:
+        """Return the read-write lock ``name`` (:class:`fastredlock.RWLock`): its ``.read`` and
+        ``.write`` handles (options for both as for ``lock``); nothing is sent yet."""
+        options: Any = {"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
+        return RWLock(self._family[2](self, name, ttl, **options), self._family[3](self, name, ttl, **options))
+
+    def _family_reads(self, name: Union[str, bytes], kind: str, limit: int) -> List[tuple]:
+        """The reads of an inspection of a family lock (checked: the kind, a semaphore's limit)."""
+        if kind == SEMAPHORE and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000):
+            raise ValueError(f"inspecting a semaphore needs its limit (1 to 1000), got {limit!r}")
+        return inspect_reads(kind, key_of(self.prefix, name), limit)
 
     def _batch_args(self, names: Sequence[Union[str, bytes]], ttl: float) -> Tuple[List[Any], List[bytes], int]:
         """The names of a batch as a list, their keys and the TTL in ms, checked once for the batch."""

@@ -481,11 +481,30 @@ cdef class Core:
         self._enc.extend_many([t[0] for t in triples], [t[1] for t in triples], ttls)
         return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True)
 
+    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) -
+    def script(self, int kind, sha, script, args, long long ttl_ms=0, bint wait=True):
+        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
+        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
+        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+        cdef list parts = [b"EVALSHA", _as_bytes(sha)]
+        parts.extend([_as_bytes(a) for a in args])
+        self._enc.parts(parts, _as_bytes(script))
+        return self._run(kind, 1, (ttl_ms,), wait)[0]
+
     # --- reads --------------------------------------------------------------------------------
     def inspect(self, keys, fence_keys):
         """Read each key's value and PTTL and its fence counter on all masters, in one round that
         writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
         cdef list args = inspect_args([_as_bytes(k) for k in keys], [_as_bytes(k) for k in fence_keys])
+        if not args:
+            return []
+        self._enc.commands(args)
+        return self._run(KIND_READ, len(args), (0,) * len(args), True)
+
+    def reads(self, commands):
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
         if not args:
             return []
         self._enc.commands(args)

@@ -229,11 +229,27 @@ class Core:
         args = [(b"1", key, token, b"%d" % ttl) for key, token, ttl in zip(keys, tokens, ttls_ms)]
         return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms))
 
+    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) ----
+    def script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int = 0,
+               wait: bool = True) -> Round:
+        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
+        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
+        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+        return self._script(kind, sha, script, [tuple(args)], (ttl_ms,), wait)[0]
+
     # --- reads ----------------------------------------------------------------------------------
     def inspect(self, keys: Sequence[bytes], fence_keys: Sequence[bytes]) -> List[Round]:
         """Read each key's value and PTTL and its fence counter on all masters, in one round that
         writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
         cmds = [encode_command(*a) for a in inspect_args(keys, fence_keys)]
+        if not cmds:
+            return []
+        return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
+
+    def reads(self, commands: Sequence[tuple]) -> List[Round]:
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        cmds = [encode_command(*a) for a in commands]
         if not cmds:
             return []
         return self._round(KIND_READ, cmds, None, (0,) * len(cmds))

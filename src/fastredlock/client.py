@@ -21,8 +21,9 @@ from ._base import (  # noqa: F401 (re-exported: the names' historical home)
 from .protocol.plans import may_hold
 from ._checks import key_of
 from ._tokens import new_token, new_tokens
+from .family import RLock, ReadLock, Semaphore, WriteLock
 from .lock import Lock, fence_key
-from .lockinfo import LockInfo, inspection
+from .lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ._wake import Notifier
 from .watchdog import Watchdog
 
@@ -31,6 +32,9 @@ __all__ = ["MasterStats", "Redlock"]
 
 class Redlock(RedlockBase):
     """A Redlock client over N independent Redis masters.
+
+    Besides :meth:`lock`, the lock family (see README, "More kinds of lock"): :meth:`rlock`,
+    :meth:`rwlock`, :meth:`semaphore`.
 
     :param masters: the masters, as URLs (``redis://[user:pass@]host:port[/db]``,
         ``rediss://...`` for TLS, ``unix:///path.sock``), dicts, ``(host, port)`` tuples or
@@ -95,6 +99,8 @@ class Redlock(RedlockBase):
         holds back its next attempt at the same name, so that the waiters its release woke get
         their turn first (see README, "Waiting").
     """
+
+    _family = (RLock, Semaphore, ReadLock, WriteLock)
 
     def lock(
         self,
@@ -197,6 +203,16 @@ class Redlock(RedlockBase):
         with self.executor.core() as core:
             rounds = core.inspect([key], [fence_key(key)])
         return inspection(name, self.masters, rounds, self.quorum, self.drift_factor)
+
+    def inspect_family(self, name: Union[str, bytes], kind: str, limit: int = 0) -> FamilyInfo:
+        """Tell who holds the reentrant lock (``kind="rlock"``), the read-write lock (``"rwlock"``)
+        or the semaphore (``"semaphore"``, with its ``limit``) called ``name``, without taking it:
+        one round of plain reads on every master; nothing is written. See
+        :class:`fastredlock.FamilyInfo` (holders shown as for :meth:`inspect`)."""
+        reads = self._family_reads(name, kind, limit)
+        with self.executor.core() as core:
+            rounds = core.reads(reads)
+        return family_inspection(name, kind, limit, self.masters, rounds, self.quorum, self.drift_factor)
 
     def close(self) -> None:
         """Close every connection and stop the watchdog. Locks still held stay until their TTL."""

@@ -26,6 +26,7 @@ cdef class Lock:
     cdef public double _acquired_at
     cdef public Py_ssize_t _generation
     cdef public object _carrier
+    cdef public bint _planned     # a kind of the lock family (fastredlock.family): its rounds are its plan's
     cdef object __weakref__
 
     @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object, notifier=object, waiter=object)

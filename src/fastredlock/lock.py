@@ -66,7 +66,7 @@ class Lock:
     __slots__ = (
         "_client", "_executor", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
         "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_generation", "_carrier",
-        "__weakref__",
+        "_planned", "__weakref__",
     )
 
     def __init__(
@@ -116,6 +116,10 @@ class Lock:
         #: The executor's carrier of the current acquisition (None once every master answered):
         #: release and extend go through it (see fastredlock._executor).
         self._carrier = None
+        #: True for the kinds of the lock family (:mod:`fastredlock.family`): their acquisition,
+        #: release and extension are the rounds their plan names (``_attempt_planned``,
+        #: ``_release_step``, ``_extend_step``), not the plain lock's.
+        self._planned = False
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -204,6 +208,8 @@ class Lock:
                 token = new_token() if chosen is None else chosen
                 if self.fencing:
                     ok = self._attempt_fenced(token)
+                elif self._planned:
+                    ok = self._attempt_planned(token)
                 else:
                     # Rides with other threads' acquires if a round is in flight (see _combine).
                     carrier, rnd = executor.acquire_one(self.key, token, self._ttl_ms)
@@ -388,7 +394,9 @@ class Lock:
         try:
             # Through the carrier while the SETs may be unanswered; may ride with other threads'
             # releases (see _combine).
-            if signal is None:
+            if self._planned:
+                rnd, ok = self._release_planned(token, self._carrier)
+            elif signal is None:
                 rnd, ok = executor.release_one(self.key, token, self._carrier)
             else:
                 rnd, ok = self._release_signal(token, self._carrier, signal)
@@ -422,7 +430,9 @@ class Lock:
             if executor.watchdog is not None:
                 executor.unwatch(self)
         try:
-            if signal is not None:
+            if self._planned:
+                rnd, ok = self._release_planned(token, carrier)
+            elif signal is not None:
                 rnd, ok = self._release_signal(token, carrier, signal)
             else:
                 rnd, ok = executor.release_one(self.key, token, carrier)
@@ -445,11 +455,30 @@ class Lock:
         token, ttl_ms = self._extension_args(ttl)
         executor = self._executor
         with executor.core(carrying=(self._carrier,)) as core:
-            rnd = core.extend(self.key, token, ttl_ms)
+            rnd = self._extend_round(core, token, ttl_ms)
         if self._extended(rnd, ttl, ttl_ms):
             return
         self.lose()
         raise self._extension_failed(rnd, executor.outcomes(rnd))
+
+    def _extend_round(self, core: Any, token: bytes, ttl_ms: Any) -> Any:
+        """The round of one extension of ``token`` on ``core`` (the watchdog's renewal too)."""
+        if self._planned:
+            op, args = self._extend_step(token, ttl_ms)
+            return getattr(core, op)(*args)
+        return core.extend(self.key, token, ttl_ms)
+
+    def _attempt_planned(self, token: bytes) -> bool:
+        """One attempt of a kind of the lock family (see :mod:`fastredlock.family`)."""
+        raise NotImplementedError
+
+    def _release_planned(self, token: bytes, carrier: Any) -> Tuple[Any, bool]:
+        """``(round, ok)`` of a release of a kind of the lock family (see :mod:`fastredlock.family`)."""
+        raise NotImplementedError
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Tuple[str, tuple]:
+        """The plan step of an extension of a kind of the lock family (see :mod:`fastredlock.family`)."""
+        raise NotImplementedError
 
     def _require_token(self) -> bytes:
         if self.token is None:
@@ -524,8 +553,11 @@ class Lock:
         token = self.token
         if token is not None:
             try:
-                with executor.core(carrying=(self._carrier,)) as core:
-                    core.release(self.key, token)
+                if self._planned:
+                    self._release_planned(token, self._carrier)
+                else:
+                    with executor.core(carrying=(self._carrier,)) as core:
+                        core.release(self.key, token)
             except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
                 log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
         if self.on_lost is not None:

@@ -24,9 +24,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._tokens import holder_of
 from .protocol.outcomes import NAMES, NO, OK
+from .protocol.family import RLOCK, RWLOCK, at_least_on_quorum, parts_of
 from .protocol.plans import FREE, HELD, INSPECT_ROWS, PARTIAL, UNKNOWN, fence_value, inspect_summary, read_view
+from .protocol.result import Round
 
-__all__ = ["EXIT_STATUS", "FREE", "HELD", "PARTIAL", "UNKNOWN", "LockInfo", "MasterView", "format_table", "main"]
+__all__ = ["EXIT_STATUS", "FREE", "HELD", "PARTIAL", "UNKNOWN", "FamilyInfo", "LockInfo", "MasterView", "format_table", "main"]
 
 #: ``python -m fastredlock inspect``'s exit status per state (2 is bad usage, as argparse has it).
 EXIT_STATUS = {FREE: 0, HELD: 1, PARTIAL: 3, UNKNOWN: 4}
@@ -162,6 +164,69 @@ def inspection(name: Union[str, bytes], labels: Sequence[str], rounds: Sequence[
         name, state, holder[best] if best is not None else None, holders, quorum, validity, remaining,
         valid_until, held_until, max(fences) if fences else None, get.elapsed, tuple(views),
     )
+
+
+# --- the lock family --------------------------------------------------------------------------------
+class FamilyInfo(NamedTuple):
+    """What one inspection found of a reentrant lock, a read-write lock or a semaphore
+    (``dlm.inspect(name, kind=...)``).
+
+    ``parts`` are :class:`LockInfo` of the parts that have one holder each: the reentrant lock's
+    owner, the read-write lock's writer, or each permit slot of the semaphore (in slot order);
+    they read as a plain lock's inspection does (no fence).
+    """
+
+    #: The name as given.
+    name: Union[str, bytes]
+    #: ``"rlock"``, ``"rwlock"`` or ``"semaphore"``.
+    kind: str
+    #: The single-holder parts (see above).
+    parts: Tuple[LockInfo, ...]
+    #: rlock: how many times its owner entered (on most masters that answered), else None.
+    count: Optional[int]
+    #: rwlock: reader shares that a quorum of masters hold at least (shares whose TTL ran out are
+    #: counted until the next script on the name prunes them), else None.
+    readers: Optional[int]
+    #: rwlock: on how many masters a waiting writer's mark keeps new readers out, else None.
+    writer_waiting: Optional[int]
+
+    @property
+    def holders(self) -> List[str]:
+        """The holders of the parts a quorum holds (digests of client prefixes, or "foreign")."""
+        return [part.holder for part in self.parts if part.held and part.holder is not None]
+
+    @property
+    def held(self) -> bool:
+        """Whether anyone holds it on a quorum: a part, or (rwlock) reader shares."""
+        return bool(self.holders) or bool(self.readers)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The inspection as JSON-ready data (see :meth:`LockInfo.to_dict`)."""
+        data = self._asdict()
+        data["parts"] = [part.to_dict() for part in self.parts]
+        data["name"] = data["parts"][0]["name"] if self.parts else self.name
+        data["holders"], data["held"] = self.holders, self.held
+        return data
+
+
+def family_inspection(name: Union[str, bytes], kind: str, limit: int, labels: Sequence[str],
+                      rounds: Sequence[Any], quorum: int, drift_factor: float) -> FamilyInfo:
+    """The :class:`FamilyInfo` of ``name`` from the Rounds of its reads
+    (:func:`~.protocol.family.inspect_reads`, ``Core.reads``)."""
+    n = len(labels)
+    first = rounds[0]
+    no_fence = Round(False, 0, 0.0, first.elapsed, first.started, (NO,) * n, None, (None,) * n)
+    parts = tuple(inspection(name, labels, [rounds[2 * j], rounds[2 * j + 1], no_fence], quorum, drift_factor)
+                  for j in range(parts_of(kind, limit)))
+    count = readers = waiting = None
+    if kind == RLOCK:
+        counts = [int(v) for code, v in zip(rounds[2].outcomes, rounds[2].values or ()) if code == OK]
+        count = max(set(counts), key=counts.count) if counts else 0
+    elif kind == RWLOCK:
+        shares = [v if code == OK else None for code, v in zip(rounds[2].outcomes, rounds[2].values)]
+        readers = at_least_on_quorum(shares, quorum)
+        waiting = sum(1 for code, v in zip(rounds[4].outcomes, rounds[4].values) if code == OK and v)
+    return FamilyInfo(name, kind, parts, count, readers, waiting)
 
 
 # --- the command ----------------------------------------------------------------------------------

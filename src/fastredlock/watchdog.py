@@ -173,6 +173,9 @@ class Watchdog:
             return []
         executor = client.executor
         with executor.core(carrying=[item[3] for item in items]) as core:
-            rounds = core.extend_many(*renewal_args(items))
+            if any(item[0][0]._planned for item in items):  # the lock family: a round per lock
+                rounds = [item[0][0]._extend_round(core, item[1], item[2]) for item in items]
+            else:
+                rounds = core.extend_many(*renewal_args(items))
         with self._cond:
             return after_renewal(items, rounds, self._locks, client.quorum, client.retry_delay)

@@ -14,6 +14,8 @@ rounds. Errors are those of :mod:`fastredlock.errors`.
 """
 from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .client import Redlock
+from .family import ReadLock, RLock, RWLock, Semaphore, WriteLock
 from .lock import Lock
 
-__all__ = ["Lock", "LockError", "LockLostError", "LockNotAcquiredError", "LockNotOwnedError", "MasterOutcome", "Redlock"]
+__all__ = ["Lock", "LockError", "LockLostError", "LockNotAcquiredError", "LockNotOwnedError", "MasterOutcome", "RLock",
+           "RWLock", "ReadLock", "Redlock", "Semaphore", "WriteLock"]

@@ -15,10 +15,11 @@ from .._base import RedlockBase
 from .._checks import key_of
 from .._tokens import new_token, new_tokens
 from ..lock import fence_key
-from ..lockinfo import LockInfo, inspection
+from ..lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
 from ._wake import AsyncNotifier
+from .family import ReadLock, RLock, Semaphore, WriteLock
 from .lock import Lock
 from .watchdog import Watchdog
 
@@ -35,6 +36,8 @@ class Redlock(RedlockBase):
     each db votes, so mutual exclusion holds as on that one server, but it is a single point of
     failure (see :class:`fastredlock.Redlock`).
     """
+
+    _family = (RLock, Semaphore, ReadLock, WriteLock)
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:
         super().__init__(masters, **options)
@@ -122,6 +125,12 @@ class Redlock(RedlockBase):
         key = key_of(self.prefix, name)
         rounds = await self._aexec.run("inspect", [key], [fence_key(key)])
         return inspection(name, self.masters, rounds, self.quorum, self.drift_factor)
+
+    async def inspect_family(self, name: Union[str, bytes], kind: str, limit: int = 0) -> FamilyInfo:
+        """Tell who holds a reentrant lock, read-write lock or semaphore, without taking it (one
+        round of reads; see :meth:`fastredlock.Redlock.inspect_family`)."""
+        rounds = await self._aexec.run("reads", self._family_reads(name, kind, limit))
+        return family_inspection(name, kind, limit, self.masters, rounds, self.quorum, self.drift_factor)
 
     async def aclose(self) -> None:
         """Stop the watchdog, let queued work finish, close every connection. Locks still held

@@ -78,6 +78,8 @@ class Lock(_SyncLock):
                 token = new_token() if chosen is None else chosen
                 if self.fencing:
                     ok = await self._attempt_fenced(token)
+                elif self._planned:
+                    ok = await self._attempt_planned(token)
                 else:
                     rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
                     self._last = rnd
@@ -168,7 +170,10 @@ class Lock(_SyncLock):
         client._unwatch(self)
         was_lost = self.lost
         try:
-            rnd, ok = await client._aexec.release_one(self.key, token)
+            if self._planned:
+                rnd, ok = await self._release_planned(token, None)
+            else:
+                rnd, ok = await client._aexec.release_one(self.key, token)
         finally:
             self.token = None
             self.fence = None
@@ -191,7 +196,10 @@ class Lock(_SyncLock):
         if own:
             self._client._unwatch(self)
         try:
-            rnd, ok = await self._client._aexec.release_one(self.key, token)
+            if self._planned:
+                rnd, ok = await self._release_planned(token, None)
+            else:
+                rnd, ok = await self._client._aexec.release_one(self.key, token)
         finally:
             if own:
                 self._reset()
@@ -206,11 +214,18 @@ class Lock(_SyncLock):
         quorum did not confirm it, the lock is lost: released, ``on_lost`` called, and
         :class:`LockLostError` raised."""
         token, ttl_ms = self._extension_args(ttl)
-        rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
+        rnd = await self._extend_async(token, ttl_ms)
         if self._extended(rnd, ttl, ttl_ms):
             return
         await self.lose()
         raise self._extension_failed(rnd, await self._outcomes_of(rnd))
+
+    async def _extend_async(self, token: bytes, ttl_ms: Any) -> Any:
+        """The round of one extension of ``token`` (the watchdog's renewal too)."""
+        if self._planned:
+            op, args = self._extend_step(token, ttl_ms)
+            return (await self._client._aexec.run(op, *args))[0]
+        return (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
 
     async def lose(self) -> None:  # type: ignore[override]
         """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once
@@ -225,7 +240,10 @@ class Lock(_SyncLock):
         token = self.token
         if token is not None:
             try:
-                await self._client._aexec.release_one(self.key, token)
+                if self._planned:
+                    await self._release_planned(token, None)
+                else:
+                    await self._client._aexec.release_one(self.key, token)
             except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
                 log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
         if self.on_lost is not None:

@@ -1,0 +1,101 @@
+"""The lock family's speed against the plain lock (indicative: a shared 2-core VM), N=5 masters.
+
+    python benchmarks/bench_family.py                 # all: read lock, semaphore, rlock vs lock; readers 8 vs 1
+    python benchmarks/bench_family.py --blocks 10 --seconds 2   # a short run
+
+One thread, uncontended: each kind's acquire+release against the plain lock's, in interleaved blocks
+(``ab_overhead.measure``: a drift of the machine hits both sides of a pair alike), as cycles/s and
+the ratio to the plain lock. Then readers of one read-write lock: 8 processes at once against one
+process alone, reads/s summed. It starts its own masters (``fastredlock.testing.start_masters``).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+from typing import Callable, List
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "src"))
+
+import fastredlock  # noqa: E402
+from fastredlock.testing import start_masters  # noqa: E402
+
+from ab_overhead import measure  # noqa: E402 (benchmarks/: the interleaved A/B blocks)
+
+
+def cycle_of(dlm: fastredlock.Redlock, kind: str, name: str) -> Callable[[], None]:
+    """One uncontended acquire+release of ``kind`` (a fresh handle each time, as the lock's cycle)."""
+    def handle():
+        if kind == "lock":
+            return dlm.lock(name, ttl=10.0)
+        if kind == "read":
+            return dlm.rwlock(name, ttl=10.0).read
+        if kind == "semaphore":
+            return dlm.semaphore(name, 4, ttl=10.0)
+        return dlm.rlock(name, ttl=10.0)
+
+    def cycle() -> None:
+        lock = handle()
+        if not lock.acquire(blocking=False):
+            raise RuntimeError(f"an uncontended {kind} was refused")
+        lock.release()
+
+    return cycle
+
+
+def reader(urls: List[str], core: str, name: str, seconds: float, start: float, out) -> None:
+    dlm = fastredlock.Redlock(urls, core=core, restart_aware=False, retry_delay=0.001, retry_jitter=0.001)
+    read = dlm.rwlock(name, ttl=10.0).read
+    while time.time() < start:
+        time.sleep(0.001)
+    end = time.monotonic() + seconds
+    count = 0
+    while time.monotonic() < end:
+        if read.acquire(timeout=1.0):
+            read.release()
+            count += 1
+    out.put(count)
+    dlm.close()
+
+
+def readers(urls: List[str], core: str, processes: int, seconds: float) -> float:
+    """Read cycles/s of ``processes`` readers of one name, started together."""
+    out: "multiprocessing.Queue[int]" = multiprocessing.Queue()
+    start = time.time() + 0.5
+    procs = [multiprocessing.Process(target=reader, args=(urls, core, "bench:readers", seconds, start, out))
+             for _ in range(processes)]
+    for p in procs:
+        p.start()
+    total = sum(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return total / seconds
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--core", choices=("cython", "python"), default="cython")
+    p.add_argument("--blocks", type=int, default=30, help="interleaved pairs per kind (default 30)")
+    p.add_argument("--block", type=int, default=100, help="cycles per block (default 100)")
+    p.add_argument("--seconds", type=float, default=3.0, help="seconds of the readers' runs (default 3)")
+    args = p.parse_args()
+    with start_masters(5) as masters:
+        urls = [m.url for m in masters]
+        dlm = fastredlock.Redlock(urls, core=args.core, retry_count=0, restart_aware=False)
+        plain = cycle_of(dlm, "lock", "bench:plain")
+        for kind in ("read", "semaphore", "rlock"):
+            med, q1, q3, rate = measure(plain, cycle_of(dlm, kind, f"bench:{kind}"), args.blocks, args.block)
+            print(f"{kind:9} ({args.core}, N=5): {rate / (1 + med):8,.0f} cycles/s = {1 / (1 + med):.2f}x the plain "
+                  f"lock's {rate:,.0f} (IQR of the overhead {q1 * 100:+.0f}%..{q3 * 100:+.0f}%)")
+        dlm.close()
+        one = readers(urls, args.core, 1, args.seconds)
+        eight = readers(urls, args.core, 8, args.seconds)
+        print(f"readers  ({args.core}, N=5): 1 process {one:,.0f} reads/s; 8 processes {eight:,.0f} reads/s "
+              f"= {eight / one:.2f}x ({os.cpu_count()} CPUs shared with the 5 masters)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

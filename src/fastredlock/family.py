@@ -1,0 +1,467 @@
+"""The lock family: reentrant locks, read-write locks and counting semaphores over N masters.
+
+``dlm.rlock(name)``, ``dlm.rwlock(name)`` (``.read``, ``.write``) and ``dlm.semaphore(name, limit)``.
+Their rules (scripts, keys, the safety arguments) are :mod:`fastredlock.protocol.family`'s; this
+module is the sync front-end. Each kind is a :class:`fastredlock.Lock` whose rounds are its plan's
+(``_planned``): the acquire loop with its retries, waits and wake-ups, the validity, the lost signal,
+the watchdog (``auto_extend``), events and errors are the plain lock's. The handle's :attr:`key` is
+the key whose wake channel its releases publish on (waiters listen there).
+
+The plan mixins (``_RLockPlan``, ``_PermitPlan``, ``_ReadPlan``, ``_WritePlan``) say what to send and
+what a round means; :class:`_Planned` runs them on a core of the client (the asyncio front-end,
+:mod:`fastredlock.asyncio.family`, runs the same plans on its loop).
+"""
+from __future__ import annotations
+
+import random
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+
+from .errors import LockError, LockNotAcquiredError
+from .lock import Lock
+from .protocol.family import (
+    ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE,
+    RLOCK_EXTEND, RLOCK_RELEASE, WRITE_ACQUIRE, acquisition_step, choose_permit, ms, owner_step, permit_keys,
+    permit_leftovers, tagged,
+)
+from .protocol.plans import may_hold
+from .protocol.scripts import EXTEND, RELEASE
+from ._tokens import new_token
+
+if TYPE_CHECKING:  # type names only
+    from .client import Redlock
+
+__all__ = ["RLock", "RWLock", "ReadLock", "Semaphore", "WriteLock"]
+
+Step = Tuple[str, tuple]
+
+
+def _rounds(result: Any) -> List[Any]:
+    """A core operation's result as a list of rounds (``script`` returns one round)."""
+    return result if isinstance(result, list) else [result]
+
+
+def _no_wait(step: Step) -> Step:
+    """A script step written behind what came before, not awaited (a cleanup)."""
+    op, args = step
+    return op, args[:-1] + (False,)
+
+
+# --- the plans (what each kind sends, and what a round means) -----------------------------------------
+class _Plan:
+    """The defaults of a plan: one script round per acquisition; a failed one that may have landed
+    somewhere is cleaned up by the kind's release, written behind it."""
+
+    def _acquire_step(self, token: bytes) -> Step:
+        raise NotImplementedError
+
+    def _release_step(self, token: bytes) -> Step:
+        raise NotImplementedError
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
+        raise NotImplementedError
+
+    def _planned_init(self) -> None:
+        """Called by each kind's ``__init__`` after the handle's: the rounds are the plan's."""
+        self._planned = True
+        self._base = self.key  # the name's key; the kind's keys carry its hash tag
+
+    def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
+        """Not offered for the lock family (a share or a count is not handed over by token)."""
+        raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
+
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        """``(keys, tokens)`` an attempt may set that the plain owner-checked release undoes (the
+        executor releases them if the attempt is interrupted); the others expire on their TTL."""
+        return [], []
+
+    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
+        """``(held, the round that says so, cleanup steps, the attempt's next step or None)`` of
+        an attempt's rounds."""
+        rnd = rounds[0]
+        if rnd.ok or not may_hold(rnd.outcomes):
+            return bool(rnd.ok), rnd, [], None
+        return False, rnd, [_no_wait(self._release_step(token))], None
+
+
+class _RLockPlan(_Plan):
+    """A reentrant lock's hash: first acquisition with count 1 (the key must be absent)."""
+
+    count: int
+
+    def _rlock_init(self) -> None:
+        self._planned_init()
+        self.key = tagged(self._base, b":rlock")
+        #: How many times the owner entered (0 when not held).
+        self.count = 0
+
+    def _acquire_step(self, token: bytes) -> Step:
+        return self._count_step(token, 1)
+
+    def _count_step(self, token: bytes, count: int) -> Step:
+        """Hold the lock with ``count`` (a first acquisition, or a re-entry with count + 1)."""
+        return acquisition_step(RLOCK_ACQUIRE, [self.key], [token, ms(self._ttl_ms), ms(count)], self._ttl_ms)
+
+    def _entered(self, rnd: Any) -> bool:
+        """Take a re-entry's round: on a quorum the count grows and the validity starts again."""
+        self._last = rnd
+        if not rnd.ok:
+            return False
+        self.count += 1
+        self._valid_until = rnd.valid_until
+        return True
+
+    def _release_step(self, token: bytes) -> Step:
+        return self._leave_step(token, 0)
+
+    def _leave_step(self, token: bytes, left: int, wait: bool = True) -> Step:
+        """Hold on with ``left`` entries (0: the key goes and waiters wake)."""
+        return owner_step(RLOCK_RELEASE, [self.key], [token, ms(left)], 0, wait)
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
+        return owner_step(RLOCK_EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)
+
+
+class _PermitPlan(_Plan):
+    """A semaphore's permit slots: ``SET NX`` on every slot in one round; a quorum on one slot holds."""
+
+    limit: int
+    slot: Optional[int]
+    _slots: List[bytes]
+
+    def _permit_init(self, limit: Any) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+        if not 1 <= limit <= 1000:
+            raise ValueError(f"limit must be between 1 and 1000, got {limit}")
+        self._planned_init()
+        #: How many permits the semaphore has.
+        self.limit = limit
+        #: Which permit slot the current (or last) acquisition holds, or None.
+        self.slot = None
+        self._slots = permit_keys(self._base, limit)
+        self.key = tagged(self._base, b":semaphore")  # never written: its wake channel
+
+    def _acquire_step(self, token: bytes) -> Step:
+        # First a probe of one slot (the one this handle held last, else one at random): alone,
+        # a permit costs what a plain lock does. Refused, the same attempt tries every slot.
+        if self.slot is None:
+            self.slot = random.randrange(self.limit)
+        return ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms)
+
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        return self._slots, [token] * self.limit
+
+    def _granted(self, rounds: List[Any], token: bytes) -> Tuple[bool, Any, List[Step], Optional[Step]]:
+        if len(rounds) == 1 and self.limit > 1:  # the probe of slot self.slot
+            rnd = rounds[0]
+            if rnd.ok:
+                return True, rnd, [], None
+            cleanup = [_no_wait(self._release_step(token))] if may_hold(rnd.outcomes) else []
+            return False, rnd, cleanup, (ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
+        held = choose_permit(rounds, random.randrange(len(rounds)))
+        left = permit_leftovers(rounds, held)
+        cleanup = [(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
+        if held < 0:
+            return False, max(rounds, key=lambda rnd: rnd.successes), cleanup, None
+        self.slot = held
+        return True, rounds[held], cleanup, None
+
+    def _release_step(self, token: bytes) -> Step:
+        return owner_step(PERMIT_RELEASE, [self._slots[self.slot or 0], self.key], [token])
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
+        return owner_step(EXTEND, [self._slots[self.slot or 0]], [token, ms(ttl_ms)], ttl_ms)
+
+
+class _RWPlan(_Plan):
+    """The keys of a read-write lock: the write key (also its wake key), the readers, the mark."""
+
+    _readers: bytes
+    _mark: bytes
+
+    def _rw_init(self) -> None:
+        self._planned_init()
+        base = self._base
+        self.key = tagged(base, b":write")
+        self._readers = tagged(base, b":readers")
+        self._mark = tagged(base, b":writer-waiting")
+
+
+class _ReadPlan(_RWPlan):
+    """A reader's share: a member of the readers' sorted set, scored by its expiry."""
+
+    def _acquire_step(self, token: bytes) -> Step:
+        return acquisition_step(READ_ACQUIRE, [self.key, self._readers, self._mark], [token, ms(self._ttl_ms)],
+                                self._ttl_ms)
+
+    def _release_step(self, token: bytes) -> Step:
+        return owner_step(READ_RELEASE, [self._readers, self.key], [token])
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
+        return owner_step(READ_EXTEND, [self._readers], [token, ms(ttl_ms)], ttl_ms)
+
+
+class _WritePlan(_RWPlan):
+    """A writer: the write key, taken when no reader is live; else it leaves its waiting mark."""
+
+    _mark_id: bytes
+    _mark_ms: int
+
+    def _write_init(self) -> None:
+        self._rw_init()
+        self._mark_id = new_token()
+        self._mark_ms = mark_ms(self._client)
+
+    def _acquire_step(self, token: bytes) -> Step:
+        return acquisition_step(WRITE_ACQUIRE, [self.key, self._readers, self._mark],
+                                [token, ms(self._ttl_ms), ms(self._mark_ms), self._mark_id], self._ttl_ms)
+
+    def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
+        return [self.key], [token]
+
+    def _release_step(self, token: bytes) -> Step:
+        return owner_step(RELEASE, [self.key], [token])
+
+    def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
+        return owner_step(EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)
+
+    def _unmark_step(self) -> Step:
+        """Clear this writer's waiting mark where it is still there (it gave up)."""
+        return owner_step(RELEASE, [self._mark], [self._mark_id], 0, False)
+
+
+def mark_ms(client: Any) -> int:
+    """How long a waiting writer's mark lasts: two of its longest sleeps plus a round and 100 ms
+    (it renews the mark at each attempt; a writer killed while waiting blocks new readers no longer)."""
+    return int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
+
+
+# --- the sync front-end ---------------------------------------------------------------------------------
+class _Planned(Lock):
+    """A :class:`Lock` whose rounds are its plan's, run on a core of the client."""
+
+    def _attempt_planned(self, token: bytes) -> bool:
+        executor = self._executor
+        # acquiring: the restart grace applies (restart-aware voting), and an interrupted round's
+        # plain keys are released
+        with executor.core(acquiring=self._plain_keys(token)) as core:  # type: ignore[attr-defined]
+            step = self._acquire_step(token)  # type: ignore[attr-defined]
+            while step is not None:
+                rounds = _rounds(getattr(core, step[0])(*step[1]))
+                ok, rnd, cleanup, step = self._granted(rounds, token)  # type: ignore[attr-defined]
+                for op, args in cleanup:
+                    getattr(core, op)(*args)
+            if ok:
+                self._valid_until = rnd.valid_until
+                self._carrier = executor.carrier(core, rnd)
+        self._last = rnd
+        return ok
+
+    def _release_planned(self, token: bytes, carrier: Any) -> Tuple[Any, bool]:
+        return self._run_step(self._release_step(token), carrier)  # type: ignore[attr-defined]
+
+    def _run_step(self, step: Step, carrier: Any = None) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one plan step on a core (the one that carries ``carrier``, if any)."""
+        op, args = step
+        with self._executor.core(carrying=(carrier,)) as core:
+            rnd = getattr(core, op)(*args)
+        return rnd, bool(rnd.ok)
+
+
+
+class Semaphore(_PermitPlan, _Planned):
+    """One permit of the semaphore ``name``; get one from :meth:`Redlock.semaphore`.
+
+    The :class:`Lock` API: :meth:`acquire` takes one permit (its own token, TTL, extension,
+    watchdog), :meth:`release` gives it back and wakes the semaphore's waiters. At most ``limit``
+    permits are held at once, over all clients (see :mod:`fastredlock.protocol.family` for why).
+    Take one handle per permit holder (thread).
+    """
+
+    def __init__(self, client: "Redlock", name: Union[str, bytes], limit: int, ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)
+        self._permit_init(limit)
+
+
+class ReadLock(_ReadPlan, _Planned):
+    """The read side of a :class:`RWLock` (many readers hold it at once, never with a writer)."""
+
+    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)
+        self._rw_init()
+
+
+class WriteLock(_WritePlan, _Planned):
+    """The write side of a :class:`RWLock` (one writer, and no reader, holds it)."""
+
+    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)
+        self._write_init()
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
+                token: Union[str, bytes, None] = None) -> bool:
+        """As :meth:`Lock.acquire`; while it waits for readers to leave, its mark keeps new readers
+        out. A writer that gives up clears its mark."""
+        ok = super().acquire(blocking, timeout, token)
+        if not ok:
+            self._run_step(self._unmark_step())
+        return ok
+
+
+class RWLock:
+    """A read-write lock: :attr:`read` and :attr:`write` are its two handles (each with the
+    :class:`Lock` API); get one from :meth:`Redlock.rwlock`. Take one per thread."""
+
+    def __init__(self, read: Any, write: Any) -> None:
+        #: The read handle: shared with other readers, never with a writer.
+        self.read = read
+        #: The write handle: exclusive.
+        self.write = write
+
+    def __repr__(self) -> str:
+        return f"<RWLock read={self.read!r} write={self.write!r}>"
+
+
+class _Reentry(_RLockPlan, _Planned):
+    """One owner's hold of a reentrant lock (what :class:`RLock` keeps per thread or task)."""
+
+    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)
+        self._rlock_init()
+
+    def reenter(self) -> bool:
+        """One round that counts one more entry (and renews the TTL); False (the count rolled back
+        where it was written) if a quorum did not confirm it."""
+        token = self._require_token()
+        rnd, _ok = self._run_step(self._count_step(token, self.count + 1), self._carrier)
+        if self._entered(rnd):
+            return True
+        self._run_step(self._leave_step(token, self.count, False), self._carrier)
+        return False
+
+    def leave(self) -> None:
+        """One round that counts one entry less (the count stays above zero)."""
+        token = self._require_token()
+        self.count -= 1
+        rnd, ok = self._run_step(self._leave_step(token, self.count), self._carrier)
+        self._last = rnd
+        if not ok:
+            raise self._release_unconfirmed(rnd, self._executor.outcomes(rnd))
+
+
+class RLock:
+    """A reentrant lock: its owner (the thread that acquired it; for asyncio, the task) may acquire
+    it again while it holds it, and each acquisition needs its release; the lock is freed on the
+    masters when the count reaches zero. Get one from :meth:`Redlock.rlock`.
+
+    Every :class:`RLock` of a client for one name shares the owners' holds, so nested code that
+    calls ``dlm.rlock(name)`` again re-enters. Another owner (thread, task, process) is refused as
+    any other client is. The methods act for the calling owner.
+    """
+
+    _hold_class: Any = _Reentry
+
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, *, auto_extend: bool = False,
+                 max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> None:
+        self._client = client
+        self._options = {"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
+        probe = self._hold_class(client, name, ttl, **self._options)  # checks the arguments once
+        #: The name as given.
+        self.name = name
+        #: Seconds each acquisition (and re-entry) holds it for.
+        self.ttl = float(ttl)
+        #: The key written on the masters (a hash: owner, count).
+        self.key: bytes = probe.key
+        self._holds: Dict[Tuple[bytes, Any], Any] = client.__dict__.setdefault("_rlock_holds", {})
+
+    @staticmethod
+    def _owner() -> Any:
+        return threading.get_ident()
+
+    def _hold(self) -> Any:
+        """The calling owner's hold (held or lost), or None."""
+        return self._holds.get((self.key, self._owner()))
+
+    def _new_hold(self) -> Any:
+        return self._hold_class(self._client, self.name, self.ttl, **self._options)
+
+    def _held(self, hold: Any) -> bool:
+        return hold is not None and hold.token is not None and not hold._lost
+
+    def _mine(self) -> Any:
+        hold = self._hold()
+        if hold is None or hold.token is None:
+            raise LockError(f"reentrant lock {self.name!r} is not held by this owner", self.name)
+        return hold
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Acquire it, or enter it once more if the caller holds it already (one round; a re-entry
+        that a quorum did not confirm returns False and the count stays). See :meth:`Lock.acquire`."""
+        hold = self._hold()
+        if self._held(hold):
+            return hold.reenter()
+        hold = self._new_hold()
+        if not hold.acquire(blocking, timeout):
+            self._last = hold
+            return False
+        self._took(hold)
+        return True
+
+    def _took(self, hold: Any) -> None:
+        """The caller's first acquisition succeeded: it holds once."""
+        hold.count = 1
+        self._holds[(self.key, self._owner())] = hold
+
+    def _drop(self, hold: Any) -> None:
+        """The caller's last entry is being released: forget its hold."""
+        del self._holds[(self.key, self._owner())]
+        hold.count = 0
+
+    def release(self) -> None:
+        """Leave it once; the last release frees it on the masters (and wakes waiters). Raises as
+        :meth:`Lock.release` does, and :class:`LockError` if the caller does not hold it."""
+        hold = self._mine()
+        if hold.count > 1:
+            hold.leave()
+            return
+        self._drop(hold)
+        hold.release()
+
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """Reset the TTL of the caller's hold (see :meth:`Lock.extend`)."""
+        self._mine().extend(ttl)
+
+    @property
+    def count(self) -> int:
+        """How many times the caller entered it (0: not held by the caller)."""
+        hold = self._hold()
+        return hold.count if self._held(hold) else 0
+
+    @property
+    def validity(self) -> float:
+        """Seconds the caller can still rely on holding it (0.0 when not held)."""
+        hold = self._hold()
+        return hold.validity if hold is not None else 0.0
+
+    def locked(self) -> bool:
+        """Whether the caller holds it with validity left (a local check)."""
+        hold = self._hold()
+        return hold is not None and hold.locked()
+
+    @property
+    def outcomes(self) -> List[Any]:
+        """What each master answered in the caller's last round."""
+        hold = self._hold() or getattr(self, "_last", None)
+        return hold.outcomes if hold is not None else []
+
+    def __enter__(self) -> "RLock":
+        if not self.acquire():
+            raise LockNotAcquiredError(f"could not acquire reentrant lock {self.name!r}", self.name, self.outcomes)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<RLock {self.name!r} ttl={self.ttl:g}s count={self.count}>"

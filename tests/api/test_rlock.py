@@ -1,0 +1,110 @@
+"""``dlm.rlock``: reentrant per owner thread, the count on the masters, wake on the last release."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from fastredlock import LockError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _family import eventually, in_thread, no_key_without_ttl, tagged  # noqa: E402
+
+
+def counts(masters, name):
+    """The count field of the lock's hash on each master (None where there is no key)."""
+    key = tagged(name, ":rlock")
+    return [m.command("HGET", key, "count") for m in masters]
+
+
+def test_reentry_counts_on_masters_and_last_release_frees(dlm, masters, name):
+    lock = dlm.rlock(name, ttl=5)
+    assert lock.acquire(blocking=False)
+    assert lock.acquire(blocking=False)
+    assert dlm.rlock(name, ttl=5).acquire(blocking=False)  # another handle, same thread: re-enters
+    assert lock.count == 3
+    assert eventually(lambda: counts(masters, name), [b"3"] * 5) == [b"3"] * 5
+    assert no_key_without_ttl(masters, name)
+    lock.release()
+    assert lock.count == 2 and eventually(lambda: counts(masters, name), [b"2"] * 5) == [b"2"] * 5
+    lock.release()
+    lock.release()
+    assert lock.count == 0 and eventually(lambda: counts(masters, name), [None] * 5) == [None] * 5
+    with pytest.raises(LockError):
+        lock.release()  # one release too many
+
+
+def test_another_thread_is_refused_until_the_count_reaches_zero(dlm, name):
+    lock = dlm.rlock(name, ttl=5)
+    assert lock.acquire() and lock.acquire()
+    results = []
+
+    def other() -> None:
+        results.append(lock.acquire(blocking=False))
+        results.append(lock.count)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert results == [False, 0]
+    errors = []  # the other thread cannot release the owner's entries
+    t = threading.Thread(target=lambda: errors.append(_release(lock)))
+    t.start()
+    t.join()
+    assert isinstance(errors[0], LockError) and lock.count == 2
+    lock.release()
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert results[-2:] == [False, 0]  # still entered once
+    lock.release()
+    results.clear()
+
+    def take() -> None:
+        results.append(lock.acquire(blocking=False))
+        lock.release()
+
+    t = threading.Thread(target=take)
+    t.start()
+    t.join()
+    assert results == [True]
+
+
+def _release(lock):
+    try:
+        lock.release()
+    except LockError as exc:
+        return exc
+    return AssertionError("released another thread's entry")
+
+
+def test_another_client_is_refused(dlm, make_client, masters, name):
+    other = make_client(masters.urls, retry_count=0)
+    with dlm.rlock(name, ttl=5):
+        assert not other.rlock(name, ttl=5).acquire(blocking=False)
+    assert other.rlock(name, ttl=5).acquire(blocking=False)
+
+
+def test_with_blocks_nest(dlm, masters, name):
+    with dlm.rlock(name, ttl=5) as outer:
+        with dlm.rlock(name, ttl=5) as inner:
+            assert inner.count == 2 and outer.count == 2
+        assert outer.count == 1 and eventually(lambda: counts(masters, name), [b"1"] * 5) == [b"1"] * 5
+    assert eventually(lambda: counts(masters, name), [None] * 5) == [None] * 5
+
+
+def test_last_release_wakes_a_waiting_thread(make_client, masters, name):
+    dlm = make_client(masters.urls, retry_delay=2.0, retry_jitter=0.0)
+    lock = dlm.rlock(name, ttl=5)
+    assert lock.acquire() and lock.acquire()
+    join = in_thread(lambda: lock.acquire(timeout=5), lock.release)
+    time.sleep(0.3)  # the waiter failed once and listens
+    lock.release()
+    time.sleep(0.1)
+    assert not join.done()  # one entry left: still held
+    lock.release()
+    ok, waited = join()
+    assert ok and waited < 1.0  # woken by the release, not after its 2 s backoff

@@ -1,0 +1,135 @@
+"""The lock family for asyncio (rlock per task, semaphore, rwlock) on real masters, both cores and loops."""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import pytest
+
+from fastredlock import LockError
+from fastredlock.asyncio import ReadLock, RLock, Semaphore, WriteLock
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api"))
+from _family import eventually, family_keys, tagged  # noqa: E402
+
+
+def test_rlock_reenters_per_task_and_refuses_other_tasks(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls, retry_delay=2.0, retry_jitter=0.0) as dlm:
+            lock = dlm.rlock(name, ttl=5)
+            assert isinstance(lock, RLock)
+            assert await lock.acquire() and await dlm.rlock(name, ttl=5).acquire()
+            assert lock.count == 2
+            counts = eventually(lambda: [m.command("HGET", tagged(name, ":rlock"), "count") for m in masters],
+                                [b"2"] * 5)
+            assert counts == [b"2"] * 5
+
+            async def other():
+                assert lock.count == 0  # another task: not the owner
+                with pytest.raises(LockError):
+                    await lock.release()
+                start = time.monotonic()
+                ok = await lock.acquire(timeout=5)  # waits until the owner's last release
+                waited = time.monotonic() - start
+                await lock.release()
+                return ok, waited
+
+            task = asyncio.ensure_future(other())
+            await asyncio.sleep(0.3)
+            await lock.release()
+            await asyncio.sleep(0.1)
+            assert not task.done()
+            await lock.release()  # the last one: frees it and wakes the waiting task
+            ok, waited = await task
+            assert ok and waited < 1.0
+            async with dlm.rlock(name, ttl=5) as outer:
+                async with dlm.rlock(name, ttl=5):
+                    assert outer.count == 2
+        assert eventually(lambda: family_keys(masters, name), 0) == 0
+
+    arun(main())
+
+
+def test_semaphore_limit_and_release(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls, retry_delay=0.02, retry_jitter=0.02) as dlm:
+            permits = [dlm.semaphore(name, 2, ttl=5) for _ in range(3)]
+            assert isinstance(permits[0], Semaphore)
+            assert await permits[0].acquire(blocking=False) and await permits[1].acquire(blocking=False)
+            assert not await permits[2].acquire(blocking=False)
+            await permits[0].release()
+            assert await permits[2].acquire(blocking=False)
+            await permits[1].release()
+            await permits[2].release()
+            inside, most = [0], [0]
+
+            async def worker():
+                permit = dlm.semaphore(name, 2, ttl=5)
+                for _ in range(5):
+                    assert await permit.acquire(timeout=5)
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                    await asyncio.sleep(0.005)
+                    inside[0] -= 1
+                    await permit.release()
+
+            await asyncio.gather(*(worker() for _ in range(4)))
+            assert most[0] == 2
+        assert eventually(lambda: family_keys(masters, name), 0) == 0
+
+    arun(main())
+
+
+def test_rwlock_readers_share_writer_waits_and_excludes(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls, retry_delay=2.0, retry_jitter=0.0) as dlm:
+            a, b, w = dlm.rwlock(name, ttl=5), dlm.rwlock(name, ttl=5), dlm.rwlock(name, ttl=5)
+            assert isinstance(a.read, ReadLock) and isinstance(w.write, WriteLock)
+            assert await a.read.acquire() and await b.read.acquire()
+
+            async def write():
+                start = time.monotonic()
+                ok = await w.write.acquire(timeout=5)
+                return ok, time.monotonic() - start
+
+            task = asyncio.ensure_future(write())
+            await asyncio.sleep(0.3)
+            assert not await dlm.rwlock(name, ttl=5).read.acquire(blocking=False)  # the writer waits
+            await a.read.release()
+            await b.read.release()  # the last reader out wakes the writer
+            ok, waited = await task
+            assert ok and waited < 1.0
+            assert not await a.read.acquire(blocking=False)
+            await w.write.release()
+            async with a.read:
+                assert not await w.write.acquire(blocking=False)
+        assert eventually(lambda: family_keys(masters, name), 0) == 0
+
+    arun(main())
+
+
+def test_auto_extend_renews_family_handles(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            reader = dlm.rwlock(name, ttl=0.3, auto_extend=True).read
+            permit = dlm.semaphore(name + "s", 1, ttl=0.3, auto_extend=True)
+            assert await reader.acquire() and await permit.acquire()
+            await asyncio.sleep(0.8)
+            assert reader.locked() and permit.locked()
+            await reader.extend()
+            await reader.release()
+            await permit.release()
+
+    arun(main())
+
+
+def test_restart_aware_voting_applies(arun, aclient, masters, name):
+    async def main():
+        async with aclient(masters.urls, restart_aware=True, restart_grace=3600.0, retry_count=0) as dlm:
+            for lock in (dlm.rlock(name), dlm.rwlock(name).write, dlm.semaphore(name, 2)):
+                assert not await lock.acquire(blocking=False)
+                assert "restarted recently" in {o.outcome for o in await lock.settled_outcomes()}
+
+    arun(main())
