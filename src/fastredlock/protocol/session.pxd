@@ -7,19 +7,23 @@ from .link cimport Link, Owed
 cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
 cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
 cdef int SENTINEL_ERROR, HELLO_ROLE
-cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT
+cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 cdef int HEALTHY, TIMED_OUT
 
 from .handshake cimport hello_reply
 from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result cimport decide, set_outcome, settle_sink
 
+cdef Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
 cdef bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
 cdef class Session:
     cdef public list links
     cdef public Py_ssize_t n
+    cdef public object routes
+    cdef public object split
+    cdef public Py_ssize_t redirects
     cdef public Py_ssize_t quorum
     cdef public double io_timeout
     cdef public double connect_timeout
