@@ -73,11 +73,11 @@ def _exchange(spec: Any, address: Tuple[str, int], deadline: float) -> list:
                 raise ConnectionError(f"AUTH failed: {reply}")
         reply = _call(sock, reader, encode_command(b"CLUSTER", b"SHARDS"), deadline)
         if not isinstance(reply, hiredis.ReplyError):
-            return parse_shards(reply)
+            return parse_shards(reply, address[0])
         reply = _call(sock, reader, encode_command(b"CLUSTER", b"SLOTS"), deadline)
         if isinstance(reply, hiredis.ReplyError):
             raise ConnectionError(str(reply))
-        return parse_slots(reply)
+        return parse_slots(reply, address[0])
     finally:
         sock.close()
 

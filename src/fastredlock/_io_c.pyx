@@ -539,6 +539,8 @@ cdef class Core:
         if self._stepped:
             return [None] * rows  # start(): the caller drives the round (see start)
         while True:
+            if s.routes is not None:
+                self._sync_redirected()
             first = s.next_deadline()
             if first < 0.0:
                 break
@@ -571,6 +573,15 @@ cdef class Core:
                 self._sync(i)
         for i in range(self._nl):
             if (<Link>self._links[i]).opening:
+                self._sync(i)
+        return 0
+
+    cdef int _sync_redirected(self) except -1:
+        """A cluster round: carry out what node links ask for that were not being served (a
+        command redirected to a node opens or writes to it)."""
+        cdef Py_ssize_t i
+        for i in range(self._nl):
+            if _asks(<Link>self._links[i]):
                 self._sync(i)
         return 0
 
@@ -993,6 +1004,8 @@ cdef class Core:
         cdef Py_ssize_t j
         if self._fds[i] >= 0:
             self._serve(i, readable, writable)
+        if self._s.routes is not None:
+            self._sync_redirected()
         if not self._s.in_round:
             code |= 4
         elif self._s.next_deadline() < 0.0:

@@ -283,6 +283,8 @@ class Core:
             return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
         swept = -1.0
         while True:
+            if session.routes is not None:
+                self._sync_redirected()
             first = session.next_deadline()
             if first < 0.0:
                 break
@@ -313,6 +315,13 @@ class Core:
                 self._sync(link)
         for link in self._links:
             if link.opening:
+                self._sync(link)
+
+    def _sync_redirected(self) -> None:
+        """A cluster round: carry out what node links ask for that were not being served (a
+        command redirected to a node opens or writes to it)."""
+        for link in self._links:
+            if link.closing or link.opening or link.out:
                 self._sync(link)
 
     def _tidy(self) -> None:
@@ -548,6 +557,8 @@ class Core:
         if self._socks[i] is not None:
             self._serve(self._links[i], readable, writable)
         session = self._session
+        if session.routes is not None:
+            self._sync_redirected()
         code = 0
         if not session.in_round:
             code |= 4

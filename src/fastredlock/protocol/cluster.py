@@ -133,17 +133,19 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def parse_slots(reply):
-    """Slot ranges from a ``CLUSTER SLOTS`` reply: ``[(first, last, (host, port), [replicas])]``."""
+def parse_slots(reply, asked):
+    """Slot ranges from a ``CLUSTER SLOTS`` reply: ``[(first, last, (host, port), [replicas])]``.
+    A node that does not know its own address (an empty host: a cluster of one node) is named by
+    the host it was ``asked`` at."""
     ranges = []
     for entry in reply:
-        nodes = [(_text(n[0]), int(n[1])) for n in entry[2:] if _text(n[0])]
+        nodes = [(_text(n[0]) or asked, int(n[1])) for n in entry[2:] if _text(n[0]) != "?"]
         if nodes:
             ranges.append((int(entry[0]), int(entry[1]), nodes[0], nodes[1:]))
     return ranges
 
 
-def parse_shards(reply):
+def parse_shards(reply, asked):
     """Slot ranges from a ``CLUSTER SHARDS`` reply (as :func:`parse_slots`); nodes that are not
     ``online`` are left out (a failed primary is not named as the owner)."""
     ranges = []
@@ -154,9 +156,9 @@ def parse_shards(reply):
             nf = dict(zip(node[::2], node[1::2]))
             if nf.get(b"health", b"online") != b"online":
                 continue
-            host = _text(nf.get(b"ip") or nf.get(b"endpoint") or b"")
+            host = _text(nf.get(b"ip") or nf.get(b"endpoint") or b"") or asked
             port = int(nf.get(b"port") or nf.get(b"tls-port") or 0)
-            if not host or not port:
+            if not port:
                 continue
             if nf.get(b"role") == b"master":
                 primary = (host, port)
