@@ -14,7 +14,7 @@ from .handshake cimport hello_reply
 from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result cimport decide, set_outcome, settle_sink
 
-cdef Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
+cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
 cdef bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
@@ -60,7 +60,7 @@ cdef class Session:
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)
-    @cython.locals(mode=int, j=Py_ssize_t)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)

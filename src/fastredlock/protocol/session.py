@@ -582,7 +582,9 @@ class Session:
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.master
-        j = _cmd(link, link.pop_cmd())
+        j = link.pop_cmd()
+        if link.cmds is not None:
+            j = link.cmds[j]
         if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
                                  or (code == NO and link.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
