@@ -60,7 +60,7 @@ from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
-from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
+from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
 from ._tls import TlsConn, TlsError, context_for
 from ._sentinel import Resolver, resolve
 from ._cluster import refresh
@@ -488,8 +488,8 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        if self._s.routes is not None:  # a cluster: one script per key (slot); EVAL, no cache to miss
-            self._enc.commands([(b"EVAL", RELEASE, b"1", k, t) for k, t in zip(kbs, tbs)])
+        if self._s.routes is not None:  # a cluster: one script per key (slot)
+            self._enc.release_each(kbs, tbs)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)
@@ -526,7 +526,7 @@ cdef class Core:
         cdef double now, first, swept = -1.0, wait_ms
         cdef int timeout_ms
         cdef Commands enc = self._enc
-        if s.routes is not None:
+        if s.maps_stale:
             self._refresh(frl_now())
         n = self._nl
         s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
@@ -539,7 +539,7 @@ cdef class Core:
         if self._stepped:
             return [None] * rows  # start(): the caller drives the round (see start)
         while True:
-            if s.routes is not None:
+            if s.redirected:
                 self._sync_redirected()
             first = s.next_deadline()
             if first < 0.0:
@@ -580,6 +580,7 @@ cdef class Core:
         """A cluster round: carry out what node links ask for that were not being served (a
         command redirected to a node opens or writes to it)."""
         cdef Py_ssize_t i
+        self._s.redirected = False
         for i in range(self._nl):
             if _asks(<Link>self._links[i]):
                 self._sync(i)
@@ -1004,7 +1005,7 @@ cdef class Core:
         cdef Py_ssize_t j
         if self._fds[i] >= 0:
             self._serve(i, readable, writable)
-        if self._s.routes is not None:
+        if self._s.redirected:
             self._sync_redirected()
         if not self._s.in_round:
             code |= 4

@@ -269,7 +269,7 @@ class Core:
     def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
                ttls_ms: Sequence[int], wait: bool = True) -> List[Round]:
         session = self._session
-        if session.routes is not None:
+        if session.maps_stale:
             self._refresh(monotonic())
         session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
                       fallbacks is not None, fallbacks, ttls_ms, wait, monotonic())
@@ -283,7 +283,7 @@ class Core:
             return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
         swept = -1.0
         while True:
-            if session.routes is not None:
+            if session.redirected:
                 self._sync_redirected()
             first = session.next_deadline()
             if first < 0.0:
@@ -320,6 +320,7 @@ class Core:
     def _sync_redirected(self) -> None:
         """A cluster round: carry out what node links ask for that were not being served (a
         command redirected to a node opens or writes to it)."""
+        self._session.redirected = False
         for link in self._links:
             if link.closing or link.opening or link.out:
                 self._sync(link)
@@ -557,7 +558,7 @@ class Core:
         if self._socks[i] is not None:
             self._serve(self._links[i], readable, writable)
         session = self._session
-        if session.routes is not None:
+        if session.redirected:
             self._sync_redirected()
         code = 0
         if not session.in_round:

@@ -12,6 +12,7 @@ from fastredlock.testing import start_cluster
 
 TTL = 5.0
 CONNECT = 0.5
+IO = 0.5  # per node: the shared test machine can be slow
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_names_across_slots_lock_extend_release(arun, aclient, cluster):
     names = [f"a:{random.random()}:{i}" for i in range(40)]
 
     async def main():
-        async with aclient([cluster.url], connect_timeout=CONNECT) as dlm:
+        async with aclient([cluster.url], connect_timeout=CONNECT, io_timeout=IO) as dlm:
             for name in names:
                 lock = dlm.lock(name, ttl=TTL)
                 assert await lock.acquire(), lock.outcomes
@@ -72,7 +73,7 @@ def test_moved_and_ask_are_followed(arun, aclient, cluster):
     name = f"am:{random.random()}"
 
     async def main():
-        async with aclient([cluster.url], connect_timeout=CONNECT) as dlm:
+        async with aclient([cluster.url], connect_timeout=CONNECT, io_timeout=IO) as dlm:
             lock = dlm.lock(name, ttl=TTL)
             assert await lock.acquire()
             slot = cluster.keyslot(name)

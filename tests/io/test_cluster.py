@@ -19,6 +19,7 @@ from fastredlock.testing import start_cluster
 
 TTL = 5.0
 CONNECT = 0.5
+IO = 0.5  # per node: the shared test machine can be slow
 GRACE = 2.0  # restart_grace of the failover test (seconds)
 
 failover_opt_in = pytest.mark.skipif(
@@ -91,7 +92,7 @@ def test_key_slot_detects_a_wrong_crc(cluster, monkeypatch):
 
 # --- it works ------------------------------------------------------------------------------------
 def test_names_over_the_slots_lock_extend_release(make_client, cluster):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     names = names_per_slot(f"spread{random.random()}", range(0, SLOTS, 97))  # 169 slots, every node
     for name in names:
         lock = dlm.lock(name, ttl=TTL)
@@ -144,7 +145,7 @@ def test_forms_url_dict_and_redis_cluster_client(make_client, cluster, name):
             client,
         ]
         for form in forms:
-            dlm = make_client([form], connect_timeout=CONNECT)
+            dlm = make_client([form], connect_timeout=CONNECT, io_timeout=IO)
             lock = dlm.lock(name, ttl=TTL)
             assert lock.acquire(blocking=False), (form, lock.outcomes)
             assert holder(cluster, name)[1] == lock.token
@@ -170,7 +171,7 @@ def test_a_cluster_named_twice_is_refused(one_core, cluster):
 
 
 def test_fence_counters_stay_in_the_lock_keys_slot(make_client, cluster, name):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     fences = []
     for n in (name, f"{{order:{name}}}:a"):
         for _ in range(2):
@@ -181,7 +182,7 @@ def test_fence_counters_stay_in_the_lock_keys_slot(make_client, cluster, name):
 
 # --- redirections --------------------------------------------------------------------------------
 def test_moved_between_two_calls(make_client, cluster, name):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     lock = dlm.lock(name, ttl=TTL)
     assert lock.acquire(blocking=False)
     slot = cluster.keyslot(name)
@@ -196,7 +197,7 @@ def test_moved_between_two_calls(make_client, cluster, name):
 
 
 def test_moved_during_one_call_of_a_batch(make_client, cluster):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     names = [f"mv:{random.random()}:{i}" for i in range(60)]
     dlm.release_many(dlm.acquire_many(names[:1], ttl=TTL))  # connected, the map learned
     slots = sorted({cluster.keyslot(n) for n in names[:3]})
@@ -210,7 +211,7 @@ def test_moved_during_one_call_of_a_batch(make_client, cluster):
 
 
 def test_ask_while_a_slot_migrates(make_client, cluster, name):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     held = dlm.lock(name + ":warm", ttl=TTL)
     assert held.acquire(blocking=False)
     slot = cluster.keyslot(name)
@@ -236,7 +237,7 @@ def test_ask_while_a_slot_migrates(make_client, cluster, name):
 
 
 def test_lock_all_across_slots_is_refused_naming_hash_tags(make_client, cluster, name):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     a, b = names_per_slot(name, [1, 2])
     with pytest.raises(ValueError, match=r"different cluster slots.*\{order:42\}:a"):
         dlm.lock_all([a, b], ttl=TTL)
@@ -249,7 +250,7 @@ def test_lock_all_across_slots_is_refused_naming_hash_tags(make_client, cluster,
 
 def test_three_clusters_as_redlock_masters(make_client, cluster, small_clusters, name):
     a, b = small_clusters
-    dlm = make_client([cluster.url, a.url, b.url], connect_timeout=CONNECT)
+    dlm = make_client([cluster.url, a.url, b.url], connect_timeout=CONNECT, io_timeout=IO)
     lock = dlm.lock(name, ttl=TTL)
     assert lock.acquire(blocking=False)
     assert outcomes(lock) == ["ok"] * 3
@@ -264,7 +265,7 @@ def test_three_clusters_as_redlock_masters(make_client, cluster, small_clusters,
 
 
 def test_threads_on_a_cluster_never_hold_together(make_client, cluster, name):
-    dlm = make_client([cluster.url], connect_timeout=CONNECT, retry_count=200, retry_delay=0.005, retry_jitter=0.005)
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO, retry_count=200, retry_delay=0.005, retry_jitter=0.005)
     inside, worst, done = [0], [0], []
 
     def work():
@@ -289,7 +290,7 @@ def test_clusterdown_is_that_masters_no(make_client, masters, name):
     plain = masters[0]
     with start_cluster(1) as c:
         node = c.nodes[0]
-        dlm = make_client([c.url, plain.url], connect_timeout=CONNECT, cooldown=0)
+        dlm = make_client([c.url, plain.url], connect_timeout=CONNECT, io_timeout=IO, cooldown=0)
         lock = dlm.lock(name, ttl=TTL)
         assert lock.acquire(blocking=False) and outcomes(lock) == ["ok", "ok"]
         lock.release()
@@ -309,7 +310,7 @@ def test_clusterdown_is_that_masters_no(make_client, masters, name):
 
 def test_every_node_down_is_a_connection_error(make_client, name):
     with start_cluster(1) as c:
-        dlm = make_client([c.url], connect_timeout=CONNECT, cooldown=0)
+        dlm = make_client([c.url], connect_timeout=CONNECT, io_timeout=IO, cooldown=0)
         assert dlm.lock(name, ttl=TTL).acquire(blocking=False)
         c.nodes[0].kill()
         started = time.monotonic()
@@ -331,7 +332,7 @@ def _old_enough(nodes, seconds):
 def test_primary_killed_replica_promoted_no_double_holder(make_client, masters, name):
     counter = masters[0]  # an independent server: never two holders
     with start_cluster(3, 1) as c:
-        opts = dict(connect_timeout=CONNECT, restart_aware=True, restart_grace=GRACE, cooldown=0)
+        opts = dict(connect_timeout=CONNECT, io_timeout=IO, restart_aware=True, restart_grace=GRACE, cooldown=0)
         dlm = make_client([c.url], **opts)
         _old_enough(c.nodes, GRACE)
         lock = dlm.lock(name, ttl=1.0)

@@ -74,23 +74,30 @@ def key_slot(key):
     return crc & 0x3FFF
 
 
+def _number(payload, pos):
+    """The decimal number after the type byte at ``pos`` (``*3``, ``$5``) and where its line ends."""
+    value = 0
+    pos += 1
+    while payload[pos] != 13:  # b"\r"
+        value = value * 10 + (payload[pos] - 48)
+        pos += 1
+    return value, pos + 2
+
+
 def split_commands(payload, k):
-    """The ``k`` RESP commands encoded back to back in ``payload``: a list of ``(bytes, slot)``,
-    the slot of the command's keys (-1: it names none). :class:`CrossSlotError` when one command's
-    keys are in different slots."""
+    """The ``k`` RESP commands encoded back to back in ``payload`` (by this package: well formed):
+    a list of ``(bytes, slot)``, the slot of the command's keys (-1: it names none).
+    :class:`CrossSlotError` when one command's keys are in different slots."""
     out = []
     pos = 0
     for _ in range(k):
         begin = pos
-        eol = payload.index(b"\r\n", pos)
-        argc = int(payload[pos + 1:eol])
-        pos = eol + 2
+        argc, pos = _number(payload, pos)
         args = []
         for _ in range(argc):
-            eol = payload.index(b"\r\n", pos)
-            size = int(payload[pos + 1:eol])
-            args.append(payload[eol + 2:eol + 2 + size])
-            pos = eol + 4 + size
+            size, pos = _number(payload, pos)
+            args.append(payload[pos:pos + size])
+            pos += size + 2
         name = args[0].upper()
         if name == b"EVALSHA" or name == b"EVAL":
             keys = args[3:3 + int(args[2])]

@@ -24,6 +24,8 @@ cdef class Session:
     cdef public object routes
     cdef public object split
     cdef public Py_ssize_t redirects
+    cdef public bint maps_stale
+    cdef public bint redirected
     cdef public Py_ssize_t quorum
     cdef public double io_timeout
     cdef public double connect_timeout
@@ -60,6 +62,10 @@ cdef class Session:
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)
+    @cython.locals(link=Link, j=Py_ssize_t, slot=Py_ssize_t, owner=Py_ssize_t, split=list)
+    cdef _route(self, double now)
+    @cython.locals(parts=list, j=Py_ssize_t)
+    cdef bytes _node_payload(self, Link link, bint fallback)
     @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)

@@ -84,6 +84,10 @@ class Session:
         #: The round's commands as ``(bytes, slot)`` (cluster masters only), and redirections so far.
         self.split = None
         self.redirects = 0
+        #: Some cluster's slot map may be due to be asked again (the twin then calls stale_routes).
+        self.maps_stale = self.routes is not None
+        #: A command was redirected to another node since the twin last looked (it syncs them all).
+        self.redirected = False
         self.quorum = self.n // 2 + 1
         self.io_timeout = io_timeout
         self.connect_timeout = connect_timeout
@@ -189,13 +193,22 @@ class Session:
         route.refresh_at = now + 0.1
 
     def stale_routes(self, now):
-        """The cluster masters whose slot map should be asked again now (an empty list almost always)."""
+        """The cluster masters whose slot map should be asked again now (the twin asks only while
+        :attr:`maps_stale`)."""
         due = []
+        stale = False
         if self.routes is not None:
             for route in self.routes:
+                stale = stale or route.stale
                 if route.due(now):
                     due.append(route.master)
+        self.maps_stale = stale
         return due
+
+    def _map_failed(self, i, now):
+        """Cluster master ``i``'s slot map proved wrong (or a node failed): ask it again soon."""
+        self._route_of(i).failed(now)
+        self.maps_stale = True
 
     def _route_of(self, i):
         for route in self.routes:
@@ -205,22 +218,27 @@ class Session:
 
     def _route(self, now):
         """Give each cluster node link the commands of the slots it owns (``link.cmds``)."""
+        split = self.split
         for link in self.links:
             if link.cmds is not None:
                 link.cmds = []
         for route in self.routes:
+            slots = route.slots
             for j in range(self.k):
-                slot = self.split[j][1]
-                owner = route.slots[slot] if slot >= 0 else -1
+                slot = split[j][1]
+                owner = slots[slot] if slot >= 0 else -1
                 if owner >= 0:
-                    self.links[owner].cmds.append(j)
+                    link = self.links[owner]
+                    link.cmds.append(j)
                 else:
-                    route.failed(now)
+                    self._map_failed(route.master, now)
                     self._record_cmd(j, route.master, CONN_ERROR,
                                      "slot %d: no node known to serve it (the slot map is asked again)" % slot)
 
     def _node_payload(self, link, fallback):
         """The bytes of a node link's commands (their EVAL forms with ``fallback``)."""
+        if len(link.cmds) == 1 and link.cmds[0] >= 0 and not fallback:
+            return self.split[link.cmds[0]][0]
         parts = []
         for j in link.cmds:
             if j < 0:
@@ -240,9 +258,10 @@ class Session:
         route = self._route_of(link.master)
         target = route.nodes.get(where[2], -1)
         if target < 0 or self.redirects >= MAX_REDIRECTS * self.k:
-            route.failed(now)
+            self._map_failed(link.master, now)
             return False
         self.redirects += 1
+        self.redirected = True
         j = link.cmds[link.pop_cmd()]
         if not where[0]:
             route.slots[where[1]] = target  # MOVED: the owner changed for good
@@ -519,7 +538,7 @@ class Session:
             problem = hello_reply(link.clock, kind, reply, error, now)
             if problem is not None:
                 if kind >= HELLO_ROLE and error is None and link.cmds is not None:  # a replica now
-                    self._route_of(link.master).failed(now)
+                    self._map_failed(link.master, now)
                     self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
                 elif kind >= HELLO_ROLE and error is None:  # the sentinels named a server that is no master
                     self._fail(link, SENTINEL_ERROR, problem, C_CONNECT_ERRORS, True, now)
@@ -552,7 +571,7 @@ class Session:
                 if self._redirect(link, error, now):
                     return True
                 if refreshes(error):
-                    self._route_of(link.master).failed(now)
+                    self._map_failed(link.master, now)
             if link.spec.sentinel is not None and asks_again(error):
                 # Demoted (READONLY) or restarting (LOADING): ask the sentinels at the next connect.
                 self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
@@ -665,7 +684,7 @@ class Session:
                 self._record_cmd(j, link.master, code, detail)
         link.drop_owed(code, detail)
         if link.cmds is not None and code != ERROR_REPLY:
-            self._route_of(link.master).failed(now)  # a node failed: has its slot moved?
+            self._map_failed(link.master, now)  # a node failed: has its slot moved?
         self.health.failed(link.master, counter, what(code, detail), now, strike)
         self._stamp(now)
 
