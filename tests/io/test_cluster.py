@@ -331,7 +331,7 @@ def _old_enough(nodes, seconds):
 @failover_opt_in
 def test_primary_killed_replica_promoted_no_double_holder(make_client, masters, name):
     counter = masters[0]  # an independent server: never two holders
-    with start_cluster(3, 1) as c:
+    with start_cluster(3, 1, node_timeout_ms=1500) as c:
         opts = dict(connect_timeout=CONNECT, io_timeout=IO, restart_aware=True, restart_grace=GRACE, cooldown=0)
         dlm = make_client([c.url], **opts)
         _old_enough(c.nodes, GRACE)

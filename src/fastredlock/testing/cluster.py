@@ -9,8 +9,9 @@ another primary (:meth:`LocalCluster.migrate_slot`, the ``SETSLOT MIGRATING``/``
 ``MIGRATE`` + ``SETSLOT NODE`` steps of a resharding, also stoppable half-way for ``-ASK``), and
 a primary killed until its replica is promoted (:meth:`LocalCluster.fail_over`).
 
-The node timeout is short (``node_timeout_ms`` 1000) so a test sees a failover within a few
-seconds; production values are 15 s and more.
+The node timeout (``node_timeout_ms``, 5000 by default) is short enough for a failover test to see
+a promotion within seconds (pass less for a faster one) and long enough that a loaded test machine
+does not make the nodes suspect each other; production values are 15 s and more.
 """
 from __future__ import annotations
 
@@ -209,7 +210,7 @@ class LocalCluster:
 
 
 def start_cluster(primaries: int = 3, replicas: int = 0, *, binary: Optional[str] = None,
-                  node_timeout_ms: int = 1000, extra_args: Sequence[str] = (),
+                  node_timeout_ms: int = 5000, extra_args: Sequence[str] = (),
                   timeout: float = 30.0) -> LocalCluster:
     """Start a local cluster of ``primaries`` primaries with ``replicas`` replicas each (slots
     spread evenly) and wait until it serves every slot; a :class:`LocalCluster`.
