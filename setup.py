@@ -29,7 +29,8 @@ def _warn(message):
 
 NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
 #: The protocol modules compiled for the C build (the rest of the package stays interpreted).
-PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "plans")
+PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "plans",
+                    "cluster")
 #: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
 #: path (a thread alone locking and unlocking) then crosses from Python into C once per call.
 SEAM_MODULES = ("_executor", "_combine", "lock", "_tokens", "_fork", "_checks")

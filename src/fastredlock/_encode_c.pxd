@@ -35,4 +35,6 @@ cdef class Commands:
     cdef int write_fence(self, bytes key, bytes fence_key, bytes token, bytes fence, bytes retention) except -1
     cdef int acquire_many(self, list keys, list tokens, long long ttl_ms) except -1
     cdef int release_many(self, list keys, list tokens) except -1
+    cdef int release_each(self, list keys, list tokens) except -1
     cdef int extend_many(self, list keys, list tokens, list ttls_ms) except -1
+    cdef int _each(self, bytes sha, bytes script, list keys, list tokens, list ttls_ms) except -1

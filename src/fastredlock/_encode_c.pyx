@@ -256,31 +256,42 @@ cdef class Commands:
         parts.extend(tokens)
         return self.parts(parts, _RELEASE_MANY)
 
+    cdef int release_each(self, list keys, list tokens) except -1:
+        """``RELEASE`` of keys[j] holding tokens[j], one script call per key, back to back (a
+        cluster: the keys of a batch are in different slots, so no script may take them all)."""
+        return self._each(_RELEASE_SHA, _RELEASE, keys, tokens, None)
+
     cdef int extend_many(self, list keys, list tokens, list ttls_ms) except -1:
         """``EXTEND`` of keys[j] to ttls_ms[j] for every j, back to back."""
+        return self._each(_EXTEND_SHA, _EXTEND, keys, tokens, ttls_ms)
+
+    cdef int _each(self, bytes sha, bytes script, list keys, list tokens, list ttls_ms) except -1:
+        """``EVALSHA sha 1 keys[j] tokens[j] [ttls_ms[j]]`` for every j, back to back."""
         cdef Py_ssize_t kk = len(keys), j, size = 0, pos = 0
+        cdef int argc = 5 if ttls_ms is None else 6
         cdef const char *argv[6]
         cdef Py_ssize_t lens[6]
         cdef char ttl_buf[24]
         argv[0] = b"EVALSHA"; lens[0] = 7
-        argv[1] = PyBytes_AS_STRING(_EXTEND_SHA); lens[1] = PyBytes_GET_SIZE(_EXTEND_SHA)
+        argv[1] = PyBytes_AS_STRING(sha); lens[1] = PyBytes_GET_SIZE(sha)
         argv[2] = b"1"; lens[2] = 1
         argv[5] = ttl_buf
         lens[5] = 20
         for j in range(kk):
             lens[3] = PyBytes_GET_SIZE(<bytes>keys[j])
             lens[4] = PyBytes_GET_SIZE(<bytes>tokens[j])
-            size += frl_encoded_size(6, lens)
+            size += frl_encoded_size(argc, lens)
         self.reserve(kk, size)
         for j in range(kk):
             _arg(argv, lens, 3, <bytes>keys[j])
             _arg(argv, lens, 4, <bytes>tokens[j])
-            lens[5] = frl_fmt_ll(ttl_buf, <long long>ttls_ms[j])
+            if ttls_ms is not None:
+                lens[5] = frl_fmt_ll(ttl_buf, <long long>ttls_ms[j])
             self.off[j] = pos
-            pos += frl_encode(self.buf + pos, 6, 6, argv, lens)
+            pos += frl_encode(self.buf + pos, argc, argc, argv, lens)
         self.off[kk] = pos
         self.ncmd = kk
-        self.script = _EXTEND
-        self.argc = 6
-        self.sha_head = frl_head_len(6, 2, lens)
+        self.script = script
+        self.argc = argc
+        self.sha_head = frl_head_len(argc, 2, lens)
         return 0

@@ -63,6 +63,7 @@ from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
 from ._tls import TlsConn, TlsError, context_for
 from ._sentinel import Resolver, resolve
+from ._cluster import refresh
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -255,6 +256,7 @@ cdef class Core:
     cdef Session _s
     cdef list _links
     cdef readonly Py_ssize_t n
+    cdef Py_ssize_t _nl         # links: the masters' own, then cluster nodes' (the arrays below are per link)
     cdef readonly Py_ssize_t quorum
     cdef readonly bint restart_aware
     cdef object _grace_obj
@@ -310,44 +312,65 @@ cdef class Core:
         if self._s.health.n != self._s.n:
             raise ValueError(f"health is for {self._s.health.n} masters, not {self._s.n}")
         self._links = self._s.links
-        n = self.n = self._s.n
+        self.n = self._s.n
         self.quorum = self._s.quorum
         self.restart_aware = restart_aware
-        self._fds = <int *>_grow(NULL, (n + 1) * sizeof(int))
-        self._dirty = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
-        self._is_tls = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
-        self._backlog = <bint *>_grow(NULL, (n + 1) * sizeof(bint))
-        self._ssl = <void **>_grow(NULL, (n + 1) * sizeof(void *))
-        self._rbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
-        self._wbio = <void **>_grow(NULL, (n + 1) * sizeof(void *))
-        self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
-        self._tls = [None] * n
-        self._tls_session = [None] * n
-        self._pfds = <pollfd *>_grow(NULL, (n + 1) * sizeof(pollfd))
-        self._pidx = <Py_ssize_t *>_grow(NULL, (n + 1) * sizeof(Py_ssize_t))
-        for i in range(n):
+        self._tls_ctx, self._tls, self._tls_session, self._readers = [], [], [], []
+        self._resolvers, self._addr, self._hosts = [], [], []
+        self._nl = 0
+        self._grow_links()
+        self._sentinels = any(r is not None for r in self._resolvers)
+        self._enc = Commands()
+        self._rbuf = bytearray(RECV_SIZE)
+        self._rbufp = PyByteArray_AS_STRING(self._rbuf)
+        if self._s.routes is not None:
+            self._refresh(0.0)
+
+    cdef int _grow_links(self) except -1:
+        """Make room for the links the session has now (cluster nodes are added as they are learned)."""
+        cdef Py_ssize_t nl = len(self._links), i
+        if nl == self._nl:
+            return 0
+        self._fds = <int *>_grow(self._fds, (nl + 1) * sizeof(int))
+        self._dirty = <bint *>_grow(self._dirty, (nl + 1) * sizeof(bint))
+        self._is_tls = <bint *>_grow(self._is_tls, (nl + 1) * sizeof(bint))
+        self._backlog = <bint *>_grow(self._backlog, (nl + 1) * sizeof(bint))
+        self._ssl = <void **>_grow(self._ssl, (nl + 1) * sizeof(void *))
+        self._rbio = <void **>_grow(self._rbio, (nl + 1) * sizeof(void *))
+        self._wbio = <void **>_grow(self._wbio, (nl + 1) * sizeof(void *))
+        self._pfds = <pollfd *>_grow(self._pfds, (nl + 1) * sizeof(pollfd))
+        self._pidx = <Py_ssize_t *>_grow(self._pidx, (nl + 1) * sizeof(Py_ssize_t))
+        for i in range(self._nl, nl):
+            spec = (<Link>self._links[i]).spec
+            self._tls_ctx.append(None if spec.tls is None else context_for(spec.tls))
+            self._tls.append(None)
+            self._tls_session.append(None)
+            self._readers.append(None)
+            self._resolvers.append(None if spec.sentinel is None else Resolver(spec))
+            self._addr.append("not resolved yet" if spec.sentinel is not None else _address(spec))
+            self._hosts.append(spec.host)
             self._fds[i] = -1
             self._dirty[i] = False
             self._is_tls[i] = self._tls_ctx[i] is not None
             self._backlog[i] = False
             self._ssl[i] = NULL
-        self._readers = [None] * n
-        self._resolvers = [None if link.spec.sentinel is None else Resolver(link.spec) for link in self._links]
-        self._addr = ["not resolved yet" if link.spec.sentinel is not None else _address(link.spec)
-                      for link in self._links]
-        self._hosts = [link.spec.host for link in self._links]
-        self._sentinels = any(r is not None for r in self._resolvers)
-        self._enc = Commands()
-        self._rbuf = bytearray(RECV_SIZE)
-        self._rbufp = PyByteArray_AS_STRING(self._rbuf)
-        if any(self._tls_ctx):
+        self._nl = nl
+        if self._pbuf is None and any(self._tls_ctx):
             self._pbuf = bytearray(RECV_SIZE)
             self._pbufp = PyByteArray_AS_STRING(self._pbuf)
+        return 0
+
+    cdef int _refresh(self, double now) except -1:
+        """Ask the clusters whose slot map is due (none, almost always) for it again."""
+        for i in self._s.stale_routes(now):
+            if refresh(self._s, i) is not None:
+                self._grow_links()
+        return 0
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self._fds != NULL:
-            for i in range(self.n):
+            for i in range(self._nl):
                 if self._fds[i] >= 0:
                     c_close(self._fds[i])
         free(self._fds)
@@ -465,6 +488,9 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
+        if self._s.routes is not None:  # a cluster: one script per key (slot)
+            self._enc.release_each(kbs, tbs)
+            return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)
             return self._run(KIND_BITS, len(kbs), (0,) * len(kbs), wait)
@@ -515,10 +541,13 @@ cdef class Core:
         """Run the encoded commands on every master: until the session says the round is over,
         poll and hand it what happens; return its Rounds, one per key (``rows``)."""
         cdef Session s = self._s
-        cdef Py_ssize_t n = self.n, i
+        cdef Py_ssize_t n, i
         cdef double now, first, swept = -1.0, wait_ms
         cdef int timeout_ms
         cdef Commands enc = self._enc
+        if s.maps_stale:
+            self._refresh(frl_now())
+        n = self._nl
         s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
                 ttls_ms, wait, frl_now())
         if self._sentinels:
@@ -529,6 +558,8 @@ cdef class Core:
         if self._stepped:
             return [None] * rows  # start(): the caller drives the round (see start)
         while True:
+            if s.redirected:
+                self._sync_redirected()
             first = s.next_deadline()
             if first < 0.0:
                 break
@@ -556,11 +587,21 @@ cdef class Core:
         then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
         to connect_timeout) while the others' replies come in."""
         cdef Py_ssize_t i
-        for i in range(self.n):
+        for i in range(self._nl):
             if not (<Link>self._links[i]).opening or self._resolvers[i] is None:
                 self._sync(i)
-        for i in range(self.n):
+        for i in range(self._nl):
             if (<Link>self._links[i]).opening:
+                self._sync(i)
+        return 0
+
+    cdef int _sync_redirected(self) except -1:
+        """A cluster round: carry out what node links ask for that were not being served (a
+        command redirected to a node opens or writes to it)."""
+        cdef Py_ssize_t i
+        self._s.redirected = False
+        for i in range(self._nl):
+            if _asks(<Link>self._links[i]):
                 self._sync(i)
         return 0
 
@@ -572,7 +613,7 @@ cdef class Core:
         for i in self._s.overdue_links(now):
             self._readable(i)  # non-blocking: whatever already arrived is not late
         self._s.tidy_all(now)
-        for i in range(self.n):
+        for i in range(self._nl):
             if _asks(<Link>self._links[i]):
                 self._sync(i)
         return 0
@@ -584,7 +625,7 @@ cdef class Core:
         cdef int rc, err
         cdef short ev
         cdef pollfd *pfds = self._pfds
-        for i in range(self.n):
+        for i in range(self._nl):
             link = <Link>self._links[i]
             if link.polled and self._fds[i] >= 0:
                 pfds[m].fd = self._fds[i]
@@ -956,7 +997,7 @@ cdef class Core:
         cdef Py_ssize_t i
         cdef Link link
         writing = None
-        for i in range(self.n):
+        for i in range(self._nl):
             link = <Link>self._links[i]
             if self._fds[i] >= 0 and self._wants_write(i, link):
                 if writing is None:
@@ -967,7 +1008,7 @@ cdef class Core:
 
     def fds(self):
         """The open sockets' fds by master (-1: none)."""
-        return [self._fds[i] for i in range(self.n)]
+        return [self._fds[i] for i in range(self._nl)]
 
     def ready(self, Py_ssize_t i, bint readable, bint writable):
         """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
@@ -983,6 +1024,8 @@ cdef class Core:
         cdef Py_ssize_t j
         if self._fds[i] >= 0:
             self._serve(i, readable, writable)
+        if self._s.redirected:
+            self._sync_redirected()
         if not self._s.in_round:
             code |= 4
         elif self._s.next_deadline() < 0.0:
@@ -990,7 +1033,7 @@ cdef class Core:
         if self._opened != self._seen:
             code |= 2
         else:
-            for j in range(self.n):
+            for j in range(self._nl):
                 link = <Link>self._links[j]
                 if self._fds[j] >= 0 and self._wants_write(j, link):
                     code |= 2
@@ -1005,7 +1048,7 @@ cdef class Core:
         """Read what already arrived on the sockets the round waits for (non-blocking): an event
         loop that saw one socket ready need not go round again for the others."""
         cdef Py_ssize_t i
-        for i in range(self.n):
+        for i in range(self._nl):
             if (<Link>self._links[i]).polled and self._fds[i] >= 0:
                 self._readable(i)
 
@@ -1015,7 +1058,7 @@ cdef class Core:
         cdef Py_ssize_t i
         self.sweep()
         self._s.expire_due(frl_now())
-        for i in range(self.n):
+        for i in range(self._nl):
             self._sync(i)
 
     def finish(self):
@@ -1072,12 +1115,14 @@ cdef class Core:
         if self._s is None:
             return
         self._s.close()
-        for i in range(self.n):
+        for i in range(self._nl):
             self._sync(i)
 
 
 cdef object _address(spec):
     """``(host, port, path)`` of a master as bytes for libc (None where unused), or an error message."""
+    if spec.path is None and spec.host is None:
+        return "a cluster's own link is never opened (its nodes' are)"
     try:
         if spec.path is not None:
             return (None, None, os.fsencode(spec.path))

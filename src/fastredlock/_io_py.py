@@ -33,6 +33,7 @@ from .protocol.scripts import (
 from .protocol.session import Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
 from fastredlock._sentinel import Resolver, resolve
+from fastredlock._cluster import refresh
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
@@ -113,15 +114,18 @@ class Core:
         self.n = session.n
         self.quorum = session.quorum
         self.restart_aware = bool(restart_aware)
-        self._socks: List[Optional[socket.socket]] = [None] * self.n
-        self._readers: List[Optional[hiredis.Reader]] = [None] * self.n
-        #: Per master: the TLS context (None: plain), the open connection's TLS state, and the
-        #: last TLS session (resumed on reconnect).
-        self._tls_ctx = [None if link.spec.tls is None else context_for(link.spec.tls) for link in self._links]
-        self._tls: List[Optional[TlsConn]] = [None] * self.n
-        self._tls_session: list = [None] * self.n
-        #: Per master: who to ask where a Sentinel master is (None: a master at a fixed address).
-        self._resolvers = [None if link.spec.sentinel is None else Resolver(link.spec) for link in self._links]
+        # Per link (a master's, or a cluster node's: see _grow): the socket and its reader; the TLS
+        # context (None: plain), the open connection's TLS state, and the last TLS session
+        # (resumed on reconnect); who to ask where a Sentinel master is (None: a fixed address).
+        self._socks: List[Optional[socket.socket]] = []
+        self._readers: List[Optional[hiredis.Reader]] = []
+        self._tls_ctx: list = []
+        self._tls: List[Optional[TlsConn]] = []
+        self._tls_session: list = []
+        self._resolvers: list = []
+        self._grow()
+        if session.routes is not None:
+            self._refresh(0.0)
         #: Some master is a Sentinel one (a round then writes to it last: see _sync_sentinels_last).
         self._sentinels = any(r is not None for r in self._resolvers)
         self._stepped = False  # start(): begin the round and return; the caller drives it
@@ -130,6 +134,23 @@ class Core:
         #: ``on_close(i, fd)``: called before master ``i``'s socket is closed (an event loop that
         #: watches the fd must forget it first: a closed fd's number is reused at once).
         self.on_close: Optional[Callable[[int, int], None]] = None
+
+    def _grow(self) -> None:
+        """Make room for the links the session has now (cluster nodes are added as they are learned)."""
+        for link in self._links[len(self._socks):]:
+            self._socks.append(None)
+            self._readers.append(None)
+            self._tls_ctx.append(None if link.spec.tls is None else context_for(link.spec.tls))
+            self._tls.append(None)
+            self._tls_session.append(None)
+            self._resolvers.append(None if link.spec.sentinel is None or link.spec.host is not None
+                                   else Resolver(link.spec))
+
+    def _refresh(self, now: float) -> None:
+        """Ask the clusters whose slot map is due (none, almost always) for it again."""
+        for i in self._session.stale_routes(now):
+            if refresh(self._session, i) is not None:
+                self._grow()
 
     # --- settings and state --------------------------------------------------------------------
     @property
@@ -218,7 +239,7 @@ class Core:
         each master in one script call (``RELEASE_MANY``), far cheaper for the master.
         """
         k = len(keys)
-        if k < 2:
+        if k < 2 or self._session.routes is not None:  # a cluster: one script per key (slot)
             args = [(b"1", key, token) for key, token in zip(keys, tokens)]
             return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, args, (0,) * k, wait)
         args = (b"%d" % k, *keys, *tokens)
@@ -264,6 +285,8 @@ class Core:
     def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
                ttls_ms: Sequence[int], wait: bool = True) -> List[Round]:
         session = self._session
+        if session.maps_stale:
+            self._refresh(monotonic())
         session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
                       fallbacks is not None, fallbacks, ttls_ms, wait, monotonic())
         poller = _new_poller()
@@ -276,6 +299,8 @@ class Core:
             return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
         swept = -1.0
         while True:
+            if session.redirected:
+                self._sync_redirected()
             first = session.next_deadline()
             if first < 0.0:
                 break
@@ -306,6 +331,14 @@ class Core:
                 self._sync(link)
         for link in self._links:
             if link.opening:
+                self._sync(link)
+
+    def _sync_redirected(self) -> None:
+        """A cluster round: carry out what node links ask for that were not being served (a
+        command redirected to a node opens or writes to it)."""
+        self._session.redirected = False
+        for link in self._links:
+            if link.closing or link.opening or link.out:
                 self._sync(link)
 
     def _tidy(self) -> None:
@@ -541,6 +574,8 @@ class Core:
         if self._socks[i] is not None:
             self._serve(self._links[i], readable, writable)
         session = self._session
+        if session.redirected:
+            self._sync_redirected()
         code = 0
         if not session.in_round:
             code |= 4

@@ -15,6 +15,13 @@ of ``(host, port)`` or ``"host:port"``) and ``service`` (plus the master's keys 
 ``sentinel_username``/``sentinel_password``), ``(redis.sentinel.Sentinel(...), "service")``
 tuples, and the clients ``Sentinel.master_for("service")`` returns.
 
+Redis Cluster masters (one cluster is one master of the Redlock: one vote per key, the answer of
+the node that owns the key's slot; see :mod:`fastredlock._cluster`):
+``redis+cluster://[user:pass@]host:port[,host:port...]`` (``rediss+cluster://``: TLS to every node,
+with the ``ssl_*`` query parameters), dicts with ``cluster`` (a list of ``(host, port)`` or
+``"host:port"``, the nodes asked for the slot map; plus the keys above but ``db``), and
+``redis.cluster.RedisCluster`` clients (their startup nodes and connection settings are read).
+
 TLS settings use redis-py's names (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_ca_path``,
 ``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``, ``ssl_min_version``), as URL query
 parameters or dict keys; a master's :class:`~._tls.TlsOptions` are checked here (the context is
@@ -29,7 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._tls import TlsOptions, context_for
 
-__all__ = ["MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers", "split_urls"]
+__all__ = ["ClusterSpec", "MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers", "split_urls"]
 
 _DICT_KEYS = frozenset(
     {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout", "ssl",
@@ -38,6 +45,8 @@ _DICT_KEYS = frozenset(
 #: The keys of a Sentinel master's dict besides the master's own (no host, port or path: asked).
 _SENTINEL_KEYS = frozenset({"sentinels", "service", "sentinel_username", "sentinel_password"})
 _SENTINEL_PORT = 26379
+#: The keys of a cluster master's dict besides the login and TLS ones (no host, port, path or db).
+_CLUSTER_KEYS = frozenset({"cluster"})
 #: redis-py's TLS settings, as URL query parameters, dict keys and ``redis.Redis`` keyword arguments.
 _TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
              "ssl_check_hostname", "ssl_min_version")
@@ -53,6 +62,13 @@ class SentinelSpec(NamedTuple):
     #: Login to the sentinels (not to the master: that is the :class:`MasterSpec`'s).
     username: Optional[str] = None
     password: Optional[str] = None
+
+
+class ClusterSpec(NamedTuple):
+    """The nodes of a Redis Cluster that are asked for its slot map (the rest are learned)."""
+
+    #: ``(host, port)`` of each node given, asked in this order.
+    seeds: Tuple[Tuple[str, int], ...]
 
 
 class MasterSpec(NamedTuple):
@@ -73,10 +89,15 @@ class MasterSpec(NamedTuple):
     tls: Optional[TlsOptions] = None
     #: The sentinels to ask for the address, or None for a master at a fixed address.
     sentinel: Optional[SentinelSpec] = None
+    #: A Redis Cluster master: its nodes to ask for the slot map (``host`` is then None; the
+    #: spec of one of its nodes has ``host``/``port`` set and keeps this), or None.
+    cluster: Optional[ClusterSpec] = None
 
     @property
     def label(self) -> str:
         """A short name for messages and outcomes (never includes the password)."""
+        if self.cluster is not None and self.host is None:
+            return "cluster:" + ",".join(f"{h}:{p}" for h, p in self.cluster.seeds)
         if self.sentinel is not None and self.host is None:
             where = f"sentinel:{self.sentinel.service}"
         else:
@@ -149,10 +170,21 @@ def _tls_options(settings: dict, what: str) -> TlsOptions:
     return opts
 
 
+def _dict_tls(d: dict, what: str) -> Optional[TlsOptions]:
+    """A dict's TLS options (``ssl=True`` or an ``ssl_context``), or None; ``ssl_*`` alone is an error."""
+    if d.get("ssl") or d.get("ssl_context") is not None:
+        return _tls_options(d, what)
+    if any(d.get(k) is not None for k in _TLS_KEYS):
+        raise ValueError(f"masters: ssl_* settings without ssl=True in {what}")
+    return None
+
+
 def _from_url(url: str) -> MasterSpec:
     if url[:16].lower().startswith(("redis+sentinel:", "rediss+sentinel:")):
         parts = urlsplit(url)
         return _from_sentinel_url(url, parts, parts.scheme.lower())
+    if url[:16].lower().startswith(("redis+cluster:", "rediss+cluster:")):
+        return _from_cluster_url(url)
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -194,17 +226,28 @@ def _from_url(url: str) -> MasterSpec:
     return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password, tls)
 
 
-def _sentinel_address(text: str, what: str) -> Tuple[str, int]:
-    """``host[:port]`` (``[v6]:port`` too) of one sentinel; the port defaults to 26379."""
+def _sentinel_address(text: str, what: str, default: int = _SENTINEL_PORT) -> Tuple[str, int]:
+    """``host[:port]`` (``[v6]:port`` too) of one sentinel (or cluster node); the port defaults
+    to 26379 (``default``)."""
     text = text.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else _SENTINEL_PORT
+        port = rest[1:] if rest.startswith(":") else default
     elif text.count(":") == 1:
         host, port = text.split(":")
     else:
-        host, port = text, _SENTINEL_PORT
+        host, port = text, default
     return _check_host(host, what), _check_port(port, what)
+
+
+def _login(settings: dict, userinfo: str) -> None:
+    """Put a URL's ``user:pass`` (or the historic password-only form) into ``settings``."""
+    if userinfo:
+        username, colon, password = userinfo.partition(":")
+        if colon:
+            settings["username"], settings["password"] = unquote(username) or None, unquote(password)
+        else:
+            settings["password"] = unquote(username)
 
 
 def _from_sentinel_url(url: str, parts: Any, scheme: str) -> MasterSpec:
@@ -219,12 +262,7 @@ def _from_sentinel_url(url: str, parts: Any, scheme: str) -> MasterSpec:
     settings["sentinels"] = [_sentinel_address(h, what) for h in hosts.split(",")]
     settings["service"] = unquote(names[0])
     settings["db"] = names[1] if len(names) == 2 else query.get("db", 0)
-    if userinfo:
-        username, colon, password = userinfo.partition(":")
-        if colon:
-            settings["username"], settings["password"] = unquote(username) or None, unquote(password)
-        else:
-            settings["password"] = unquote(username)  # the historic "password only" form
+    _login(settings, userinfo)
     for key in ("sentinel_username", "sentinel_password"):
         if key in query:
             settings[key] = query[key]
@@ -232,32 +270,78 @@ def _from_sentinel_url(url: str, parts: Any, scheme: str) -> MasterSpec:
     return _from_sentinel_dict(settings, what)
 
 
-def _from_sentinel_dict(d: dict, what: str) -> MasterSpec:
-    unknown = set(d) - _DICT_KEYS - _SENTINEL_KEYS - set(_TLS_KEYS)
+def _from_cluster_url(url: str) -> MasterSpec:
+    what = _safe(url)
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    if not hosts or parts.path.strip("/"):
+        raise ValueError(f"masters: malformed URL {what!r}; expected "
+                         "redis[s]+cluster://[user:pass@]host:port[,host:port...] (a cluster has no db)")
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    settings: dict = {k: v for k, v in query.items() if k in _TLS_KEYS}
+    settings["cluster"] = [_sentinel_address(h, what, 6379) for h in hosts.split(",")]
+    _login(settings, userinfo)
+    settings["ssl"] = parts.scheme.lower() == "rediss+cluster"
+    return _from_cluster_dict(settings, what)
+
+
+def _address_list(d: dict, field: str, extra: frozenset, why: str, what: str, default: int) -> list:
+    """The ``(host, port)`` list in ``d[field]`` (``"host:port"`` strings too) of a dict that must
+    name no host, port or path of its own (``why`` says where the addresses come from)."""
+    unknown = set(d) - _DICT_KEYS - extra - set(_TLS_KEYS)
     if unknown or any(d.get(k) is not None for k in ("host", "port", "path", "unix_socket_path")):
         raise ValueError(f"masters: unknown key(s) {sorted(unknown or {'host', 'port', 'path'} & set(d))} "
-                         f"in {what} (a Sentinel master's address is asked of its sentinels)")
+                         f"in {what} ({why})")
+    raw = d.get(field)
+    if isinstance(raw, (str, bytes)) or not raw:
+        raise ValueError(f"masters: {field} must be a non-empty list of (host, port) in {what}")
+    addresses = []
+    for entry in raw:
+        if isinstance(entry, str):
+            addresses.append(_sentinel_address(entry, what, default))
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+            addresses.append((_check_host(entry[0], what), _check_port(entry[1], what)))
+        else:
+            raise ValueError(f"masters: bad {field} entry {entry!r} in {what}; expected (host, port)")
+    return addresses
+
+
+def _from_cluster_dict(d: dict, what: str) -> MasterSpec:
+    seeds = _address_list(d, "cluster", _CLUSTER_KEYS, "a cluster's nodes are given in 'cluster'", what, 6379)
+    if int(d.get("db") or 0) != 0:
+        raise ValueError(f"masters: a cluster has only db 0, not {d.get('db')!r}, in {what}")
+    return MasterSpec(None, 0, None, 0, _opt_str(d.get("username"), "username", what),
+                      _opt_str(d.get("password"), "password", what), _dict_tls(d, what), None,
+                      ClusterSpec(tuple(seeds)))
+
+
+def _from_cluster_client(client: Any) -> MasterSpec:
+    """A ``redis.cluster.RedisCluster``: its startup nodes and connection settings."""
+    manager = client.nodes_manager
+    kwargs = manager.connection_kwargs
+    seeds = [(node.host, node.port) for node in manager.startup_nodes.values()]
+    for node in manager.nodes_cache.values():
+        if (node.host, node.port) not in seeds:
+            seeds.append((node.host, node.port))
+    keys = ["username", "password"]
+    settings: dict = {"cluster": seeds}
+    conn_cls = kwargs.get("connection_class")
+    if kwargs.get("ssl") or (conn_cls is not None and "SSL" in conn_cls.__name__):
+        settings["ssl"] = True
+        keys += _TLS_KEYS
+    settings.update((k, kwargs[k]) for k in keys if kwargs.get(k) is not None)
+    return _from_cluster_dict(settings, f"RedisCluster({seeds[:3]})")
+
+
+def _from_sentinel_dict(d: dict, what: str) -> MasterSpec:
+    sentinels = _address_list(d, "sentinels", _SENTINEL_KEYS, "a Sentinel master's address is asked of its sentinels",
+                              what, _SENTINEL_PORT)
     service = d.get("service")
     if not isinstance(service, str) or not service:
         raise ValueError(f"masters: missing or bad service name in {what}")
-    raw = d.get("sentinels")
-    if isinstance(raw, (str, bytes)) or not raw:
-        raise ValueError(f"masters: sentinels must be a non-empty list of (host, port) in {what}")
-    sentinels = []
-    for entry in raw:
-        if isinstance(entry, str):
-            sentinels.append(_sentinel_address(entry, what))
-        elif isinstance(entry, (tuple, list)) and len(entry) == 2:
-            sentinels.append((_check_host(entry[0], what), _check_port(entry[1], what)))
-        else:
-            raise ValueError(f"masters: bad sentinel {entry!r} in {what}; expected (host, port)")
     sentinel = SentinelSpec(tuple(sentinels), service, _opt_str(d.get("sentinel_username"), "sentinel_username", what),
                             _opt_str(d.get("sentinel_password"), "sentinel_password", what))
-    tls = None
-    if d.get("ssl") or d.get("ssl_context") is not None:
-        tls = _tls_options(d, what)
-    elif any(d.get(k) is not None for k in _TLS_KEYS):
-        raise ValueError(f"masters: ssl_* settings without ssl=True in {what}")
+    tls = _dict_tls(d, what)
     return MasterSpec(None, 0, None, _check_db(d.get("db", 0), what), _opt_str(d.get("username"), "username", what),
                       _opt_str(d.get("password"), "password", what), tls, sentinel)
 
@@ -283,7 +367,7 @@ def split_urls(text: str) -> List[str]:
     for word in text.split():
         pieces: List[str] = []
         for piece in word.split(","):
-            if pieces and "://" not in piece and "+sentinel://" in pieces[-1]:
+            if pieces and "://" not in piece and ("+sentinel://" in pieces[-1] or "+cluster://" in pieces[-1]):
                 pieces[-1] += "," + piece
             elif piece:
                 pieces.append(piece)
@@ -303,6 +387,8 @@ def _from_dict(d: dict) -> MasterSpec:
     what = repr({k: ("***" if k.endswith("password") else v) for k, v in d.items()})
     if "sentinels" in d or "service" in d:
         return _from_sentinel_dict(d, what)
+    if "cluster" in d:
+        return _from_cluster_dict(d, what)
     unknown = set(d) - _DICT_KEYS - set(_TLS_KEYS)
     if unknown:
         raise ValueError(f"masters: unknown key(s) {sorted(unknown)} in {what}")
@@ -313,11 +399,7 @@ def _from_dict(d: dict) -> MasterSpec:
     if path:
         return MasterSpec(None, 0, str(path), db, username, password)
     host = _check_host(d.get("host", "127.0.0.1"), what)
-    tls = None
-    if d.get("ssl") or d.get("ssl_context") is not None:
-        tls = _tls_options(d, what)
-    elif any(d.get(k) is not None for k in _TLS_KEYS):
-        raise ValueError(f"masters: ssl_* settings without ssl=True in {what}")
+    tls = _dict_tls(d, what)
     return MasterSpec(host, _check_port(d.get("port", 6379), what), None, db, username, password, tls)
 
 
@@ -359,6 +441,8 @@ def parse_master(master: Any) -> MasterSpec:
             return _from_sentinel_object(host, port, settings)
         what = repr(master)
         return MasterSpec(_check_host(host, what), _check_port(port, what), None, 0, None, None)
+    if hasattr(master, "nodes_manager") and hasattr(master.nodes_manager, "startup_nodes"):
+        return _from_cluster_client(master)
     if hasattr(master, "connection_pool") and hasattr(master.connection_pool, "connection_kwargs"):
         return _from_redis_client(master)
     if _is_sentinel(master):
@@ -375,6 +459,8 @@ def _addresses(spec: MasterSpec) -> "set[tuple]":
         return {("unix", os.path.realpath(spec.path))}
     if spec.sentinel is not None:  # one service of one set of sentinels: asked for the same master
         return {("sentinel", spec.sentinel.service, address) for address in spec.sentinel.sentinels}
+    if spec.cluster is not None:  # one cluster, however its nodes are named
+        return {("cluster", address) for address in spec.cluster.seeds}
     try:
         infos = socket.getaddrinfo(spec.host, spec.port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     except (OSError, UnicodeError):

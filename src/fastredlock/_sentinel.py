@@ -75,25 +75,28 @@ class Resolver:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(self.query)
             reader = hiredis.Reader()
-            replies: list = []
-            while len(replies) < self.replies:
-                reply = reader.gets()
-                if reply is not False:
-                    replies.append(reply)
-                    continue
-                left = deadline - monotonic()
-                if left <= 0.0:
-                    raise socket.timeout("timed out")
-                sock.settimeout(left)
-                data = sock.recv(65536)
-                if not data:
-                    raise ConnectionError("the sentinel closed the connection")
-                reader.feed(data)
+            replies = [next_reply(sock, reader, deadline, "the sentinel") for _ in range(self.replies)]
             if isinstance(replies[0], hiredis.ReplyError) and self.replies == 3:
                 raise ConnectionError(f"AUTH failed: {replies[0]}")
             return replies
         finally:
             sock.close()
+
+
+def next_reply(sock: Any, reader: Any, deadline: float, who: str) -> Any:
+    """The next reply on a blocking socket (error replies as values), read by ``deadline``."""
+    while True:
+        reply = reader.gets()
+        if reply is not False:
+            return reply
+        left = deadline - monotonic()
+        if left <= 0.0:
+            raise socket.timeout("timed out")
+        sock.settimeout(left)
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError(f"{who} closed the connection")
+        reader.feed(data)
 
 
 def _why(exc: BaseException) -> str:

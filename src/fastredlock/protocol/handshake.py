@@ -1,12 +1,13 @@
 """What a new connection sends before its first command, and what the answers mean.
 
 AUTH (when a password is set), SELECT (when db is not 0), ``INFO server`` (restart-aware voting)
-and, for a Sentinel master, ``INFO replication`` (is it the master? was it promoted? see
-:mod:`.sentinel`) go first, alone: the round's commands follow only once every answer is in and good, so a failed
+and, for a Sentinel master or a cluster node, ``INFO replication`` (is it the master? was it
+promoted? see :mod:`.sentinel` and :mod:`.cluster`) go first, alone: the round's commands follow only once every answer is in and good, so a failed
 login or a refused INFO never lets a command of ours run on the wrong db or unchecked. That costs
 one extra round trip, on connect only.
 """
 from .resp import encode_command
+from .cluster import node_verified
 from .sentinel import verified
 
 HELLO_AUTH = 0
@@ -16,8 +17,13 @@ HELLO_INFO = 2
 #: counts for restart-aware voting.
 HELLO_ROLE = 3
 HELLO_ROLE_VOTE = 4
+#: A cluster node's role check (``INFO replication``; see :mod:`.cluster`); ``HELLO_NODE_VOTE``:
+#: and its promotion counts for restart-aware voting.
+HELLO_NODE = 5
+HELLO_NODE_VOTE = 6
 
-_NAMES = ("AUTH", "SELECT", "INFO", "INFO replication", "INFO replication")
+_NAMES = ("AUTH", "SELECT", "INFO", "INFO replication", "INFO replication", "INFO replication",
+          "INFO replication")
 
 
 def handshake(spec, restart_aware):
@@ -39,6 +45,9 @@ def handshake(spec, restart_aware):
     if spec.sentinel is not None:
         out += encode_command(b"INFO", b"replication")
         kinds.append(HELLO_ROLE_VOTE if restart_aware else HELLO_ROLE)
+    elif spec.cluster is not None and spec.host is not None:
+        out += encode_command(b"INFO", b"replication")
+        kinds.append(HELLO_NODE_VOTE if restart_aware else HELLO_NODE)
     return out, tuple(kinds)
 
 
@@ -75,4 +84,6 @@ def hello_reply(clock, kind, reply, error, now):
         clock.learned(run_id, uptime, now)
     elif kind == HELLO_ROLE or kind == HELLO_ROLE_VOTE:
         return verified(clock, reply, now, kind == HELLO_ROLE_VOTE)
+    elif kind == HELLO_NODE or kind == HELLO_NODE_VOTE:
+        return node_verified(clock, reply, now, kind == HELLO_NODE_VOTE)
     return None

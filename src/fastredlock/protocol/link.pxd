@@ -17,6 +17,8 @@ cdef class Owed:
 @cython.final
 cdef class Link:
     cdef public Py_ssize_t index
+    cdef public Py_ssize_t master
+    cdef public list cmds
     cdef public object spec
     cdef public bytes hello
     cdef public tuple hello_kinds

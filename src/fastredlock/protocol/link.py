@@ -47,6 +47,12 @@ class Link:
 
     def __init__(self, index, spec, restart_aware):
         self.index = index
+        #: The master whose vote this link casts: ``index``, or for a cluster's node its cluster's.
+        self.master = index
+        #: A cluster node's commands this round (indices into the round's; -1: an ``ASKING``
+        #: whose reply is dropped), in the order they were written; None: every command (a plain
+        #: master). ``head``/``end``/``requeued`` then count positions in this list.
+        self.cmds = None
         self.spec = spec
         self.hello, self.hello_kinds = handshake(spec, restart_aware)
         self.clock = MasterClock()
@@ -174,7 +180,7 @@ class Link:
                 entry.expired = True
                 struck = True
                 if entry.sink is not None:
-                    settle_sink(entry.sink, self.index, TIMEOUT, None, None)
+                    settle_sink(entry.sink, self.master, TIMEOUT, None, None)
                     entry.sink = None
         return struck
 
@@ -190,7 +196,7 @@ class Link:
         """Forget the owed replies (the connection is closing): PENDING outcomes become ``code``."""
         for entry in self.owed:
             if entry.sink is not None:
-                settle_sink(entry.sink, self.index, code, detail, None)
+                settle_sink(entry.sink, self.master, code, detail, None)
         del self.owed[:]
 
     def owe(self, kind, deadline, sink, expired):

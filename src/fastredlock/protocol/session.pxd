@@ -7,19 +7,25 @@ from .link cimport Link, Owed
 cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
 cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
 cdef int SENTINEL_ERROR, HELLO_ROLE
-cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT
+cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 cdef int HEALTHY, TIMED_OUT
 
 from .handshake cimport hello_reply
 from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
 from .result cimport decide, set_outcome, settle_sink
 
+cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
 cdef bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
 cdef class Session:
     cdef public list links
     cdef public Py_ssize_t n
+    cdef public object routes
+    cdef public object split
+    cdef public Py_ssize_t redirects
+    cdef public bint maps_stale
+    cdef public bint redirected
     cdef public Py_ssize_t quorum
     cdef public double io_timeout
     cdef public double connect_timeout
@@ -56,7 +62,11 @@ cdef class Session:
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)
-    @cython.locals(mode=int, j=Py_ssize_t)
+    @cython.locals(link=Link, j=Py_ssize_t, slot=Py_ssize_t, owner=Py_ssize_t, split=list)
+    cdef _route(self, double now)
+    @cython.locals(parts=list, j=Py_ssize_t)
+    cdef bytes _node_payload(self, Link link, bint fallback)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)

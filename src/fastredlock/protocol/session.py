@@ -29,6 +29,13 @@ is ``UNTRUSTED`` (see :mod:`.voting`).
 answer (:meth:`Session.resolved`, or :meth:`Session.sentinel_failed`); the handshake verifies the
 role; a ``-READONLY``/``-LOADING`` reply closes the link so the next connect asks again (see
 :mod:`.sentinel`).
+
+**Cluster masters.** A cluster is one master (one vote per key) whose nodes are extra links, past
+the N masters' own (``link.master`` is the vote a link casts). A round splits its commands by key
+slot (:func:`.cluster.split_commands`): each node link carries only the commands of the slots it
+owns (``link.cmds``), in one write; ``-MOVED``/``-ASK`` move a command to another node link within
+the round (see :mod:`.cluster`). A session without cluster masters never looks at any of this
+(``routes`` is None).
 """
 from array import array
 
@@ -41,10 +48,16 @@ from .outcomes import (
     TLS_ERROR,
 )
 from .replies import (
-    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, bits, classify, is_acquisition, is_noscript, unexpected, what,
+    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, unexpected, what,
 )
 from .result import decide, set_outcome, settle_sink
+from .cluster import ASKING, MAX_REDIRECTS, ClusterRoute, parse_redirect, refreshes, split_commands
 from .sentinel import asks_again, resolved as sentinel_resolved
+
+
+def _cmd(link, p):
+    """The round's command at position ``p`` of ``link``'s queue (-1: an ``ASKING``)."""
+    return p if link.cmds is None else link.cmds[p]
 
 
 def _waits_for(link, decided):
@@ -60,6 +73,21 @@ class Session:
                  health=None, early=True):
         self.links = [Link(i, spec, restart_aware) for i, spec in enumerate(specs)]
         self.n = len(self.links)
+        #: Per cluster master, its :class:`~.cluster.ClusterRoute`; None: no master is a cluster.
+        self.routes = None
+        for link in self.links:
+            if link.spec.cluster is not None:
+                link.cmds = []  # the cluster's own link carries nothing: its nodes do
+                if self.routes is None:
+                    self.routes = []
+                self.routes.append(ClusterRoute(link.index))
+        #: The round's commands as ``(bytes, slot)`` (cluster masters only), and redirections so far.
+        self.split = None
+        self.redirects = 0
+        #: Some cluster's slot map may be due to be asked again (the twin then calls stale_routes).
+        self.maps_stale = self.routes is not None
+        #: A command was redirected to another node since the twin last looked (it syncs them all).
+        self.redirected = False
         self.quorum = self.n // 2 + 1
         self.io_timeout = io_timeout
         self.connect_timeout = connect_timeout
@@ -93,6 +121,9 @@ class Session:
         twin must do (see :mod:`.link`).
         """
         n = self.n
+        if self.routes is not None:
+            self.split = split_commands(payload, k)  # CrossSlotError before anything changed
+            self.redirects = 0
         self.kind = kind
         self.k = k
         self.rows = rows
@@ -122,11 +153,143 @@ class Session:
         self.io_deadline = now + self.io_timeout
         self.modes = self.health.modes(now)
         fresh_deadline = self.io_deadline + self.connect_timeout
+        if self.routes is not None:
+            self._route(now)
         for link in self.links:
             link.retried = False
             link.fallback_sent = 0
             self._start(link, fresh_deadline)
         self._stamp(now)
+
+    # --- cluster masters ------------------------------------------------------------------------
+    def add_node(self, i, address):
+        """The link of cluster master ``i``'s node at ``address`` (``(host, port)``), made if new."""
+        route = self._route_of(i)
+        index = route.nodes.get(address, -1)
+        if index >= 0:
+            return index
+        base = self.links[i]
+        link = Link(len(self.links), base.spec._replace(host=address[0], port=address[1]), self.restart_aware)
+        link.master = i
+        link.cmds = []
+        link.clock.address = address
+        self.links.append(link)
+        route.nodes[address] = link.index
+        return link.index
+
+    def learned(self, i, ranges, now):
+        """Cluster master ``i``'s slot map (:func:`.cluster.parse_slots`); links are made for the
+        nodes it names first (the twin then opens them as for any link)."""
+        for first, last, primary, replicas in ranges:
+            self.add_node(i, primary)
+            for address in replicas:
+                self.add_node(i, address)
+        self._route_of(i).learned(ranges, now)
+
+    def refresh_tried(self, i, now):
+        """Asking cluster master ``i``'s nodes for the slot map failed: not again before the rate limit."""
+        route = self._route_of(i)
+        route.stale = True
+        route.refresh_at = now + 0.1
+
+    def stale_routes(self, now):
+        """The cluster masters whose slot map should be asked again now (the twin asks only while
+        :attr:`maps_stale`)."""
+        due = []
+        stale = False
+        if self.routes is not None:
+            for route in self.routes:
+                stale = stale or route.stale
+                if route.due(now):
+                    due.append(route.master)
+        self.maps_stale = stale
+        return due
+
+    def _map_failed(self, i, now):
+        """Cluster master ``i``'s slot map proved wrong (or a node failed): ask it again soon."""
+        self._route_of(i).failed(now)
+        self.maps_stale = True
+
+    def _route_of(self, i):
+        for route in self.routes:
+            if route.master == i:
+                return route
+        raise IndexError("master %d is not a cluster" % i)
+
+    def _route(self, now):
+        """Give each cluster node link the commands of the slots it owns (``link.cmds``)."""
+        split = self.split
+        for link in self.links:
+            if link.cmds is not None:
+                link.cmds = []
+        for route in self.routes:
+            slots = route.slots
+            for j in range(self.k):
+                slot = split[j][1]
+                owner = slots[slot] if slot >= 0 else -1
+                if owner >= 0:
+                    link = self.links[owner]
+                    link.cmds.append(j)
+                else:
+                    self._map_failed(route.master, now)
+                    self._record_cmd(j, route.master, CONN_ERROR,
+                                     "slot %d: no node known to serve it (the slot map is asked again)" % slot)
+
+    def _node_payload(self, link, fallback):
+        """The bytes of a node link's commands (their EVAL forms with ``fallback``)."""
+        if len(link.cmds) == 1 and link.cmds[0] >= 0 and not fallback:
+            return self.split[link.cmds[0]][0]
+        parts = []
+        for j in link.cmds:
+            if j < 0:
+                parts.append(ASKING)
+            elif fallback:
+                parts.append(self._fallback_payload()[j])
+            else:
+                parts.append(self.split[j][0])
+        return b"".join(parts)
+
+    def _redirect(self, link, error, now):
+        """A ``-MOVED``/``-ASK`` answer to the link's next command: resend it where it is told
+        (within the round's deadline); False if it cannot be (then it is an error reply)."""
+        where = parse_redirect(error)
+        if where is None:
+            return False
+        route = self._route_of(link.master)
+        target = route.nodes.get(where[2], -1)
+        if target < 0 or self.redirects >= MAX_REDIRECTS * self.k:
+            self._map_failed(link.master, now)
+            return False
+        self.redirects += 1
+        self.redirected = True
+        j = link.cmds[link.pop_cmd()]
+        if not where[0]:
+            route.slots[where[1]] = target  # MOVED: the owner changed for good
+        node = self.links[target]
+        data = self.split[j][0]
+        if not node.polled:  # not (or no longer) waited for in this round
+            node.expect(0)
+            node.cmds = []
+            node.best_effort = False
+            node.waited = self.wait
+            node.deadline = self.io_deadline
+            node.polled = True
+        if where[0]:
+            data = ASKING + data
+            node.cmds.append(-1)
+            node.requeue(len(node.cmds) - 1)
+        node.cmds.append(j)
+        node.requeue(len(node.cmds) - 1)
+        if not node.open:
+            node.payload = data
+            node.request_open(data)
+            node.reused = False
+            node.deadline = self.io_deadline + self.connect_timeout
+        elif node.skip >= 0:
+            node.payload += data  # written once the handshake is answered
+        else:
+            node.out += data
+        return True
 
     def _fallback_payload(self):
         if self.fallbacks is None:
@@ -135,8 +298,13 @@ class Session:
 
     def _start(self, link, deadline):
         """Queue this round's commands on one link (opening it if needed), or skip it."""
-        mode = HEALTHY if self.modes is None else self.modes[link.index]
-        link.expect(self.k)
+        mode = HEALTHY if self.modes is None else self.modes[link.master]
+        cmds = link.cmds
+        if cmds is not None and not cmds:  # a cluster node with nothing to do (or the cluster's own link)
+            link.expect(0)
+            link.polled = False
+            return
+        link.expect(self.k if cmds is None else len(cmds))
         link.got_data = False
         if mode != HEALTHY and (self.acquisition or (mode == TIMED_OUT and (not link.open or self.kind == KIND_READ))):
             # Cooling down: acquisitions do not ask it. A release or an extension goes to a master
@@ -144,20 +312,25 @@ class Session:
             # that timed out if its connection is open (behind the SETs there), without waiting.
             # A read goes where a release waits for the answer: an answer nobody waits for
             # would tell it nothing.
-            why = self.health.why(link.index)
+            why = self.health.why(link.master)
             link.expect(0)
-            for j in range(self.rows):
-                self._record(j, link.index, SKIPPED, why, None)
-            self.health.count(link.index, C_SKIPPED)
+            if cmds is None:
+                for j in range(self.rows):
+                    self._record(j, link.index, SKIPPED, why, None)
+            else:
+                for j in cmds:
+                    if j >= 0:
+                        self._record_cmd(j, link.master, SKIPPED, why)
+            self.health.count(link.master, C_SKIPPED)
             return
         link.best_effort = mode == TIMED_OUT
         link.waited = self.wait and not link.best_effort
         if self.make_fallbacks is None or (link.waited and not link.use_eval):
-            link.payload = self.payload
+            link.payload = self.payload if cmds is None else self._node_payload(link, False)
         else:
             # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
             # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
-            link.payload = b"".join(self._fallback_payload())
+            link.payload = b"".join(self._fallback_payload()) if cmds is None else self._node_payload(link, True)
             link.use_eval = False
         if not link.open:
             link.request_open(link.payload)
@@ -248,8 +421,11 @@ class Session:
             ))
         for link in self.links:
             while link.waiting():
-                j = link.pop_cmd()
-                link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                j = _cmd(link, link.pop_cmd())
+                if j < 0:
+                    link.owe(KIND_SET, link.deadline, None, False)  # an ASKING's +OK
+                else:
+                    link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
             link.polled = False
         self.in_round = False
         return rounds
@@ -293,7 +469,7 @@ class Session:
             link.retried = True
             link.request_close()
             link.drop_owed(CONN_ERROR, "connection broke before the reply")
-            self.health.count(i, C_CONNECTION_ERRORS)
+            self.health.count(link.master, C_CONNECTION_ERRORS)
             self._start(link, self.io_deadline + self.connect_timeout)
         else:
             self._fail(link, CONN_ERROR, detail, C_CONNECTION_ERRORS, False, now)
@@ -324,6 +500,8 @@ class Session:
             entry = link.owed[0]
             return entry.kind
         if link.waiting():
+            if link.cmds is not None and link.cmds[link.next_cmd()] < 0:
+                return -1  # an ASKING's reply: parsed and dropped by reply()
             return self.kind
         return -1
 
@@ -344,7 +522,7 @@ class Session:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
             return
         if self.in_round and self.k and link.polled:
-            self.health.timed(i, now - self.started)
+            self.health.timed(link.master, now - self.started)
         link.polled = False
 
     def reply(self, i, reply, error, now):
@@ -359,7 +537,10 @@ class Session:
             kind = link.hello_kinds[link.skip]
             problem = hello_reply(link.clock, kind, reply, error, now)
             if problem is not None:
-                if kind >= HELLO_ROLE and error is None:  # the sentinels named a server that is no master
+                if kind >= HELLO_ROLE and error is None and link.cmds is not None:  # a replica now
+                    self._map_failed(link.master, now)
+                    self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
+                elif kind >= HELLO_ROLE and error is None:  # the sentinels named a server that is no master
                     self._fail(link, SENTINEL_ERROR, problem, C_CONNECT_ERRORS, True, now)
                 else:
                     self._fail(link, ERROR_REPLY, problem, C_ERROR_REPLIES, False, now)
@@ -375,14 +556,22 @@ class Session:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
             return False
         link.got_data = True  # (owed replies do not count: they only say the master was alive)
+        if link.cmds is not None and link.cmds[link.next_cmd()] < 0:
+            link.pop_cmd()  # ASKING's +OK (or its error: the command after it answers for itself)
+            return True
         if error is not None:
             if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
                 j = link.pop_cmd()
                 link.fallback_sent += 1
                 link.requeue(j)
-                link.out += self._fallback_payload()[j]
+                link.out += self._fallback_payload()[_cmd(link, j)]
                 return True
+            if link.cmds is not None:
+                if self._redirect(link, error, now):
+                    return True
+                if refreshes(error):
+                    self._map_failed(link.master, now)
             if link.spec.sentinel is not None and asks_again(error):
                 # Demoted (READONLY) or restarting (LOADING): ask the sentinels at the next connect.
                 self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
@@ -393,9 +582,9 @@ class Session:
             if codes is None:
                 return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
             link.pop_cmd()
-            self.health.answered(i)
+            self.health.answered(link.master)
             for row in range(self.rows):
-                self._record(row, i, codes[row], None, None)
+                self._record(row, link.master, codes[row], None, None)
             return True
         code, detail, value = classify(self.kind, reply)
         return self._settle_cmd(link, code, detail, value, now)
@@ -411,8 +600,10 @@ class Session:
 
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
-        i = link.index
+        i = link.master
         j = link.pop_cmd()
+        if link.cmds is not None:
+            j = link.cmds[j]
         if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
                                  or (code == NO and link.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
@@ -452,12 +643,12 @@ class Session:
                 return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
             del link.owed[0]
             if entry.expired:
-                self.health.count(link.index, C_LATE)
+                self.health.count(link.master, C_LATE)
                 return True
-            self.health.answered(link.index)
+            self.health.answered(link.master)
             if sink is not None:
                 for row in range(len(sink)):
-                    set_outcome(sink[row], link.index, codes[row], None, None)
+                    set_outcome(sink[row], link.master, codes[row], None, None)
             return True
         code, detail, value = classify(entry.kind, reply)
         return self._owed_answer(link, code, detail, value, now)
@@ -466,7 +657,7 @@ class Session:
         owed = link.owed
         entry = owed[0]
         del owed[0]  # compiled: a C call (pop(0) is a method call)
-        i = link.index
+        i = link.master
         if is_acquisition(entry.kind) and (
                 (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and entry.retried)):
             code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
@@ -488,9 +679,13 @@ class Session:
         """Close this master's connection; every reply it still owes or has not sent gets ``code``."""
         link.request_close()
         while link.waiting():
-            self._record_cmd(link.pop_cmd(), link.index, code, detail)
+            j = _cmd(link, link.pop_cmd())
+            if j >= 0:
+                self._record_cmd(j, link.master, code, detail)
         link.drop_owed(code, detail)
-        self.health.failed(link.index, counter, what(code, detail), now, strike)
+        if link.cmds is not None and code != ERROR_REPLY:
+            self._map_failed(link.master, now)  # a node failed: has its slot moved?
+        self.health.failed(link.master, counter, what(code, detail), now, strike)
         self._stamp(now)
 
     def _timeout(self, link, now):
@@ -502,9 +697,11 @@ class Session:
         link.polled = False
         link.expire(now, True)
         while link.waiting():
-            self._record_cmd(link.pop_cmd(), link.index, TIMEOUT, None)
-            link.owe(self.kind, link.deadline, None, True)
-        self.health.failed(link.index, C_TIMEOUTS, "timeout", now, True)
+            j = _cmd(link, link.pop_cmd())
+            if j >= 0:
+                self._record_cmd(j, link.master, TIMEOUT, None)
+            link.owe(self.kind if j >= 0 else KIND_SET, link.deadline, None, True)
+        self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         self._stamp(now)
 
     def tidy(self, i, now):
@@ -512,7 +709,7 @@ class Session:
         past their deadline, and close a connection that owes too much or too long."""
         link = self.links[i]
         if link.expire(now, False):
-            self.health.failed(i, C_TIMEOUTS, "timeout", now, True)
+            self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         if link.stale(now):
             link.drop_owed(TIMEOUT, None)
             link.request_close()
@@ -582,6 +779,6 @@ class Session:
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
         states = []
-        for link in self.links:
+        for link in self.links[:self.n]:
             states.append(link.clock.state())
         return states

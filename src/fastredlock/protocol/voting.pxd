@@ -7,6 +7,8 @@ cdef class MasterClock:
     cdef public Py_ssize_t restarts
     cdef public object address
     cdef public double reported_since
+    cdef public object promoted_run
+    cdef public double promoted_at
 
     cpdef learned(self, object run_id, double uptime, double now)
     cpdef promoted(self, double since)

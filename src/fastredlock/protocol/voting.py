@@ -24,6 +24,10 @@ class MasterClock:
         self.address = None
         #: ... and when they saw it take the master role (monotonic), or -1.0 (see :mod:`.sentinel`).
         self.reported_since = -1.0
+        #: A cluster node: the run_id it had when this client first saw it promoted, and when
+        #: (monotonic; -1.0: never), so a reconnect to the same server keeps the first sighting.
+        self.promoted_run = None
+        self.promoted_at = -1.0
 
     def learned(self, run_id, uptime, now):
         """An ``INFO server`` answer read at ``now``: ``run_id`` and ``uptime`` in seconds."""

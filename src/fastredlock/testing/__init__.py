@@ -23,6 +23,10 @@ never for production.
 - :class:`FakeMaster` (:mod:`.fake`) is a tiny loopback server that answers every lock command with
   scripted bytes: garbage, truncated RESP, errors, wrong types, a 512 MB bulk length, a never-ending
   array, half a reply then a close. :data:`HOSTILE_REPLIES` names the classic ones.
+- Cluster (:mod:`.cluster`): :func:`start_cluster` starts a Redis Cluster of ``primaries``
+  primaries (``replicas`` replicas each) on free loopback ports (``.url`` is its ``redis+cluster://``
+  URL); :meth:`LocalCluster.migrate_slot` reshards one slot (half-way too, for ``-ASK``),
+  :meth:`LocalCluster.fail_over` kills a primary and waits for its replica's promotion.
 - :func:`blackhole_address` (:mod:`.net`): an address where a TCP connect never completes.
 - Sentinel (:mod:`.sentinel`): :func:`start_sentinels` starts a master, a replica and three
   ``redis-server --sentinel`` processes watching it as one service (``.url`` is its
@@ -51,6 +55,7 @@ from .masters import (
     start_master,
     start_masters,
 )
+from .cluster import ClusterNode, LocalCluster, start_cluster
 from .net import blackhole_address
 from .proxy import FaultProxy
 from .sentinel import LocalSentinel, SentinelGroup, start_sentinels
@@ -64,6 +69,8 @@ __all__ = [
     "FaultProxy",
     "FakeMaster",
     "Close",
+    "ClusterNode",
+    "LocalCluster",
     "HalfThenClose",
     "Silent",
     "Stream",
@@ -82,6 +89,7 @@ __all__ = [
     "restart",
     "server_version",
     "start_master",
+    "start_cluster",
     "start_masters",
     "start_sentinels",
 ]
