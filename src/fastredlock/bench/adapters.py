@@ -89,6 +89,43 @@ class FastredlockCythonNoWake(FastredlockAdapter):
     options = {"wake": False}
 
 
+class FastredlockFamily(FastredlockAdapter):
+    """The lock family (``dlm.rwlock(...).read`` / ``.write``, ``dlm.semaphore``, ``dlm.rlock``)
+    on the Cython core: the same lock+unlock cycles as the plain lock's rows, through ``handle``."""
+
+    core = "cython"
+
+    def handle(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def acquire(self, name: str) -> Any:
+        lock = self.handle(name)
+        return lock if lock.acquire() else None
+
+    def acquire_batch(self, names: List[str]) -> List[Any]:
+        raise NotImplementedError("the lock family has no batches")
+
+
+class FastredlockReadLock(FastredlockFamily):
+    def handle(self, name: str) -> Any:
+        return self.dlm.rwlock(name, ttl=self.ttl).read
+
+
+class FastredlockWriteLock(FastredlockFamily):
+    def handle(self, name: str) -> Any:
+        return self.dlm.rwlock(name, ttl=self.ttl).write
+
+
+class FastredlockSemaphore(FastredlockFamily):
+    def handle(self, name: str) -> Any:
+        return self.dlm.semaphore(name, 4, ttl=self.ttl)
+
+
+class FastredlockRLock(FastredlockFamily):
+    def handle(self, name: str) -> Any:
+        return self.dlm.rlock(name, ttl=self.ttl)
+
+
 class RawMuxAsync(Adapter):
     """Reference for asyncio clients: the raw mux on an event loop. ``SET k tok NX PX`` written to
     all N non-blocking sockets, the replies read by ``loop.add_reader`` callbacks (hiredis.Reader),
@@ -655,6 +692,10 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
     "fastredlock-cython-nowake": FastredlockCythonNoWake,
+    "fastredlock-read": FastredlockReadLock,
+    "fastredlock-write": FastredlockWriteLock,
+    "fastredlock-semaphore": FastredlockSemaphore,
+    "fastredlock-rlock": FastredlockRLock,
     "fastredlock-async": FastredlockAsync,
     "fastredlock-async-uvloop": FastredlockAsyncUvloop,
     "redlock-py": RedlockPy,

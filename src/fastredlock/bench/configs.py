@@ -51,6 +51,16 @@ CONFIGS: List[Config] = [
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
     Config("fastredlock-cython-nowake", "fastredlock (Cython core), wake=False",
            "waiters poll (retry_delay + jitter) instead of being woken by the release", scenarios=("turns",), fast=True),
+    # The lock family (no Python peer has these over a quorum; redis-py and python-redis-lock have no
+    # read-write lock or semaphore either): sequential cycles beside the plain lock's, N=5 and 1.
+    Config("fastredlock-read", "fastredlock read lock (rwlock.read)",
+           "one round, Cython core; the reader share script", scenarios=("seq5", "seq1"), fast=True),
+    Config("fastredlock-write", "fastredlock write lock (rwlock.write)",
+           "one round, Cython core; the writer script", scenarios=("seq5", "seq1"), fast=True),
+    Config("fastredlock-semaphore", "fastredlock semaphore (limit 4)",
+           "one round (one permit slot probed), Cython core", scenarios=("seq5", "seq1"), fast=True),
+    Config("fastredlock-rlock", "fastredlock reentrant lock (rlock)",
+           "one round, Cython core; the reentrant script", scenarios=("seq5", "seq1"), fast=True),
     Config("fastredlock-async", "fastredlock.asyncio (Cython core)",
            "one multiplexed round, C core, default loop; tasks ride together", scenarios=FULL + ("seq1",), fast=True),
     Config("fastredlock-async-uvloop", "fastredlock.asyncio on uvloop",
