@@ -77,7 +77,7 @@ from redis import StrictRedis
 
 from .._tokens import new_token
 from ..errors import LockError
-from ._common import _POOL_STATE, Masters, encode_key, error_outcomes, pool_state, redis_errors, release_token
+from ._common import Masters, encode_key, error_outcomes, pool_state, redis_errors, release_token
 
 __all__ = [
     "NO_EXPIRE_TTL",
@@ -168,10 +168,9 @@ class NotExpirable(RuntimeError):
 def _masters(redis_client: Any) -> Masters:
     """The masters of ``redis_client`` (a lock is made per use: read once per connection pool)."""
     try:
-        known = getattr(redis_client.connection_pool, _POOL_STATE, None) or pool_state(redis_client)
+        return pool_state(redis_client).masters
     except AttributeError:  # not a redis-py client (strict=False): read each time
         return Masters([redis_client])
-    return known.masters
 
 
 def _check_expire(expire: Any) -> Optional[int]:
@@ -262,7 +261,7 @@ class Lock:
         self._lock_renewal_interval: Optional[float] = float(self._expire) * 2 / 3 if auto_renewal else None
         #: Always ``None``: fastredlock's watchdog thread renews (see the module docstring).
         self._lock_renewal_thread = None
-        self._key = self._name.encode() if self._name.__class__ is str else encode_key(self._name)
+        self._key = encode_key(self._name)
         self._handle: Any = None  # the fastredlock handle of this object's current acquisition
         self._renewal: Optional[weakref.finalize] = None  # stops the renewal if this object is collected
 

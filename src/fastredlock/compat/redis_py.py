@@ -63,7 +63,7 @@ import time
 from typing import Any, Awaitable, Optional, Tuple, Union
 
 from ..errors import LockError as _LockError
-from ._common import _POOL_STATE, Masters, pool_state, redis_errors, usable_ttl
+from ._common import Masters, pool_state, redis_errors, usable_ttl
 
 __all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
 
@@ -117,15 +117,6 @@ class _Local(threading.local):
     client: Any = None
 
 
-def _thread_mark() -> object:
-    """This thread's marker (made on its first call)."""
-    try:
-        return _marks.mark
-    except AttributeError:
-        mark = _marks.mark = object()
-        return mark
-
-
 class _RedisPyLock:
     """What :class:`Lock` and :class:`AsyncLock` share: the arguments and their checks, the key and
     token as redis-py stores them, and redis-py's errors and messages. The subclasses add the
@@ -146,7 +137,7 @@ class _RedisPyLock:
         raise_on_release_error: bool = True,
     ) -> None:
         try:
-            pool = redis.connection_pool
+            redis.connection_pool  # read by pool_state() below, after the arguments are checked
         except AttributeError:
             raise TypeError(f"redis must be a {self._CLIENT} client, not {type(redis).__name__}") from None
         if not (
@@ -163,14 +154,14 @@ class _RedisPyLock:
         self.sleep = sleep
         self.blocking = blocking
         self.blocking_timeout = blocking_timeout
-        self.thread_local = thread_local is True or bool(thread_local)
+        self.thread_local = bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
         # The state of the first thread that uses the lock (of all threads, without thread_local)
         # is a plain object; the other threads' states are in a threading.local made when a second
         # thread uses the lock (see _state). A threading.local per lock would cost more than the
         # rest of making the lock, and redis-py's idiom makes a lock per use (``r.lock(name)``).
         self._first = _State()
-        known = self._pool = getattr(pool, _POOL_STATE, None) or pool_state(redis)
+        known = self._pool = pool_state(redis)
         self._masters: Masters = known.masters
         self._key: bytes = name.encode(known.encoding, known.errors) if name.__class__ is str else self._encode(name)
 
@@ -198,8 +189,8 @@ class _RedisPyLock:
         """This thread's state (see ``local``)."""
         try:
             mark = _marks.mark
-        except AttributeError:
-            mark = _thread_mark()
+        except AttributeError:  # this thread's first use of a lock
+            mark = _marks.mark = object()
         owner = self._owner
         if mark is owner or not self.thread_local:
             return self._first

@@ -24,7 +24,7 @@ the map does not know, are an error reply (that master's "no"). ``-TRYAGAIN`` an
 from array import array
 
 from .resp import encode_command
-from .sentinel import parse_info_replication
+from .sentinel import role_checked
 
 #: Slots of a Redis Cluster.
 SLOTS = 16384
@@ -222,16 +222,10 @@ def node_verified(clock, reply, now, vote):
     is a replica now: the slot map is asked again) or None. With ``vote`` (restart-aware voting),
     a node promoted since it started counts as up only since this client first saw it so: a
     cluster tells no promotion time (see the module docstring of :mod:`fastredlock._cluster`)."""
-    if not isinstance(reply, bytes):
-        return "INFO replication: unexpected reply"
-    role, second = parse_info_replication(reply)
-    if role != b"master":
-        where = "%s:%d" % clock.address if clock.address is not None else "the node"
-        return "%s is not a primary (role:%s); the slot map is asked again" % (
-            where, "?" if role is None else role.decode("ascii", "replace"))
-    if vote and second >= 0:
+    problem, second = role_checked(clock, reply, "the node", "primary", "the slot map is asked again")
+    if problem is None and vote and second >= 0:
         if clock.promoted_run is None or clock.promoted_run != clock.run_id:
             clock.promoted_run = clock.run_id
             clock.promoted_at = now
         clock.promoted(clock.promoted_at)
-    return None
+    return problem

@@ -120,20 +120,29 @@ def parse_info_replication(info):
     return fields.get(b"role"), second
 
 
+def role_checked(clock, reply, server, wanted, then):
+    """``(problem, second_repl_offset)`` of a handshake's ``INFO replication`` answer: a problem
+    unless it says ``role:master`` (Sentinel masters and cluster nodes alike). The message names
+    the server (``server`` without an address), what it should be (``wanted``) and what happens
+    next (``then``)."""
+    if not isinstance(reply, bytes):
+        return "INFO replication: unexpected reply", -1
+    role, second = parse_info_replication(reply)
+    if role != b"master":
+        where = "%s:%d" % clock.address if clock.address is not None else server
+        return "%s is not a %s (role:%s); %s" % (
+            where, wanted, "?" if role is None else role.decode("ascii", "replace"), then), second
+    return None, second
+
+
 def verified(clock, reply, now, vote):
     """Check the handshake's ``INFO replication`` answer of a Sentinel master; return a problem
     (the server is not a master: ``sentinel error``) or None. With ``vote`` (restart-aware
     voting), a server promoted since it started counts as up since its promotion."""
-    if not isinstance(reply, bytes):
-        return "INFO replication: unexpected reply"
-    role, second = parse_info_replication(reply)
-    if role != b"master":
-        where = "%s:%d" % clock.address if clock.address is not None else "the server"
-        return "%s is not a master (role:%s); the sentinels are asked again" % (
-            where, "?" if role is None else role.decode("ascii", "replace"))
-    if vote and second >= 0:
+    problem, second = role_checked(clock, reply, "the server", "master", "the sentinels are asked again")
+    if problem is None and vote and second >= 0:
         clock.promoted(clock.reported_since if clock.reported_since >= 0.0 else now)
-    return None
+    return problem
 
 
 def asks_again(error):
