@@ -236,6 +236,29 @@ def test_ask_while_a_slot_migrates(make_client, cluster, name):
     assert [s.error_replies for s in dlm.stats()] == [0]
 
 
+def test_ask_to_a_node_with_an_empty_script_cache(make_client, cluster, name):
+    """A script redirected by -ASK that meets NOSCRIPT is resent as EVAL behind ASKING again
+    (without ASKING the importing node answers -MOVED back to the source, which asks again)."""
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
+    slot = cluster.keyslot(name)
+    source = cluster.owner(slot)
+    target = other_primary(cluster, source)
+    cluster.migrate_slot(slot, target, finish=False)
+    try:
+        lock = dlm.lock(name, ttl=TTL)
+        assert lock.acquire(blocking=False), lock.outcomes  # SET: ASKING + SET on the target
+        assert target.command("SCRIPT", "FLUSH") == b"OK"
+        lock.extend()  # EVALSHA: -ASK, then NOSCRIPT on the target, then ASKING + EVAL
+        assert outcomes(lock) == ["ok"]
+        assert target.command("SCRIPT", "FLUSH") == b"OK"
+        lock.release()
+        assert outcomes(lock) == ["ok"]
+    finally:
+        cluster.finish_migration(slot, source, target)
+    assert holder(cluster, name)[1] is None
+    assert [s.error_replies for s in dlm.stats()] == [0]
+
+
 def test_lock_all_across_slots_is_refused_naming_hash_tags(make_client, cluster, name):
     dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
     a, b = names_per_slot(name, [1, 2])

@@ -564,6 +564,10 @@ class Session:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
                 j = link.pop_cmd()
                 link.fallback_sent += 1
+                if j > 0 and link.cmds is not None and link.cmds[j - 1] < 0:
+                    # It came by -ASK: the importing node takes it only right behind ASKING.
+                    link.requeue(j - 1)
+                    link.out += ASKING
                 link.requeue(j)
                 link.out += self._fallback_payload()[_cmd(link, j)]
                 return True

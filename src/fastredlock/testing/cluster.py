@@ -126,6 +126,7 @@ class LocalCluster:
         ``finish=False`` stops half-way: the source is MIGRATING, ``to`` IMPORTING, the keys are
         moved already (so the source answers ``-ASK`` for them); :meth:`finish_migration` ends it.
         """
+        self.wait_agreed()  # the importing node must know the newest epoch before it bumps its own
         source = self.owner(slot)
         if source is to:
             return source
@@ -172,19 +173,43 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while not self._agreed():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster did not settle within {timeout}s")
+                raise RuntimeError(f"the cluster did not settle within {timeout}s: {self._disagreement()}")
             time.sleep(0.05)
+
+    def _disagreement(self) -> str:
+        """What each live node says where they differ (for the error of :meth:`wait_agreed`)."""
+        parts, views = [], {}
+        for node in self.live():
+            try:
+                info = node.info("cluster")
+                views[node.port] = self._owners(node)
+                parts.append(f"{node.port}: state {info.get('cluster_state')}, epoch "
+                             f"{info.get('cluster_my_epoch')} of {info.get('cluster_current_epoch')}")
+            except (OSError, ConnectionError, IndexError) as exc:
+                parts.append(f"{node.port}: {exc!r}")
+        if views:
+            first = next(iter(views.values()))
+            slots = sorted({s for v in views.values() for s in set(v) ^ set(first)}
+                           | {s for v in views.values() for s in v if v.get(s) != first.get(s)})
+            for s in slots[:3]:
+                parts.append(f"slot {s}: " + ", ".join(f"{p} says {v.get(s)}" for p, v in views.items()))
+        return "; ".join(parts)
 
     def _agreed(self) -> bool:
         try:
-            views = []
+            views, epochs = [], set()
             for node in self.live():
-                if node.info("cluster").get("cluster_state") != "ok":
+                info = node.info("cluster")
+                if info.get("cluster_state") != "ok":
                     return False
+                epochs.add(info.get("cluster_current_epoch"))
                 views.append(self._owners(node))
         except (OSError, ConnectionError):
             return False
-        return all(v == views[0] for v in views) and len(views[0]) == SLOTS
+        # Every node must know the newest epoch too: a node that bumps its epoch to take a slot
+        # (SETSLOT NODE) from a stale one can lose the slot to its old owner's gossip, and then
+        # both name the other as the owner for good.
+        return all(v == views[0] for v in views) and len(views[0]) == SLOTS and len(epochs) == 1
 
     @staticmethod
     def _owners(node: ClusterNode) -> Dict[int, Tuple[str, int]]:
