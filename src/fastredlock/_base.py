@@ -165,6 +165,7 @@ class RedlockBase:
         if wake:
             notifier = self.executor.notifier = self._new_notifier()
             self.executor.owed = notifier.channels.released_at
+            self.executor.contended = notifier.channels.contended
 
     @property
     def on_event(self) -> Optional[Callable[[Any], object]]:

@@ -31,6 +31,7 @@ cdef class Executor:
     cdef public object on_event
     cdef public object notifier
     cdef public dict owed
+    cdef public dict contended
     cdef public object health
     cdef object _pool_lock
     cdef set _live

@@ -136,6 +136,9 @@ class Executor:
         #: The notifier's ``channels.released_at`` (the names whose next acquisition owes a courtesy
         #: pause), read by the handles before a first attempt: empty, it costs one C length check.
         self.owed: dict = {}
+        #: The notifier's ``channels.contended`` (the lock keys whose attempts are queued, see
+        #: fastredlock._wake "Turns"): empty, it costs one C length check.
+        self.contended: dict = {}
         #: The masters' health, shared by every core (cool-downs, counters: ``Redlock.stats``).
         self.health = sys.modules[core_cls.__module__].Health(len(self._specs), cooldown, max_cooldown)
         self._pool_lock = threading.Lock()

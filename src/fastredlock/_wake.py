@@ -25,19 +25,25 @@ master or its backoff, whichever comes first, and leaves when it returns. A chan
 :data:`LINGER` seconds after its last waiter left (a contender that takes the lock and soon waits
 again keeps its subscription instead of paying one per turn); closing the client ends them all.
 
-Fair turns. A release wakes every waiter of the name; the releaser itself, if it asks for the
-same name again at once, would usually win (its SET leaves before the woken waiters hear the
-message). So a client that released a name whose channel it listens on (it has met contention on
-it within :data:`LINGER`) holds its next attempt back for ``courtesy`` seconds, or until a
-message says the name was released again: the woken waiters go first. See the README, "Waiting".
+Turns. A plain lock's waiters queue on the masters (see :mod:`fastredlock.protocol.scripts`,
+"Turns"): a release that finds a queue names the waiter whose turn it is on that waiter's client's
+turn channel (:attr:`Channels.turn_channel`, subscribed with the others), so one waiter wakes per
+release instead of one per client, and it goes at once (no spread: nobody races it). A client that
+released a name a waiter heard, or met contention on it within :data:`LINGER`, makes even its first
+attempt a queued one: asking again at once, it finds the turn taken and queues behind. Without a
+queue (batch releases, the lock family), a message on the name's channel wakes each client's
+longest waiting waiter; those spread their retries, and a lock-family releaser holds its next
+attempt back for ``courtesy`` seconds, or until it hears the next release. See the README, "Waiting".
 """
 from __future__ import annotations
 
+import os
 import random
 import select
 import socket
 import ssl
 import threading
+import time
 from time import monotonic
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -48,11 +54,13 @@ from ._tls import context_for
 from .protocol.handshake import handshake
 from .protocol.replies import WOKE
 from .protocol.resp import encode_command
+from .protocol.scripts import TURN_PREFIX
 
 __all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "channel_of"]
 
 #: Channels are this prefix plus the lock key (the release script builds the same name).
 CHANNEL_PREFIX = b"fastredlock-wake:"
+_PREFIX_LEN = len(CHANNEL_PREFIX)
 #: Seconds a channel stays subscribed after its last waiter left.
 LINGER = 0.5
 #: Default seconds a client whose release woke waiters holds its next attempt at the name back
@@ -82,26 +90,69 @@ class Channels:
         self.idle: Dict[bytes, float] = {}
         #: channel -> when this client last released its lock (live channels only).
         self.released_at: Dict[bytes, float] = {}
+        #: lock key -> True while its channel is wanted (its lock met contention here within
+        #: LINGER): a plain lock's attempts are then queued (see "Turns"); read by the handles.
+        self.contended: Dict[bytes, bool] = {}
+        #: A queued waiter's member (see :meth:`join`) -> its event.
+        self.members: Dict[bytes, Any] = {}
+        #: This client's part of its waiters' members (not secret: masters and subscribers see it).
+        self.ident = b""
+        #: The channel where releases name this client's waiters whose turn it is.
+        self.turn_channel = b""
+        self.new_ident()
+        self._count = 0
 
-    def join(self, channel: bytes, event: Any) -> None:
-        self.waiters.setdefault(channel, []).append(event)
-        self.idle.pop(channel, None)
+    def new_ident(self) -> None:
+        """Draw this client's id (again in a fork child: the parent's waiters are not its own)."""
+        self.ident = os.urandom(6).hex().encode()
+        self.turn_channel = TURN_PREFIX + self.ident
 
-    def leave(self, channel: bytes, event: Any, now: float) -> None:
+    def member(self, deadline: Optional[float]) -> Tuple[bytes, bytes]:
+        """``(member, score)`` of a new waiter in the masters' queues: ``<client id>.<n>|<deadline
+        in ms since the epoch, 0: none>`` and when it began to wait (microseconds since the epoch;
+        the wall clock, so that every master orders two waiters alike)."""
+        self._count += 1
+        wall = time.time()
+        last = 0 if deadline is None else int((wall + deadline - monotonic()) * 1000) + 1
+        return b"%s.%d|%d" % (self.ident, self._count, last), b"%d" % int(wall * 1e6)
+
+    def join(self, channel: bytes, event: Any, member: Optional[bytes] = None) -> bool:
+        """Add a waiter; True if ``channel`` was not wanted before (the notifier must subscribe)."""
+        events = self.waiters.get(channel)
+        new = events is None and channel not in self.idle
+        if events is None:
+            events = self.waiters[channel] = []
+            self.idle.pop(channel, None)
+        events.append(event)
+        self.contended[channel[_PREFIX_LEN:]] = True
+        if member is not None:
+            self.members[member] = event
+        return new
+
+    def leave(self, channel: bytes, event: Any, now: float, member: Optional[bytes] = None) -> bool:
+        """Remove a waiter; True if it was its channel's last (the channel's linger begins)."""
+        if member is not None:
+            self.members.pop(member, None)
         events = self.waiters.get(channel)
         if events is None:
-            return
+            return False
         events.remove(event)
         if not events:
             del self.waiters[channel]
             self.idle[channel] = now
+            return True
+        return False
 
     def wanted(self, now: float) -> Set[bytes]:
         """The channels to keep subscribed; forgets those idle for :data:`LINGER`."""
         for channel, since in list(self.idle.items()):
             if now - since >= LINGER:
                 del self.idle[channel]
-        return set(self.waiters) | set(self.idle)
+                self.contended.pop(channel[_PREFIX_LEN:], None)
+        wanted = set(self.waiters) | set(self.idle)
+        if wanted:
+            wanted.add(self.turn_channel)
+        return wanted
 
     def next_expiry(self) -> Optional[float]:
         """When the next idle channel is due to be unsubscribed, or None."""
@@ -139,12 +190,17 @@ class Channels:
         return left if left > 0 else 0.0
 
     def on_reply(self, reply: Any) -> List[Any]:
-        """The events to set for one pub/sub reply: for a message, that of the channel's longest
+        """The events to set for one pub/sub reply. A message that names a queued waiter (its
+        turn, see "Turns", on this client's turn channel) wakes that waiter, and nobody else (if it
+        has left, nobody); one on a lock's channel (no queue there) wakes the channel's longest
         waiting waiter in this client (its others would only race it and each other: they keep
-        waiting, for the next message or their backoff); none for a (un)subscribe confirmation.
-        (A release in the round trip between a waiter's first failed attempt and its SUBSCRIBE
-        is not heard: it costs that waiter one backoff.)"""
+        waiting, for the next message or their backoff). None for a (un)subscribe
+        confirmation. (A release in the round trip between a waiter's first failed attempt and
+        its SUBSCRIBE is not heard: it costs that waiter one backoff.)"""
         if type(reply) is list and len(reply) == 3 and reply[0] == b"message":
+            if reply[1] == self.turn_channel:
+                event = self.members.get(reply[2])
+                return [] if event is None else [event]
             events = self.waiters.get(reply[1])
             if events:
                 return [events[0]]
@@ -207,27 +263,33 @@ class Notifier:
         self._generation = fork_generation()
 
     # --- for the waiters -------------------------------------------------------------------------
-    def join(self, key: bytes) -> Tuple[bytes, threading.Event, float]:
-        """Listen for releases of ``key``: ``(channel, event, since)``; the event is set by a message."""
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
+        """Listen for releases of ``key``: ``(channel, event, since, member, score)``; the event is
+        set by a message; ``member``/``score``: the waiter's place in the masters' queues (see
+        :meth:`Channels.member`; ``deadline``: when it gives up, monotonic)."""
         if self._generation != fork_generation():
             self._after_fork()
         channel = channel_of(key)
         event = threading.Event()
         with self._lock:
+            member, score = self.channels.member(deadline)
             if self._closed:
-                return channel, event, monotonic()  # never set: the waiter sleeps its backoff
-            self.channels.join(channel, event)
+                return channel, event, monotonic(), member, score  # never set: it sleeps its backoff
+            new = self.channels.join(channel, event, member)
             if self._thread is None:
+                new = True
                 self._thread = threading.Thread(target=self._run, name="fastredlock-wake", daemon=True)
                 self._thread.start()
-        self._poke()
-        return channel, event, monotonic()
+        if new:  # (a channel already wanted needs nothing of the thread)
+            self._poke()
+        return channel, event, monotonic(), member, score
 
-    def leave(self, channel: bytes, event: threading.Event) -> None:
+    def leave(self, channel: bytes, event: threading.Event, member: Optional[bytes] = None) -> None:
         """The waiter of ``event`` returned: stop listening for it."""
         with self._lock:
-            self.channels.leave(channel, event, monotonic())
-        self._poke()
+            idle = self.channels.leave(channel, event, monotonic(), member)
+        if idle:  # the thread times the channel's linger
+            self._poke()
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:
         """This client released ``key`` in a round with these ``details`` (see :meth:`Channels.released`)."""
@@ -273,6 +335,9 @@ class Notifier:
         channels.waiters.clear()
         channels.idle.clear()
         channels.released_at.clear()
+        channels.contended.clear()
+        channels.members.clear()
+        channels.new_ident()
         self._conns = [None] * len(self._specs)
         self._thread = None
         self._poke_r, self._poke_w = socket.socketpair()
@@ -334,6 +399,8 @@ class Notifier:
             self._conns[i] = conn
         add = wanted - conn.subscribed
         remove = conn.subscribed - wanted
+        if not add and not remove:
+            return until
         try:
             conn.sock.settimeout(self._timeout)
             if add:

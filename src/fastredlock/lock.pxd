@@ -29,7 +29,8 @@ cdef class Lock:
     cdef public bint _planned     # a kind of the lock family (fastredlock.family): its rounds are its plan's
     cdef object __weakref__
 
-    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object, notifier=object, waiter=object)
+    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object, notifier=object, waiter=object,
+                queued=bint)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of, token_of
+from .protocol.family import owner_step, queued_step, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
+from .protocol.scripts import RELEASE
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
@@ -197,8 +199,20 @@ class Lock:
         started = monotonic() if executor.on_event is not None else 0.0
         notifier = executor.notifier
         waiter = None
+        # A plain lock whose name met contention here lately: every attempt is a queued one
+        # (turns, see fastredlock._wake), the first too, so that a releaser asking again at once
+        # does not take the turn of the waiter its release woke.
+        queued = plain = blocking and notifier is not None and not self._planned and not self.fencing
         if blocking and executor.owed:
-            waiter = self._courtesy(notifier, deadline)
+            # This client's release of the name woke a waiter: let it go first (its round would
+            # only meet ours), then queue behind it (see _courtesy).
+            waiter = self._courtesy(notifier, deadline, not plain)
+        if plain and waiter is None:
+            queued = False
+            if executor.contended and self.key in executor.contended:
+                waiter = notifier.join(self.key, deadline)
+                queued = True
+        ok = False
         attempts = 0
         try:
             while True:
@@ -210,6 +224,8 @@ class Lock:
                     ok = self._attempt_fenced(token)
                 elif self._planned:
                     ok = self._attempt_planned(token)
+                elif queued:
+                    ok = self._attempt_queued(token, waiter)
                 else:
                     # Rides with other threads' acquires if a round is in flight (see _combine).
                     carrier, rnd = executor.acquire_one(self.key, token, self._ttl_ms)
@@ -226,43 +242,84 @@ class Lock:
                     if executor.on_event is not None:
                         self._event(ACQUIRED, started, attempts, True)
                     return True
-                if blocking and notifier is not None and waiter is None:
-                    # Listen for releases from now on (a release during the sleep ends it).
-                    waiter = notifier.join(self.key)
-                if not blocking or not self._pause(attempts, deadline, waiter):
+                delay = self._next_delay(attempts, deadline) if blocking else -1.0
+                if delay < 0:
                     if executor.on_event is not None:
                         self._event(REFUSED, started, attempts, False)
                     return False
+                if notifier is not None and waiter is None:
+                    # Another attempt follows: listen for releases from now on (a release during
+                    # the sleep ends it); a plain lock's next attempts queue on the masters.
+                    waiter = notifier.join(self.key, deadline)
+                    queued = not self._planned and not self.fencing
+                    if queued and self._client.retry_count is None:
+                        # That attempt at once: it takes this waiter's place in the queues. (Not
+                        # with a retry_count: those attempts are counted, and each sleeps before.)
+                        continue
+                self._pause(delay, deadline, waiter, queued)
         finally:
             if waiter is not None:
-                notifier.leave(waiter[0], waiter[1])
+                notifier.leave(waiter[0], waiter[1], waiter[3])
+                if queued and not ok:  # gave up (or raised): out of the queues, not awaited
+                    self._unqueue(waiter[3])
 
-    def _courtesy(self, notifier: Any, deadline: Optional[float]) -> Any:
+    def _attempt_queued(self, token: bytes, waiter: Any) -> bool:
+        """One attempt as a queued waiter (``waiter``: its place, from the notifier's ``join``):
+        the free key is taken on this waiter's turn or nobody's, else it stays in the queue. A
+        failure that may have landed somewhere is released behind it, not awaited."""
+        executor = self._executor
+        client = self._client
+        queue_ms = int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
+        step = queued_step(self.key, token, self._ttl_ms, waiter[3], waiter[4], queue_ms)
+        with executor.core(acquiring=([self.key], [token])) as core:
+            rnd = core.script(*step[1])
+            if rnd.ok:
+                self._valid_until = rnd.valid_until
+                self._carrier = executor.carrier(core, rnd)
+                if rnd.successes < executor.n:
+                    core.script(*unqueue_step(self.key, waiter[3])[1])
+            elif may_hold(rnd.outcomes):
+                core.script(*owner_step(RELEASE, [self.key], [token], 0, False)[1])
+        self._last = rnd
+        return bool(rnd.ok)
+
+    def _courtesy(self, notifier: Any, deadline: Optional[float], spread: bool = True) -> Any:
         """This client just released the name while others waited on it: hold the first attempt
         back until a release is heard or the courtesy pause ends (the woken waiters go first).
-        Returns the joined waiter ``(channel, event)``, or None if no pause is owed."""
+        Returns the joined waiter (see the notifier's ``join``), or None if no pause is owed.
+
+        A plain lock's waiter is queued: its place is taken when it joins, so it loses nothing by
+        waiting here, and a message it hears now is a release that found nobody queued (the lock
+        is free): it goes at once (``spread=False``)."""
         pause = notifier.pause_before(self.key)
         if pause <= 0:
             return None
-        waiter = notifier.join(self.key)
+        waiter = notifier.join(self.key, deadline)
         if deadline is not None:
             pause = min(pause, deadline - monotonic())
-        if pause > 0 and waiter[1].wait(pause):
-            spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
-            if spread > 0:
-                time.sleep(spread)
+        if pause > 0 and waiter[1].wait(pause) and spread:
+            wait = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
+            if wait > 0:
+                time.sleep(wait)
         waiter[1].clear()
         return waiter
 
-    def _pause(self, attempts: int, deadline: Optional[float], waiter: Any = None) -> bool:
-        """Sleep before attempt ``attempts + 1``, or less if ``waiter``'s event says the lock was
-        released meanwhile; False: no attempt is left (count or deadline)."""
-        delay = self._next_delay(attempts, deadline)
-        if delay < 0:
-            return False
+    def _unqueue(self, member: bytes) -> None:
+        """Take a queued waiter that gave up out of the masters' queues (best effort, not
+        awaited): else a release could name it and nobody would come for its turn."""
+        try:
+            with self._executor.core() as core:
+                core.script(*unqueue_step(self.key, member)[1])
+        except Exception:  # the masters' queues expire anyway
+            log.debug("fastredlock: could not leave the queues of %r", self.name, exc_info=True)
+
+    def _pause(self, delay: float, deadline: Optional[float], waiter: Any = None, queued: bool = False) -> None:
+        """Sleep ``delay`` seconds before the next attempt, or less if ``waiter``'s event says the
+        lock was released meanwhile. A ``queued`` waiter woken by a release goes at once (it was
+        woken alone: its turn)."""
         if waiter is not None:
             event = waiter[1]
-            if delay > 0 and event.wait(delay):
+            if delay > 0 and event.wait(delay) and not queued:
                 # Woken by a release: every waiter heard it. Spread the retries (the longest
                 # waiting go first) rather than split the masters' votes among them.
                 spread = self._executor.notifier.spread(waiter[2], deadline)
@@ -271,7 +328,6 @@ class Lock:
             event.clear()
         elif delay > 0:
             time.sleep(delay)
-        return True
 
     def _next_delay(self, attempts: int, deadline: Optional[float]) -> float:
         """Seconds to wait before attempt ``attempts + 1`` (the client's retry policy, never past

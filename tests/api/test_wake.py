@@ -14,6 +14,7 @@ import time
 import pytest
 
 from fastredlock._wake import LINGER
+from fastredlock.protocol.scripts import TURN_MS
 from fastredlock.testing import LocalMaster
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
@@ -187,17 +188,69 @@ def test_a_releaser_asking_again_lets_the_woken_waiter_go_first(make_client, mas
     holder.release()
 
 
-def test_without_the_courtesy_pause_the_releaser_wins(make_client, masters, name):
-    # The negative control of the test above: courtesy=0, the releaser's SET leaves first.
-    # (On a loaded machine the woken waiter may still win a turn: the releaser must win some.)
-    wins = 0
-    for _ in range(5):
-        holder, out, thread = release_to_a_waiter(make_client, masters, name, courtesy=0.0)
-        if holder.acquire(blocking=False):
-            wins += 1
-            holder.release()
-        thread.join(SLOW * 3)
-    assert wins > 0, "the releaser never won its immediate re-acquisition: the test above proves nothing"
+def queued(masters, name: str) -> int:
+    """Waiters in ``name``'s queue (its ``:wait`` sorted set), summed over the masters."""
+    return sum(m.command("ZCARD", "{" + name + "}:wait") for m in masters)
+
+
+def released_to_a_deaf_waiter(make_client, masters, name):
+    """A holder releases while a waiter of another client is in the masters' queues but never
+    hears a message (every pub/sub reply dropped on arrival): ``(holder, released, thread)``; the
+    waiter's thread releases at once if it acquires."""
+    holder = make_client(masters.urls, retry_delay=0.01, retry_jitter=0.0).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    dlm = make_client(masters.urls, retry_delay=0.05, retry_jitter=0.0)
+    dlm.executor.notifier.channels.on_reply = lambda reply: []
+    thread = waiter_thread(dlm.lock(name, ttl=10), [], release=True, timeout=0.4)
+    assert wait_until(lambda: queued(masters, name) == len(masters), 2.0), "the waiter did not queue"
+    dlm.retry_delay = SLOW  # from now on it sleeps long: only the turn can hold the releaser back
+    time.sleep(0.06)  # its current sleep (0.05) ends: it sleeps SLOW now
+    released = time.monotonic()
+    holder.release()
+    return holder, released, thread
+
+
+def test_the_turn_holds_back_a_releaser_that_asks_again(make_client, masters, name):
+    # The waiter a release names has the turn for TURN_MS: the releaser's next (queued) attempt
+    # does not take the free key meanwhile, even when the named waiter never comes.
+    holder, released, thread = released_to_a_deaf_waiter(make_client, masters, name)
+    assert "woke waiters" in [o.detail for o in holder.outcomes]
+    assert holder.acquire(timeout=SLOW)
+    took = time.monotonic() - released
+    assert TURN_MS / 1000 * 0.8 <= took < SLOW / 2, took  # after the turn lapsed, not at once
+    holder.release()
+    thread.join(SLOW * 2)
+
+
+def test_a_plain_attempt_does_not_wait_for_the_turn(make_client, masters, name):
+    # The negative control of the test above: the same free key with the same turn given, taken
+    # at once by a non-blocking attempt (a plain SET NX, which knows nothing of turns).
+    holder, released, thread = released_to_a_deaf_waiter(make_client, masters, name)
+    assert all(m.command("EXISTS", "{" + name + "}:next") for m in masters)  # the turn was given
+    assert holder.acquire(blocking=False)
+    assert time.monotonic() - released < TURN_MS / 1000
+    holder.release()
+    thread.join(SLOW * 2)
+
+
+def test_queued_waiters_leave_no_queue_behind(make_client, masters, name, keys_on):
+    # Three waiters queue, each is named in turn and takes the lock; then no queue, no turn key.
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    outs, threads = [], []
+    for _ in range(3):
+        out: list = []
+        outs.append(out)
+        threads.append(waiter_thread(make_client(masters.urls, retry_delay=0.05, retry_jitter=0.0).lock(name, ttl=10),
+                                     out, release=True, timeout=5.0))
+    assert wait_until(lambda: queued(masters, name) == 3 * len(masters), 3.0)
+    holder.release()
+    for thread in threads:
+        thread.join(5.0)
+    assert all(out and out[0] is True for out in outs)
+    assert queued(masters, name) == 0
+    time.sleep(2 * TURN_MS / 1000)  # a turn given where its waiter had already won elsewhere lapses
+    assert keys_on(masters, "{" + name + "}:next") == 0 and keys_on(masters, name) == 0
 
 
 def test_a_release_nobody_waits_for_says_nothing(make_client, masters, name):
@@ -293,3 +346,38 @@ def test_a_timeout_bounds_the_whole_wait(make_client, masters, name):
     assert lock.acquire(timeout=0.3) is False
     assert 0.29 < time.monotonic() - started < 0.3 + 0.2
     holder.release()
+
+
+def test_a_queued_waiter_killed_does_not_block_the_others(make_client, masters, name, core, keys_on):
+    # A waiter in another process queues, then is killed with SIGKILL. The release pops it (its
+    # entry has no deadline) but nobody listens on its turn channel any more: the turn is taken
+    # back and the release wakes everyone instead. At worst (its subscription still alive) the
+    # turn lapses after TURN_MS and the next waiter's backoff ends. No deadlock; nothing is left.
+    import signal
+    import subprocess
+
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    code = ("import sys\nfrom fastredlock import Redlock\n"
+            "Redlock(sys.argv[1:], retry_delay=0.05, retry_jitter=0.0, restart_aware=False, core=%r)"
+            ".lock(%r, ttl=10).acquire()\n" % (core, name))
+    victim = subprocess.Popen([sys.executable, "-c", code, *masters.urls])
+    try:
+        assert wait_until(lambda: queued(masters, name) == len(masters), 10.0), "the victim did not queue"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(5)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    backoff = 0.3
+    out: list = []
+    thread = waiter_thread(make_client(masters.urls, retry_delay=backoff, retry_jitter=0.0).lock(name, ttl=10),
+                           out, release=True, timeout=5.0)
+    assert wait_until(lambda: queued(masters, name) == 2 * len(masters), 3.0)  # behind the victim
+    released = time.monotonic()
+    holder.release()
+    thread.join(5.0)
+    assert out and out[0] is True, "the waiter behind a killed one never got the lock"
+    assert out[1] - released < TURN_MS / 1000 + backoff + 1.0
+    time.sleep(2 * TURN_MS / 1000)
+    assert queued(masters, name) == 0 and keys_on(masters, "{" + name + "}:next") == 0

@@ -90,3 +90,46 @@ def test_subscriptions_end_with_the_last_waiting_task(aclient, arun, masters, na
             assert not [t for t in asyncio.all_tasks() if "AsyncNotifier" in repr(t)]
 
     arun(main())
+
+
+def queued(masters, name: str) -> int:
+    return sum(m.command("ZCARD", "{" + name + "}:wait") for m in masters)
+
+
+def test_queued_tasks_take_turns_in_order_and_leave_no_queue(aclient, arun, masters, name, keys_on):
+    # Tasks of three clients queue one after another; each release names the next (turns), and
+    # a releaser asking again at once queues behind them. Afterwards: no queue, no turn key.
+    async def main():
+        clients = [aclient(masters.urls, retry_count=None, retry_delay=SLOW, retry_jitter=0.0) for _ in range(4)]
+        for c in clients:
+            await c.__aenter__()
+        try:
+            holder = clients[0].lock(name, ttl=10)
+            assert await holder.acquire(blocking=False)
+            order = []
+
+            async def take(k):
+                lock = clients[k].lock(name, ttl=10)
+                assert await lock.acquire(timeout=4 * SLOW)
+                order.append(k)
+                await asyncio.sleep(0.01)
+                await lock.release()
+
+            tasks = []
+            for k in (1, 2, 3):
+                tasks.append(asyncio.ensure_future(take(k)))
+                assert await until(lambda: queued(masters, name) == k * len(masters), 2.0)
+            await holder.release()
+            again = asyncio.ensure_future(take(0))  # the releaser asks again at once
+            await asyncio.wait_for(asyncio.gather(*tasks, again), 3 * SLOW)
+            assert order == [1, 2, 3, 0], order  # woken one by one, each well before its backoff
+        finally:
+            for c in clients:
+                await c.__aexit__(None, None, None)
+
+    started = time.monotonic()
+    arun(main())
+    assert time.monotonic() - started < SLOW
+    time.sleep(0.1)
+    assert queued(masters, name) == 0 and keys_on(masters, "{" + name + "}:next") == 0
+    assert keys_on(masters, name) == 0

@@ -63,18 +63,20 @@ class AsyncNotifier:
         self._closed = False
 
     # --- for the waiting tasks (on the client's loop) ---------------------------------------------
-    def join(self, key: bytes) -> Tuple[bytes, asyncio.Event, float]:
-        """Listen for releases of ``key``: ``(channel, event, since)``; the event is set by a message."""
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
+        """Listen for releases of ``key``: ``(channel, event, since, member, score)`` (see
+        :meth:`fastredlock._wake.Notifier.join`); the event is set by a message."""
         channel = channel_of(key)
         event = asyncio.Event()
+        member, score = self.channels.member(deadline)
         if not self._closed:
-            self.channels.join(channel, event)
+            self.channels.join(channel, event, member)
             self._sync()
-        return channel, event, monotonic()
+        return channel, event, monotonic(), member, score
 
-    def leave(self, channel: bytes, event: asyncio.Event) -> None:
+    def leave(self, channel: bytes, event: asyncio.Event, member: Optional[bytes] = None) -> None:
         """The waiter of ``event`` returned: stop listening for it."""
-        self.channels.leave(channel, event, monotonic())
+        self.channels.leave(channel, event, monotonic(), member)
         self._sync()
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from ..errors import LockError, MasterOutcome
 from ..lock import Lock as _SyncLock, fence_key
+from ..protocol.family import owner_step, queued_step, unqueue_step
 from ..protocol.plans import fence_of, fenced_held, may_hold
+from ..protocol.scripts import RELEASE
 from .._checks import check_timeout, token_of
 from .._tokens import new_token
 from ..events import ACQUIRED, LOST, REFUSED, RELEASED
@@ -61,17 +63,24 @@ class Lock(_SyncLock):
         started = monotonic() if self._executor.on_event is not None else 0.0
         notifier = self._executor.notifier
         waiter = None
+        plain = blocking and notifier is not None and not self._planned and not self.fencing
+        queued = False
+        ok = False
         try:
             if blocking and self._executor.owed:
                 pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
                 if pause > 0:
-                    waiter = notifier.join(self.key)
+                    waiter = notifier.join(self.key, deadline)
+                    queued = plain  # (its place in the queues is taken now: see fastredlock.Lock._courtesy)
                     if deadline is not None:
                         pause = min(pause, deadline - monotonic())
-                    if await _wait(waiter[1], pause):
+                    if await _wait(waiter[1], pause) and not plain:
                         spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
                         if spread > 0:
                             await asyncio.sleep(spread)
+            if plain and waiter is None and self._executor.contended and self.key in self._executor.contended:
+                waiter = notifier.join(self.key, deadline)  # queued from the first attempt
+                queued = True
             attempts = 0
             while True:
                 attempts += 1
@@ -80,6 +89,8 @@ class Lock(_SyncLock):
                     ok = await self._attempt_fenced(token)
                 elif self._planned:
                     ok = await self._attempt_planned(token)
+                elif queued:
+                    ok = await self._attempt_queued(token, waiter)
                 else:
                     rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
                     self._last = rnd
@@ -94,31 +105,69 @@ class Lock(_SyncLock):
                     if self._executor.on_event is not None:
                         self._event(ACQUIRED, started, attempts, True)
                     return True
-                if blocking and notifier is not None and waiter is None:
-                    waiter = notifier.join(self.key)  # a release heard during the sleep ends it
-                if not blocking or not await self._pause_async(attempts, deadline, waiter):
+                delay = self._next_delay(attempts, deadline) if blocking else -1.0
+                if delay < 0:
                     if self._executor.on_event is not None:
                         self._event(REFUSED, started, attempts, False)
                     return False
+                if notifier is not None and waiter is None:
+                    waiter = notifier.join(self.key, deadline)  # a release heard during the sleep ends it
+                    queued = not self._planned and not self.fencing
+                    if queued and self._client.retry_count is None:
+                        # That attempt at once: it takes this waiter's place in the queues (see
+                        # fastredlock.Lock.acquire).
+                        continue
+                await self._pause_async(delay, deadline, waiter, queued)
         finally:
             if waiter is not None:
-                notifier.leave(waiter[0], waiter[1])
+                notifier.leave(waiter[0], waiter[1], waiter[3])
+                if queued and not ok:  # gave up (or was cancelled): out of the queues, not awaited
+                    asyncio.ensure_future(_unqueue(self._client._aexec, self.key, waiter[3]))
 
-    async def _pause_async(self, attempts: int, deadline: Optional[float], waiter: Any = None) -> bool:
-        """Sleep (on the loop) before attempt ``attempts + 1``, or less if ``waiter``'s event says
-        the lock was released meanwhile; False: no attempt is left."""
-        delay = self._next_delay(attempts, deadline)
-        if delay < 0:
-            return False
+    async def _attempt_queued(self, token: bytes, waiter: Any) -> bool:  # type: ignore[override]
+        """One attempt as a queued waiter (see :meth:`fastredlock.Lock._attempt_queued`)."""
+        aexec = self._client._aexec
+        executor = self._executor
+        client = self._client
+        key = self.key
+        queue_ms = int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
+        step = queued_step(key, token, self._ttl_ms, waiter[3], waiter[4], queue_ms)
+        cleanup = owner_step(RELEASE, [key], [token], 0, False)
+        unqueue = unqueue_step(key, waiter[3])
+
+        async def plan(lc: Any) -> Any:
+            executor.for_acquiring(lc.core)
+            rnd = (await lc.run(step[0], *step[1]))[0]
+            if rnd.ok and rnd.successes < executor.n:
+                await lc.run(unqueue[0], *unqueue[1])
+            elif not rnd.ok and may_hold(rnd.outcomes):
+                await lc.run(cleanup[0], *cleanup[1])
+            return rnd
+
+        def undo(rnd: Any) -> None:  # cancelled: the lock taken for nobody goes
+            if rnd.ok:
+                release = owner_step(RELEASE, [key], [token])
+                asyncio.ensure_future(aexec.run(release[0], *release[1]))
+
+        rnd = await aexec.job(plan, undo=undo)
+        if rnd.ok:
+            self._valid_until = rnd.valid_until
+        self._last = rnd
+        return bool(rnd.ok)
+
+    async def _pause_async(self, delay: float, deadline: Optional[float], waiter: Any = None,
+                           queued: bool = False) -> None:
+        """Sleep (on the loop) ``delay`` seconds before the next attempt, or less if ``waiter``'s
+        event says the lock was released meanwhile. A ``queued`` waiter woken by a release goes at
+        once (see :meth:`fastredlock.Lock._pause`)."""
         if waiter is not None:
-            if await _wait(waiter[1], delay):
+            if await _wait(waiter[1], delay) and not queued:
                 # Woken by a release: spread the retries (see fastredlock.Lock._pause).
                 spread = self._executor.notifier.spread(waiter[2], deadline)
                 if spread > 0:
                     await asyncio.sleep(spread)
         elif delay > 0:
             await asyncio.sleep(delay)
-        return True
 
     async def _attempt_fenced(self, token: bytes) -> bool:  # type: ignore[override]
         """Two rounds with the core alone: SET NX + read counters, then max+1 to a quorum."""
@@ -287,6 +336,16 @@ class Lock(_SyncLock):
 
     def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raised
         pass
+
+
+async def _unqueue(aexec: Any, key: bytes, member: bytes) -> None:
+    """Take a queued waiter that gave up out of the masters' queues (best effort: see
+    :meth:`fastredlock.Lock._unqueue`)."""
+    step = unqueue_step(key, member)
+    try:
+        await aexec.run(step[0], *step[1])
+    except Exception:  # the masters' queues expire anyway (a closed client, a lost master)
+        log.debug("fastredlock: could not leave the queues of %r", key, exc_info=True)
 
 
 async def _wait(event: asyncio.Event, delay: float) -> bool:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 
 from .plans import may_hold
-from .scripts import RELEASE
+from .scripts import ACQUIRE_QUEUED, RELEASE, UNQUEUE
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 
 #: The plan steps' operations (methods of both I/O twins' ``Core``).
@@ -247,6 +247,19 @@ def script_step(kind, script, keys, argv, ttl_ms=0, wait=True):
 def acquisition_step(script, keys, argv, ttl_ms):
     """A script that takes a share or a lock (restart-aware voting and early decision apply)."""
     return script_step(KIND_SCRIPT_ACQUIRE, script, keys, argv, ttl_ms)
+
+
+def queued_step(key, token, ttl_ms, member, score, queue_ms):
+    """A plain lock's attempt as a queued waiter (:data:`~.scripts.ACQUIRE_QUEUED`: it takes the
+    free key on its turn or nobody's, else keeps its place in the queue for ``queue_ms``)."""
+    return acquisition_step(ACQUIRE_QUEUED, [key, tagged(key, b":wait"), tagged(key, b":next")],
+                            [token, ms(ttl_ms), member, score, ms(queue_ms)], ttl_ms)
+
+
+def unqueue_step(key, member):
+    """Take a waiter that got the lock out of the queues of the masters that refused it (written
+    behind the attempt, not awaited: else the next release there names it, and nobody comes)."""
+    return script_step(KIND_SCRIPT, UNQUEUE, [tagged(key, b":wait")], [member], 0, False)
 
 
 def owner_step(script, keys, argv, ttl_ms=0, wait=True):

@@ -13,24 +13,113 @@ import hashlib
 #: The pub/sub channel of a lock is this prefix plus its key: a release that deletes the key
 #: publishes there, and waiters of the key listen there (see fastredlock._wake).
 WAKE_PREFIX = b"fastredlock-wake:"
+#: A client's turn channel is this prefix plus its id: a release that gives the turn to one of its
+#: queued waiters names the waiter there (see fastredlock._wake, "Turns").
+TURN_PREFIX = b"fastredlock-turn:"
+
+# Turns (see fastredlock._wake, "Turns"): the waiters of a plain lock queue on each master in a
+# sorted set beside the key, ``<key>:wait`` under the key's hash tag (``{<key>}:wait`` if it has
+# none), scored by when each began to wait (the client's clock: every master orders them alike); a
+# member is ``<waiter id>|<deadline, ms since the epoch; 0: none>``. A release that finds waiters
+# pops the first whose deadline has not passed, gives it the turn (``<key>:next``, for TURN_MS)
+# and names it in its message: that one waiter wakes and takes the lock, the others sleep on. A
+# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own.
+_TAGGED = b"""\
+local function tagged(key, suffix)
+    local left = string.find(key, '{', 1, true)
+    if left then
+        local right = string.find(key, '}', left + 1, true)
+        if right and right > left + 1 then
+            return key .. suffix
+        end
+    end
+    return '{' .. key .. '}' .. suffix
+end
+"""
+
+#: How long the turn a release gives a queued waiter waits for it, in milliseconds (a waiter
+#: killed while queued costs the others this, then their backoff).
+TURN_MS = 50
 
 # RELEASE
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
 # Returns  1 if the key held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
-# Where it deleted, it wakes the key's waiters (PUBLISH on WAKE_PREFIX .. key): nothing is stored,
-# and with no subscriber that is one dictionary miss on the master (and the reply stays 1). The
-# PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new users)
-# still releases, its waiters just are not woken.
-RELEASE = b"""\
+# Where it deleted, it wakes the key's waiters: with queued waiters, the one whose turn it is, by
+# a message naming it on its client's channel (TURN_PREFIX .. client id: nobody else is woken);
+# else (or if that client did not hear it) all of them, by '1' on the key's (WAKE_PREFIX .. key).
+# With no subscriber and no queue that is two dictionary misses on the master (and the reply stays
+# 1). A PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new
+# users) still releases, its waiters just are not woken. The queue and turn keys are derived here,
+# in the key's hash slot.
+RELEASE = _TAGGED + b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
+    local queue = tagged(KEYS[1], ':wait')
+    if redis.call('exists', queue) == 1 then
+        local t = redis.call('time')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        while true do
+            local head = redis.call('zpopmin', queue)
+            if #head == 0 then
+                break
+            end
+            local last = tonumber(string.match(head[1], '|(%d+)$') or '0')
+            if last == 0 or last > now then
+                local turn = tagged(KEYS[1], ':next')
+                redis.call('set', turn, head[1], 'PX', TURN_MS)
+                local told = redis.pcall('publish', 'fastredlock-turn:' .. string.match(head[1], '^[^.]*'), head[1])
+                if type(told) == 'number' and told > 0 then
+                    return 2
+                end
+                redis.call('del', turn)
+                break
+            end
+        end
+    end
     local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
     if type(heard) == 'number' and heard > 0 then
         return 2
     end
     return 1
 end
+return 0
+""".replace(b"TURN_MS", b"%d" % TURN_MS)
+
+# ACQUIRE_QUEUED (an attempt of a waiter of a plain lock; see "Turns" above)
+# KEYS[1]  the lock key
+# KEYS[2]  its queue (``:wait``)
+# KEYS[3]  its turn (``:next``)
+# ARGV[1]  the token of this acquisition
+# ARGV[2]  the time to live in milliseconds
+# ARGV[3]  the waiter's member (``<id>|<deadline ms>``)
+# ARGV[4]  the waiter's score (when it began to wait, microseconds since the epoch)
+# ARGV[5]  how long the queue outlives this attempt, in milliseconds
+# Returns  1 if the key was free and the turn nobody's or this waiter's (the key is now set and
+#          the waiter out of the queue), else 0 (the waiter is in the queue, in its place).
+# UNQUEUE (a queued waiter that got the lock leaves the queues of the masters that refused it)
+# KEYS[1]  the queue
+# ARGV[1]  the waiter's member
+# Returns  1
+UNQUEUE = b"""\
+redis.call('zrem', KEYS[1], ARGV[1])
+return 1
+"""
+
+ACQUIRE_QUEUED = b"""\
+if redis.call('exists', KEYS[1]) == 0 then
+    local turn = redis.call('get', KEYS[3])
+    if not turn or turn == ARGV[3] then
+        redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+        redis.call('zrem', KEYS[2], ARGV[3])
+        if turn then
+            redis.call('del', KEYS[3])
+        end
+        return 1
+    end
+end
+redis.call('zadd', KEYS[2], ARGV[4], ARGV[3])
+redis.call('pexpire', KEYS[2], ARGV[5])
 return 0
 """
 
@@ -65,6 +154,7 @@ return 0
 """
 
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
+ACQUIRE_QUEUED_SHA = hashlib.sha1(ACQUIRE_QUEUED).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
 RELEASE_SIGNAL_SHA = hashlib.sha1(RELEASE_SIGNAL).hexdigest().encode()
 
