@@ -346,34 +346,43 @@ class Notifier:
 
     def _run(self) -> None:
         try:
+            look = True
             while True:
-                now = monotonic()
-                with self._lock:
-                    wanted = self.channels.wanted(now)
-                    if self._closed or not wanted:
-                        # Nothing to listen for: the connections (and their subscriptions) end,
-                        # and so does the thread (the next waiter starts another).
-                        for i in range(len(self._conns)):
-                            self._drop(i)
-                        self._thread = None
-                        if self._closed:
-                            self._poke_r.close()
-                            self._poke_w.close()
-                        return
-                    until = self.channels.next_expiry()
-                for i in range(len(self._specs)):
-                    until = self._sync(i, wanted, now, until)
-                socks = [c.sock for c in self._conns if c is not None]
+                if look:
+                    # The wanted channels changed (a poke), a connection was lost, or a timer is
+                    # due: bring the connections in line. (Not after a mere message: the thread
+                    # goes back to select at once, and the woken waiter's thread gets the GIL.)
+                    now = monotonic()
+                    with self._lock:
+                        wanted = self.channels.wanted(now)
+                        if self._closed or not wanted:
+                            # Nothing to listen for: the connections (and their subscriptions)
+                            # end, and so does the thread (the next waiter starts another).
+                            for i in range(len(self._conns)):
+                                self._drop(i)
+                            self._thread = None
+                            if self._closed:
+                                self._poke_r.close()
+                                self._poke_w.close()
+                            return
+                        until = self.channels.next_expiry()
+                    for i in range(len(self._specs)):
+                        until = self._sync(i, wanted, now, until)
+                    socks = [self._poke_r] + [c.sock for c in self._conns if c is not None]
+                    look = False
                 timeout = None if until is None else max(0.0, until - monotonic())
-                readable, _, _ = select.select([self._poke_r] + socks, [], [], timeout)
+                readable, _, _ = select.select(socks, [], [], timeout)
+                if not readable:
+                    look = True
                 for sock in readable:
                     if sock is self._poke_r:
+                        look = True
                         try:
                             self._poke_r.recv(4096)
                         except OSError:
                             pass
-                    else:
-                        self._read(sock)
+                    elif not self._read(sock):
+                        look = True
         except BaseException:
             with self._lock:
                 for i in range(len(self._conns)):
@@ -429,7 +438,8 @@ class Notifier:
             except OSError:
                 pass
 
-    def _read(self, sock: Any) -> None:
+    def _read(self, sock: Any) -> bool:
+        """Read what ``sock`` has and set the events it names; False if the connection was dropped."""
         i = next(j for j, c in enumerate(self._conns) if c is not None and c.sock is sock)
         conn = self._conns[i]
         try:
@@ -437,13 +447,13 @@ class Notifier:
             while getattr(sock, "pending", None) is not None and sock.pending():
                 data += sock.recv(65536)
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
-            return
+            return True
         except OSError:
             data = b""
         if not data:  # the master closed it (CLIENT KILL, restart): reconnect later
             self._drop(i)
             self._failed(i, None)
-            return
+            return False
         conn.reader.feed(data)
         to_set: List[Any] = []
         with self._lock:
@@ -469,3 +479,4 @@ class Notifier:
             self._pause[i] = _RECONNECT[0]
         for event in to_set:
             event.set()
+        return self._conns[i] is conn

@@ -45,6 +45,26 @@ def _serial_cycle(run: Runner, name: str) -> float:
     return statistics.median(times)
 
 
+def _alone_loop(run: Runner, job: Dict[str, Any], hold: float) -> float:
+    """Median seconds of one turn of :func:`take_turns`'s loop run by one process alone: acquire,
+    INCR, hold, DECR, release (a counter key of its own). What a turn costs with a perfect hand-over."""
+    ctl = Ctl(job["counter_url"])
+    ckey = job["counter_key"] + ":alone"
+    name = job["name"] + ":alone"
+    times = []
+    for _ in range(SERIAL_CYCLES // 2):
+        a = perf_counter()
+        h = run.acquire(name)
+        ctl.cmd("INCR", ckey)
+        time.sleep(hold)
+        ctl.cmd("DECR", ckey)
+        if h is not None:
+            run.release(h)
+        times.append(perf_counter() - a)
+    ctl.cmd("DEL", ckey)
+    return statistics.median(times)
+
+
 def take_turns(run: Runner, job: Dict[str, Any], hold: float, failed_waits: bool) -> Dict[str, Any]:
     """The worker's loop of the contention scenarios (``contend`` and ``turns``): after the driver's
     go, acquire ``job["name"]`` with the library's default acquire, INCR the independent counter,
@@ -94,9 +114,12 @@ def take_turns(run: Runner, job: Dict[str, Any], hold: float, failed_waits: bool
 
 def scenario_turns(run: Runner, job: Dict[str, Any]) -> Dict[str, Any]:
     """One of the processes: time the serial cycle (the first process), then take turns."""
-    cycle = _serial_cycle(run, job["name"] + ":serial") if job.get("proc") == 0 else None
+    first = job.get("proc") == 0
+    cycle = _serial_cycle(run, job["name"] + ":serial") if first else None
+    alone = _alone_loop(run, job, job["hold_ms"] / 1000.0) if first else None
     out = take_turns(run, job, job["hold_ms"] / 1000.0, failed_waits=False)
     out["cycle_s"] = cycle
+    out["alone_s"] = alone
     return out
 
 
@@ -115,12 +138,14 @@ def run_turns(bench: Any, cfg: Any, rnd: int) -> Dict[str, Any]:
     per, acquired, total, wall, errors, jain = merged(events)
     waits = sorted(w for p in per for w in p["waits_ns"])
     cycle = next(p["cycle_s"] for p in per if p["cycle_s"] is not None)
+    alone = next(p["alone_s"] for p in per if p.get("alone_s") is not None)
     return {
         "ok": True, "info": events[0].get("info", {}),
         "result": {
             "rate": total / wall if wall else 0.0,
             "serial_limit": 1.0 / (s.turns_hold_ms / 1000.0 + cycle),
             "cycle_us": cycle * 1e6,
+            "alone_limit": 1.0 / alone,
             "acquired": acquired,
             "jain": jain,
             "wait_p50_us": pct(waits, 50),
@@ -144,10 +169,12 @@ def turns_table(report: Any, configs: List[Any], fnum: Any, med: Any) -> List[st
         r = [x["result"] for x in ok]
         rate = med(x["rate"] for x in r)
         limit = med(x["serial_limit"] for x in r)
+        alone = med(x.get("alone_limit", 0.0) for x in r)
         doubles = sum(x["doubles"] for x in r)
         rows.append((rate, [
             f"**{c.label}**" if c.fast else c.label, fnum(rate, 0), fnum(limit, 0),
-            f"{rate / limit:.2f}" if limit else "-", fnum(med(x["jain"] for x in r), 3),
+            f"{rate / limit:.2f}" if limit else "-",
+            f"{fnum(alone, 0)} ({rate / alone:.2f})" if alone else "-", fnum(med(x["jain"] for x in r), 3),
             " / ".join(fnum(med(x[k] for x in r) / 1000, 1) for k in ("wait_p50_us", "wait_p99_us", "wait_max_us")),
             f"**{doubles}**" if doubles else "0",
             ", ".join(f"{k} x{v}" for x in r for k, v in sorted(x["errors"].items())) or "0",
@@ -160,7 +187,10 @@ def turns_table(report: Any, configs: List[Any], fnum: Any, med: Any) -> List[st
     return [f"### Turns: {s.turns_procs} processes, one name, each holding {s.turns_hold_ms:g} ms, "
             f"{s.turns_duration:g} s (median of rounds)", "",
             "Serial limit: 1 / (hold + one uncontended lock+unlock cycle), measured in the same run by the first "
-            "process. Waits are from asking to holding, over every acquisition of every process.", "",
-            "| configuration | acquisitions/s | serial limit/s | ratio | Jain | wait p50 / p99 / max ms "
-            "| double holders | errors | leftover keys |",
-            "|---|---:|---:|---:|---:|---|---:|---|---:|"] + ["| " + " | ".join(cells) + " |" for _, cells in rows] + [""]
+            "process. One process alone: the turns' own loop (acquire, INCR, hold, DECR, release) run "
+            "uncontended by the first process, turns/s and the ratio to it: what a perfect hand-over would "
+            "give (the counter's two round trips and the sleep's overshoot are in every turn, not in the "
+            "serial limit). Waits are from asking to holding, over every acquisition of every process.", "",
+            "| configuration | acquisitions/s | serial limit/s | ratio | one process alone/s (ratio) | Jain "
+            "| wait p50 / p99 / max ms | double holders | errors | leftover keys |",
+            "|---|---:|---:|---:|---:|---:|---|---:|---|---:|"] + ["| " + " | ".join(cells) + " |" for _, cells in rows] + [""]
