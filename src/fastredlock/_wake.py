@@ -54,7 +54,7 @@ from ._tls import context_for
 from .protocol.handshake import handshake
 from .protocol.replies import WOKE
 from .protocol.resp import encode_command
-from .protocol.scripts import TURN_PREFIX
+from .protocol.scripts import ACQUIRE_QUEUED, TURN_PREFIX
 
 __all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "channel_of"]
 
@@ -71,6 +71,13 @@ COURTESY = 0.01
 SPREAD = 0.4
 #: First and longest pause before a notifier reconnects to a master it lost, seconds.
 _RECONNECT = (0.05, 1.0)
+
+
+#: Sent by a notification connection after its handshake: a waiter's queued attempts then find
+#: their script in the master's cache (a NOSCRIPT answered after its round was decided cannot be
+#: followed by EVAL, so that master's vote would be lost once). Its reply, or error (an ACL user
+#: without SCRIPT), is read and dropped.
+PRELOAD = encode_command(b"SCRIPT", b"LOAD", ACQUIRE_QUEUED)
 
 
 def channel_of(key: bytes) -> bytes:
@@ -232,13 +239,15 @@ def _open(spec: Any, timeout: float) -> socket.socket:
 class _Conn:
     """One master's notification connection (used by the notifier thread only)."""
 
-    __slots__ = ("sock", "reader", "hello", "subscribed")
+    __slots__ = ("sock", "reader", "hello", "preload", "subscribed")
 
     def __init__(self, sock: socket.socket, hello: int) -> None:
         self.sock = sock
         self.reader = hiredis.Reader()
         #: Handshake replies (AUTH) still to come before the pub/sub replies.
         self.hello = hello
+        #: The reply to :data:`PRELOAD` still to come (after the handshake's).
+        self.preload = 1
         #: Channels a SUBSCRIBE was sent for (and no UNSUBSCRIBE since).
         self.subscribed: Set[bytes] = set()
 
@@ -401,8 +410,7 @@ class Notifier:
             try:
                 hello, kinds = handshake(self._specs[i], False)
                 conn = _Conn(_open(self._specs[i], self._timeout), len(kinds))
-                if hello:
-                    conn.sock.sendall(hello)
+                conn.sock.sendall(hello + PRELOAD if hello else PRELOAD)
             except OSError:
                 return self._failed(i, until)
             self._conns[i] = conn
@@ -473,6 +481,9 @@ class Notifier:
                         self._drop(i)
                         self._failed(i, None)
                         break
+                    continue
+                if conn.preload:
+                    conn.preload = 0
                     continue
                 to_set += self.channels.on_reply(reply)
         if conn.hello == 0 and self._conns[i] is conn:

@@ -95,9 +95,10 @@ class Redlock(RedlockBase):
         name is published by any master (pub/sub, one connection per master shared by all of the
         client's waiters, opened when the first one waits), and still never sleeps longer than
         its backoff. ``False``: waiters only sleep their backoff. Releases publish either way.
-    :param courtesy: seconds (default 0.003) a client that released a name its waiters listen on
-        holds back its next attempt at the same name, so that the waiters its release woke get
-        their turn first (see README, "Waiting").
+    :param courtesy: seconds (default 0.01) a client whose release of a name woke a waiter holds
+        back its next attempt at the same name (ended early when it hears the lock is free), so
+        that the woken waiter goes first; a plain lock's attempt then queues behind the waiters
+        (see README, "Waiting", turns).
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)

@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from .._tls import context_for
-from .._wake import _RECONNECT, Channels, channel_of
+from .._wake import _RECONNECT, PRELOAD, Channels, channel_of
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -34,6 +34,8 @@ class _Conn(asyncio.Protocol):
         self.parser = hiredis.Reader()
         #: Handshake replies (AUTH) still to come before the pub/sub replies.
         self.hello = hello
+        #: The reply to the script preload still to come (see fastredlock._wake.PRELOAD).
+        self.preload = 1
         #: Channels a SUBSCRIBE was written for (and no UNSUBSCRIBE since).
         self.subscribed: Set[bytes] = set()
 
@@ -166,8 +168,7 @@ class AsyncNotifier:
         if self._closed:
             conn.transport.close()
             return
-        if hello:
-            conn.transport.write(hello)
+        conn.transport.write(hello + PRELOAD if hello else PRELOAD)
         self._conns[i] = conn
         self._sync()
 
@@ -196,6 +197,9 @@ class AsyncNotifier:
                     return
                 if not conn.hello:
                     self._pause[conn.i] = _RECONNECT[0]
+                continue
+            if conn.preload:
+                conn.preload = 0
                 continue
             for event in self.channels.on_reply(reply):
                 event.set()

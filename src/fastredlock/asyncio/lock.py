@@ -107,6 +107,8 @@ class Lock(_SyncLock):
                     return True
                 delay = self._next_delay(attempts, deadline) if blocking else -1.0
                 if delay < 0:
+                    if queued:  # gave up: out of the queues (a no-wait round)
+                        await _unqueue(aexec, self.key, waiter[3])
                     if self._executor.on_event is not None:
                         self._event(REFUSED, started, attempts, False)
                     return False
@@ -121,8 +123,6 @@ class Lock(_SyncLock):
         finally:
             if waiter is not None:
                 notifier.leave(waiter[0], waiter[1], waiter[3])
-                if queued and not ok:  # gave up (or was cancelled): out of the queues, not awaited
-                    asyncio.ensure_future(_unqueue(self._client._aexec, self.key, waiter[3]))
 
     async def _attempt_queued(self, token: bytes, waiter: Any) -> bool:  # type: ignore[override]
         """One attempt as a queued waiter (see :meth:`fastredlock.Lock._attempt_queued`)."""
@@ -340,7 +340,8 @@ class Lock(_SyncLock):
 
 async def _unqueue(aexec: Any, key: bytes, member: bytes) -> None:
     """Take a queued waiter that gave up out of the masters' queues (best effort: see
-    :meth:`fastredlock.Lock._unqueue`)."""
+    :meth:`fastredlock.Lock._unqueue`). A cancelled waiter does not: its entry goes with the
+    queue's expiry, or costs one turn if a release names it first."""
     step = unqueue_step(key, member)
     try:
         await aexec.run(step[0], *step[1])
