@@ -56,7 +56,7 @@ from .protocol.replies import WOKE
 from .protocol.resp import encode_command
 from .protocol.scripts import ACQUIRE_QUEUED, TURN_PREFIX
 
-__all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "Channels", "Notifier", "channel_of"]
+__all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "PRELOAD", "Channels", "Notifier", "channel_of", "subscribe"]
 
 #: Channels are this prefix plus the lock key (the release script builds the same name).
 CHANNEL_PREFIX = b"fastredlock-wake:"
@@ -78,6 +78,13 @@ _RECONNECT = (0.05, 1.0)
 #: followed by EVAL, so that master's vote would be lost once). Its reply, or error (an ACL user
 #: without SCRIPT), is read and dropped.
 PRELOAD = encode_command(b"SCRIPT", b"LOAD", ACQUIRE_QUEUED)
+
+
+def subscribe(channels: Set[bytes]) -> bytes:
+    """SUBSCRIBE commands for ``channels``, one per channel: an ACL user allowed the lock channels
+    (``&fastredlock-wake:*``) but not the turn channel still gets the former (one command naming a
+    channel it may not use is refused whole)."""
+    return b"".join(encode_command(b"SUBSCRIBE", channel) for channel in sorted(channels))
 
 
 def channel_of(key: bytes) -> bytes:
@@ -421,7 +428,7 @@ class Notifier:
         try:
             conn.sock.settimeout(self._timeout)
             if add:
-                conn.sock.sendall(encode_command(b"SUBSCRIBE", *sorted(add)))
+                conn.sock.sendall(subscribe(add))
             if remove:
                 conn.sock.sendall(encode_command(b"UNSUBSCRIBE", *sorted(remove)))
             conn.sock.settimeout(0)

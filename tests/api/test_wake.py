@@ -15,7 +15,7 @@ import pytest
 
 from fastredlock._wake import LINGER
 from fastredlock.protocol.scripts import TURN_MS
-from fastredlock.testing import LocalMaster
+from fastredlock.testing import LocalMaster, start_masters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _contender import contend_woken, run_contenders  # noqa: E402
@@ -381,3 +381,36 @@ def test_a_queued_waiter_killed_does_not_block_the_others(make_client, masters, 
     assert out[1] - released < TURN_MS / 1000 + backoff + 1.0
     time.sleep(2 * TURN_MS / 1000)
     assert queued(masters, name) == 0 and keys_on(masters, "{" + name + "}:next") == 0
+
+
+@pytest.mark.parametrize("channels, woken", [(["&fastredlock-wake:*", "&fastredlock-turn:*"], True),
+                                             (["&fastredlock-wake:*"], True), ([], False)],
+                         ids=["both-channels", "lock-channels-only", "no-channels"])
+def test_acl_channel_permissions(make_client, name, channels, woken):
+    # An ACL user with both channel patterns is woken (by its turn); with the lock channels only,
+    # by the release's fallback message ('1': its turn was not heard); with none, releases still
+    # work and the waiter gets the lock by its backoff.
+    with start_masters(1) as local:
+        master = local[0]
+        assert master.command("ACL", "SETUSER", "locker", "on", ">pw", "+@all", "~*", "resetchannels",
+                              *channels) == b"OK"
+        urls = [f"redis://locker:pw@127.0.0.1:{master.port}"]
+        holder = make_client(urls).lock(name, ttl=10)
+        assert holder.acquire(blocking=False)
+        backoff = 1.0
+        out: list = []
+        dlm = make_client(urls, retry_delay=0.05, retry_jitter=0.0)
+        thread = waiter_thread(dlm.lock(name, ttl=10), out, release=True, timeout=5.0)
+        assert wait_until(lambda: master.command("ZCARD", "{" + name + "}:wait") == 1, 2.0)
+        dlm.retry_delay = backoff
+        time.sleep(0.06)  # its current sleep (0.05) ends: it sleeps the backoff now
+        released = time.monotonic()
+        holder.release()
+        assert all(o.outcome == "ok" for o in holder.outcomes)
+        thread.join(5.0)
+        assert out and out[0] is True
+        took = out[1] - released
+        if woken:
+            assert took < backoff / 2, took
+        else:
+            assert took > backoff / 2, took  # not woken: its backoff let it in

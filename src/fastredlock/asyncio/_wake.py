@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from .._tls import context_for
-from .._wake import _RECONNECT, PRELOAD, Channels, channel_of
+from .._wake import _RECONNECT, PRELOAD, Channels, channel_of, subscribe
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -134,7 +134,7 @@ class AsyncNotifier:
             add = wanted - conn.subscribed
             remove = conn.subscribed - wanted
             if add:
-                conn.transport.write(encode_command(b"SUBSCRIBE", *sorted(add)))
+                conn.transport.write(subscribe(add))
             if remove:
                 conn.transport.write(encode_command(b"UNSUBSCRIBE", *sorted(remove)))
             conn.subscribed = (conn.subscribed | add) - remove
