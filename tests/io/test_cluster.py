@@ -402,3 +402,23 @@ def test_primary_killed_replica_promoted_no_double_holder(make_client, masters, 
             for t in threads:
                 t.join()
         assert not double and held[0] > 0
+
+
+@pytest.mark.slow
+@failover_opt_in
+def test_without_restart_aware_voting_the_promoted_node_votes_at_once(make_client, name):
+    # The negative control of the test above: the same failover with restart_aware=False, and the
+    # promoted replica grants a name of the moved slot right away (so it is the restart grace, not
+    # the failover itself, that kept it from voting there).
+    with start_cluster(3, 1, node_timeout_ms=1500) as c:
+        dlm = make_client([c.url], connect_timeout=CONNECT, io_timeout=IO, restart_aware=False, cooldown=0)
+        _old_enough(c.nodes, GRACE)
+        lock = dlm.lock(name, ttl=1.0)
+        assert lock.acquire(blocking=False), lock.outcomes
+        new = c.fail_over(c.primary_of(name))
+        promoted_at = time.monotonic()
+        after = f"{{{name}}}:after"  # the same slot: on the promoted node
+        while not dlm.lock(after, ttl=1.0).acquire(blocking=False):
+            assert time.monotonic() - promoted_at < GRACE - 0.5, "the promoted node did not vote"
+            time.sleep(0.05)
+        assert c.primary_of(after) is new
