@@ -7,10 +7,11 @@ same servers, in the same run, interleaved (A, B, A, B, ...):
   vs ``Redlock([owner.url])``, the node that owns the name given as a plain ``redis://`` master;
   and, for information, a standalone (non-cluster) master.
 - ``batch``: ``acquire_many`` + ``release_many`` of 64 names spread over the slots of 3 primaries
-  (one round: one write per node) vs the same per-node batches sent to 3 standalone masters (three
-  calls of one client per master, one after the other). Not to the cluster's nodes as plain
-  masters: a plain master's batch release is one script over all its keys, which a cluster node
-  refuses (``CROSSSLOT``) when they span slots.
+  (one round: one write per node) vs the same per-node batches written to the cluster's nodes as
+  plain ``redis://`` masters (three N=1 clients, one call each, one after the other; the same
+  commands: the SETs, then one ``RELEASE`` per key, ``Core.release_each``, since a cluster node
+  refuses a script over keys of several slots, ``CROSSSLOT``), and, for information, to 3
+  standalone masters (where a batch release is one script per master).
 - the server CPU per lock of each primary during the cluster batches (``INFO cpu``), and what it
   predicts for 3, 6 and 12 primaries on machines of their own.
 
@@ -95,6 +96,22 @@ def main(argv: List[str] = None) -> None:
             per_node: Dict[int, List[str]] = {}
             for n in names:
                 per_node.setdefault(cluster.primary_of(n).port, []).append(n)
+            node_clients = [(Redlock([cluster.node_at(("127.0.0.1", port)).url], **opts), subset)
+                            for port, subset in per_node.items()]
+
+            def node_batches() -> int:
+                done = 0
+                for dlm, subset in node_clients:
+                    locks = dlm.acquire_many(subset, ttl=10.0)
+                    if not all(locks):
+                        raise SystemExit("a per-node batch was not acquired")
+                    with dlm.executor.core() as core:
+                        rounds = core.release_each([lk.key for lk in locks], [lk.token for lk in locks])
+                    if not all(r.ok for r in rounds):
+                        raise SystemExit("a per-node batch was not released")
+                    done += len(subset)
+                return done
+
             plain_masters = [start_master() for _ in per_node]
             plain_batches = [batch(Redlock([m.url], **opts), subset)
                              for m, subset in zip(plain_masters, per_node.values())]
@@ -103,6 +120,7 @@ def main(argv: List[str] = None) -> None:
             before = {p.port: cpu(p) for p in cluster.primaries}
             bat = interleaved({
                 "cluster, one batch": cluster_batch,
+                "per-node batches to its nodes as plain": node_batches,
                 "per-node batches to standalone masters": lambda: sum(work() for work in plain_batches),
             }, args.seconds * 2)
             spent = {p.port: cpu(p) - before[p.port] for p in cluster.primaries}
@@ -117,7 +135,9 @@ def main(argv: List[str] = None) -> None:
           f"   cluster / standalone: {seq['cluster (N=1)'] / seq['standalone master']:.2f}")
     for k, v in bat.items():
         print(f"  batch of {args.batch:<3} {k:<36} {v:10,.0f}")
-    print(f"  ratio cluster / per-node standalone: {bat['cluster, one batch'] / bat['per-node batches to standalone masters']:.2f}")
+    print(f"  ratio cluster / its nodes as plain masters: "
+          f"{bat['cluster, one batch'] / bat['per-node batches to its nodes as plain']:.2f}"
+          f"   cluster / per-node standalone: {bat['cluster, one batch'] / bat['per-node batches to standalone masters']:.2f}")
     # CPU per lock (lock+unlock) of a primary: its CPU during the cluster batches over the locks it
     # served in them (its share of each batch); the standalone masters' batches cost it nothing.
     share = max(len(v) for v in per_node.values()) / args.batch

@@ -497,6 +497,17 @@ cdef class Core:
         self._enc.release(<bytes>kbs[0], <bytes>tbs[0])
         return self._run(KIND_SCRIPT, 1, (0,), wait)
 
+    def release_each(self, keys, tokens, bint wait=True):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
+        ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
+        the keys of one slot only); for a plain master, ``release_many`` is cheaper."""
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        if not kbs:
+            return []
+        self._enc.release_each(kbs, tbs)
+        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
         cdef list triples = [(_as_bytes(k), _as_bytes(t), <long long>ttl)

@@ -116,6 +116,22 @@ def test_one_name_per_slot_in_one_batch(make_client, cluster):
     assert all(holder(cluster, n)[1] is None for n in names[::1000])
 
 
+def test_release_each_on_a_node_as_a_plain_master(make_client, cluster):
+    # Core.release_each: one RELEASE per key in one round, what a cluster node takes where a
+    # plain master's batch release (one script over keys of several slots) is refused.
+    node = cluster.primaries[0]
+    names = [n for n in (f"re:{random.random()}:{i}" for i in range(200)) if cluster.primary_of(n) is node][:10]
+    dlm = make_client([node.url], connect_timeout=CONNECT, io_timeout=IO)
+    locks = dlm.acquire_many(names, ttl=TTL)
+    assert all(locks) and len(names) == 10
+    with dlm.executor.core() as core:
+        refused = core.release_many([lk.key for lk in locks], [lk.token for lk in locks])
+        assert not any(r.ok for r in refused) and "CROSSSLOT" in str(refused[0].details)
+        rounds = core.release_each([lk.key for lk in locks] + [b"re:absent"], [lk.token for lk in locks] + [b"x"])
+    assert [r.ok for r in rounds] == [True] * 10 + [False]
+    assert all(holder(cluster, n)[1] is None for n in names)
+
+
 def test_batch_of_1000_names_across_slots(make_client, cluster):
     dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=1.0)
     names = [f"batch:{random.random()}:{i}" for i in range(1000)]
