@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of, token_of
-from .protocol.family import owner_step, queued_step, unqueue_step
+from .protocol.family import owner_step, queueable, queued_step, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
 from .protocol.scripts import RELEASE
 from ._tokens import new_token
@@ -206,10 +206,11 @@ class Lock:
         if blocking and executor.owed:
             # This client's release of the name woke a waiter: let it go first (its round would
             # only meet ours), then queue behind it (see _courtesy).
-            waiter = self._courtesy(notifier, deadline, not plain)
+            queued = plain and queueable(self.key)
+            waiter = self._courtesy(notifier, deadline, not queued)
         if plain and waiter is None:
             queued = False
-            if executor.contended and self.key in executor.contended:
+            if executor.contended and self.key in executor.contended and queueable(self.key):
                 waiter = notifier.join(self.key, deadline)
                 queued = True
         ok = False
@@ -251,7 +252,7 @@ class Lock:
                     # Another attempt follows: listen for releases from now on (a release during
                     # the sleep ends it); a plain lock's next attempts queue on the masters.
                     waiter = notifier.join(self.key, deadline)
-                    queued = not self._planned and not self.fencing
+                    queued = not self._planned and not self.fencing and queueable(self.key)
                     if queued and self._client.retry_count is None:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each sleeps before.)

@@ -414,3 +414,39 @@ def test_acl_channel_permissions(make_client, name, channels, woken):
             assert took < backoff / 2, took
         else:
             assert took > backoff / 2, took  # not woken: its backoff let it in
+
+
+ODD_KEYS = [b"plain", b"{t}x", b"a}b", b"a{}b", b"{}", b"x{y", b"}", b"{a}b}", b"{{a}}", b"a{b}c}"]
+
+
+def test_queue_keys_share_the_key_slot_and_the_lua_agrees(masters):
+    # Queue and turn keys are derived in two places, Python (the waiters' ACQUIRE_QUEUED) and Lua
+    # (RELEASE): they must agree, and stay in the key's cluster slot; a key with '}' and no hash
+    # tag has no queue (its '{key}' would hash elsewhere).
+    from fastredlock.protocol.cluster import key_slot
+    from fastredlock.protocol.family import queueable, tagged
+    from fastredlock.protocol.scripts import _TAGGED
+
+    probe = _TAGGED + b"return tagged(KEYS[1], ':wait') or false"
+    for key in ODD_KEYS:
+        lua = masters[0].command("EVAL", probe, 1, key)
+        if queueable(key):
+            assert lua == tagged(key, b":wait") and key_slot(lua) == key_slot(key), key
+        else:
+            assert lua is None and key_slot(b"{" + key + b"}:wait") != key_slot(key), key
+    assert not queueable(b"a}b") and queueable(b"{t}x") and queueable(b"plain")
+
+
+def test_a_key_without_a_queue_still_wakes_its_waiter(make_client, masters):
+    # 'a}b' cannot queue: its waiter is woken by the release's message to all, as before turns.
+    name = "odd:a}b"
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    out: list = []
+    thread = waiter_thread(make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10),
+                           out, release=True)
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+    released = time.monotonic()
+    holder.release()
+    thread.join(SLOW * 2)
+    assert out and out[0] is True and out[1] - released < SLOW / 4

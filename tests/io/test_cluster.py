@@ -438,3 +438,29 @@ def test_without_restart_aware_voting_the_promoted_node_votes_at_once(make_clien
             assert time.monotonic() - promoted_at < GRACE - 0.5, "the promoted node did not vote"
             time.sleep(0.05)
         assert c.primary_of(after) is new
+
+
+@pytest.mark.parametrize("name", ["turns:{tag}x", "turns:plain", "turns:a}b"])
+def test_waiters_take_turns_on_a_cluster(make_client, cluster, name):
+    # Queued waiters on a cluster master: the queue and turn keys live in the name's slot (RELEASE
+    # derives them there); a name with '}' and no hash tag has no queue and still works.
+    name = f"{name}:{random.random()}"
+    holder = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO).lock(name, ttl=TTL)
+    assert holder.acquire(blocking=False)
+    results = []
+
+    def wait_once():
+        lock = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO, retry_delay=0.05).lock(name, ttl=TTL)
+        results.append(lock.acquire(timeout=5.0))
+        lock.release()
+
+    threads = [threading.Thread(target=wait_once) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    holder.release()
+    for t in threads:
+        t.join(10.0)
+    assert results == [True] * 3
+    assert holder.outcomes[0].outcome == "ok"
+    assert cluster.primary_of(name).command("EXISTS", name) == 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from ..errors import LockError, MasterOutcome
 from ..lock import Lock as _SyncLock, fence_key
-from ..protocol.family import owner_step, queued_step, unqueue_step
+from ..protocol.family import owner_step, queueable, queued_step, unqueue_step
 from ..protocol.plans import fence_of, fenced_held, may_hold
 from ..protocol.scripts import RELEASE
 from .._checks import check_timeout, token_of
@@ -71,14 +71,15 @@ class Lock(_SyncLock):
                 pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
                 if pause > 0:
                     waiter = notifier.join(self.key, deadline)
-                    queued = plain  # (its place in the queues is taken now: see fastredlock.Lock._courtesy)
+                    queued = plain and queueable(self.key)  # (its place is taken now: see fastredlock.Lock._courtesy)
                     if deadline is not None:
                         pause = min(pause, deadline - monotonic())
-                    if await _wait(waiter[1], pause) and not plain:
+                    if await _wait(waiter[1], pause) and not queued:
                         spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
                         if spread > 0:
                             await asyncio.sleep(spread)
-            if plain and waiter is None and self._executor.contended and self.key in self._executor.contended:
+            if (plain and waiter is None and self._executor.contended and self.key in self._executor.contended
+                    and queueable(self.key)):
                 waiter = notifier.join(self.key, deadline)  # queued from the first attempt
                 queued = True
             attempts = 0
@@ -114,7 +115,7 @@ class Lock(_SyncLock):
                     return False
                 if notifier is not None and waiter is None:
                     waiter = notifier.join(self.key, deadline)  # a release heard during the sleep ends it
-                    queued = not self._planned and not self.fencing
+                    queued = not self._planned and not self.fencing and queueable(self.key)
                     if queued and self._client.retry_count is None:
                         # That attempt at once: it takes this waiter's place in the queues (see
                         # fastredlock.Lock.acquire).

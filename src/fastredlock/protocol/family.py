@@ -249,6 +249,17 @@ def acquisition_step(script, keys, argv, ttl_ms):
     return script_step(KIND_SCRIPT_ACQUIRE, script, keys, argv, ttl_ms)
 
 
+def queueable(key):
+    """Whether ``key``'s waiters can queue (turns): its queue and turn keys (:func:`tagged`) must
+    hash to its slot, which they do unless it has a ``}`` and no hash tag (RELEASE's Lua agrees)."""
+    left = key.find(b"{")
+    if left != -1:
+        right = key.find(b"}", left + 1)
+        if right > left + 1:
+            return True
+    return b"}" not in key
+
+
 def queued_step(key, token, ttl_ms, member, score, queue_ms):
     """A plain lock's attempt as a queued waiter (:data:`~.scripts.ACQUIRE_QUEUED`: it takes the
     free key on its turn or nobody's, else keeps its place in the queue for ``queue_ms``)."""

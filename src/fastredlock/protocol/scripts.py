@@ -23,7 +23,9 @@ TURN_PREFIX = b"fastredlock-turn:"
 # member is ``<waiter id>|<deadline, ms since the epoch; 0: none>``. A release that finds waiters
 # pops the first whose deadline has not passed, gives it the turn (``<key>:next``, for TURN_MS)
 # and names it in its message: that one waiter wakes and takes the lock, the others sleep on. A
-# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own.
+# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own. A
+# key with a '}' and no hash tag has no queue (``{<key>}`` would hash elsewhere; see queueable in
+# fastredlock.protocol.family): its waiters are woken all at once, as without turns.
 _TAGGED = b"""\
 local function tagged(key, suffix)
     local left = string.find(key, '{', 1, true)
@@ -32,6 +34,9 @@ local function tagged(key, suffix)
         if right and right > left + 1 then
             return key .. suffix
         end
+    end
+    if string.find(key, '}', 1, true) then
+        return nil
     end
     return '{' .. key .. '}' .. suffix
 end
@@ -56,7 +61,7 @@ RELEASE = _TAGGED + b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
     local queue = tagged(KEYS[1], ':wait')
-    if redis.call('exists', queue) == 1 then
+    if queue and redis.call('exists', queue) == 1 then
         local t = redis.call('time')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         while true do
