@@ -52,7 +52,7 @@ import hiredis
 from ._fork import fork_generation
 from ._tls import context_for
 from .protocol.handshake import handshake
-from .protocol.replies import WOKE
+from .protocol.replies import TURN, WOKE
 from .protocol.resp import encode_command
 from .protocol.scripts import ACQUIRE_QUEUED, TURN_PREFIX
 
@@ -174,8 +174,11 @@ class Channels:
 
     def released(self, channel: bytes, details: Sequence[Any], now: float) -> None:
         """This client released the lock of ``channel``; ``details``: the release round's. If a
-        master said its message reached a waiter, the next acquisition here holds back."""
-        if WOKE in details:
+        master gave the turn to a queued waiter (:data:`TURN`), or said its message reached a
+        subscriber (:data:`WOKE`) while this client is not subscribed there itself (else the
+        subscriber may be this client: then it would hold back after every release of a name it
+        once waited for), the next acquisition here holds back."""
+        if TURN in details or (WOKE in details and channel not in self.waiters and channel not in self.idle):
             if len(self.released_at) >= 1024:  # names released and never asked for again
                 for name, at in list(self.released_at.items()):
                     if now - at >= self.courtesy:

@@ -25,6 +25,9 @@ KIND_READ = 5
 #: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
 #: the releaser then lets the woken waiters go first (see fastredlock._wake).
 WOKE = "woke waiters"
+#: The detail of a release's OK (``:3``) where it gave the turn to a queued waiter and that
+#: waiter's client heard it (see fastredlock._wake, "Turns").
+TURN = "gave the turn"
 
 
 def is_acquisition(kind):
@@ -47,6 +50,8 @@ def classify(kind, reply):
                 return NO, None, None
             if reply == 2 and kind == KIND_SCRIPT:
                 return OK, WOKE, None
+            if reply == 3 and kind == KIND_SCRIPT:
+                return OK, TURN, None
     elif kind == KIND_READ:
         if reply is None:
             return NO, None, None

@@ -49,7 +49,9 @@ TURN_MS = 50
 # RELEASE
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
-# Returns  1 if the key held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
+# Returns  1 if the key held the token and was deleted, 3 if so and it gave the turn to a queued
+#          waiter whose client heard it, 2 if so and the lock's channel had a subscriber (maybe
+#          the releasing client itself), 0 otherwise.
 # Where it deleted, it wakes the key's waiters: with queued waiters, the one whose turn it is, by
 # a message naming it on its client's channel (TURN_PREFIX .. client id: nobody else is woken);
 # else (or if that client did not hear it) all of them, by '1' on the key's (WAKE_PREFIX .. key).
@@ -75,7 +77,7 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
                 redis.call('set', turn, head[1], 'PX', TURN_MS)
                 local told = redis.pcall('publish', 'fastredlock-turn:' .. string.match(head[1], '^[^.]*'), head[1])
                 if type(told) == 'number' and told > 0 then
-                    return 2
+                    return 3
                 end
                 redis.call('del', turn)
                 break
