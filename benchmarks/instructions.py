@@ -13,6 +13,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --masters 5 --on-event noop   # the cost of an on_event hook
     python benchmarks/instructions.py --masters 1 --api shim  # redis-py's Lock API through the shim
     python benchmarks/instructions.py --masters 1 --api redis-lock-shim  # python-redis-lock's, likewise
+    python benchmarks/instructions.py --masters 5 --api read  # a read lock of dlm.rwlock (or write, semaphore, rlock)
     python benchmarks/instructions.py --op inspect         # one dlm.inspect(name) of a held lock instead
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
@@ -40,7 +41,7 @@ if path and not fastredlock.__file__.startswith(path):
 name = f"instructions:{os.getpid()}"
 api = sys.argv[5]
 # valgrind slows the loop ~50x: a deadline that a busy machine cannot miss (it costs no instructions)
-if api == "fastredlock":
+if api in ("fastredlock", "read", "write", "semaphore", "rlock"):  # the API over all masters
     dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=1.0,
                               connect_timeout=1.0)
     if sys.argv[6] == "noop":
@@ -49,7 +50,13 @@ if api == "fastredlock":
         import prometheus_client
         from fastredlock import metrics
         metrics.instrument_prometheus(dlm, prometheus_client.CollectorRegistry())
-    new_lock = lambda: dlm.lock(name, ttl=10.0)
+    new_lock = {
+        "fastredlock": lambda: dlm.lock(name, ttl=10.0),
+        "read": lambda: dlm.rwlock(name, ttl=10.0).read,
+        "write": lambda: dlm.rwlock(name, ttl=10.0).write,
+        "semaphore": lambda: dlm.semaphore(name, 3, ttl=10.0),
+        "rlock": lambda: dlm.rlock(name, ttl=10.0),
+    }[api]
 else:  # one master: redis-py's Lock API (its own class, or the shim's), or python-redis-lock's shim
     import redis
     import fastredlock.compat
@@ -80,6 +87,10 @@ for _ in range(int(sys.argv[3])):
 """
 
 
+#: The ``--api`` choices that run over every master (fastredlock's own API).
+FAMILY = ("fastredlock", "read", "write", "semaphore", "rlock")
+
+
 def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock", hook: str = "none",
           op: str = "cycle") -> int:
     """Instructions (user space) of one run of the loop with ``cycles`` cycles of ``op``."""
@@ -108,10 +119,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--on-event", default="none", choices=("none", "noop", "prometheus"),
                         help="the core API client's on_event hook: none (default), a no-op, or "
                              "fastredlock.metrics' Prometheus recorder")
-    parser.add_argument("--api", default="fastredlock", choices=("fastredlock", "shim", "redis-py", "redis-lock-shim"),
-                        help="the loop: fastredlock's API (default), redis-py's Lock API through the shim "
-                             "fastredlock.compat.redis_py.Lock, redis-py's own Lock, or python-redis-lock's "
-                             "API through fastredlock.compat.redis_lock (the last three: first master only)")
+    parser.add_argument("--api", default="fastredlock",
+                        choices=("fastredlock", "read", "write", "semaphore", "rlock", "shim", "redis-py",
+                                 "redis-lock-shim"),
+                        help="the loop: fastredlock's API (default), a kind of the lock family (a read or write "
+                             "lock of dlm.rwlock, a permit of a 3-permit dlm.semaphore, a dlm.rlock), redis-py's "
+                             "Lock API through the shim fastredlock.compat.redis_py.Lock, redis-py's own Lock, or "
+                             "python-redis-lock's API through fastredlock.compat.redis_lock (the last three: "
+                             "first master only)")
     parser.add_argument("--op", default="cycle", choices=("cycle", "inspect"),
                         help="what one cycle is: acquire+release (default), or one dlm.inspect(name) of a held "
                              "lock (one read round: GET, PTTL, GET per master; fastredlock's API only)")
@@ -134,7 +149,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                            args.api, args.on_event, args.op)
         hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
         what = "lock+unlock cycle" if args.op == "cycle" else "inspect (one round)"
-        print(f"N={n if args.api == 'fastredlock' else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
+        print(f"N={n if args.api in FAMILY else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
               f"per {what} (client, user space)")
 
 

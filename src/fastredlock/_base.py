@@ -7,6 +7,7 @@ they build from them; the masters, their statistics, and the checks of a batch's
 from __future__ import annotations
 
 import weakref
+from functools import partial
 from time import monotonic
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -213,7 +214,10 @@ class RedlockBase:
         """Return the read-write lock ``name`` (:class:`fastredlock.RWLock`): its ``.read`` and
         ``.write`` handles (options for both as for ``lock``); nothing is sent yet."""
         options: Any = {"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
-        return RWLock(self._family[2](self, name, ttl, **options), self._family[3](self, name, ttl, **options))
+        # The write handle is made when first asked for (a reader alone never pays for one); the
+        # read handle checks the arguments now.
+        return RWLock(self._family[2](self, name, ttl, **options),
+                      make_write=partial(self._family[3], self, name, ttl, **options))
 
     def _family_reads(self, name: Union[str, bytes], kind: str, limit: int) -> List[tuple]:
         """The reads of an inspection of a family lock (checked: the kind, a semaphore's limit)."""

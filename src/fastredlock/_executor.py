@@ -267,6 +267,24 @@ class Executor:
         self.checkin(core)
         return rnd, rnd.ok
 
+    def script_one(self, args: tuple, carrier: Any = None,
+                   acquiring: Optional[Tuple[Sequence[bytes], Sequence[bytes]]] = None) -> Tuple[Any, Any]:
+        """``(carrier, round)`` of one ``core.script(*args)`` (a plan step of the lock family, see
+        :mod:`fastredlock.protocol.family`) on a checked-out core: the one that carries
+        ``carrier`` while it does. ``acquiring`` as for :meth:`core`. :meth:`core`'s dance written
+        out: this is the hot path of a family handle's acquisition and release."""
+        core = self.checkout(None if carrier is None else _carrying_core(carrier))
+        if acquiring is not None and self._restart_aware:
+            core.restart_grace_ms = self._grace_ms
+        try:
+            rnd = core.script(*args)
+        except BaseException:
+            keys, tokens = acquiring if acquiring is not None else (None, None)
+            self._interrupted(core, keys, tokens)
+            raise
+        self.checkin(core)
+        return _carrier(core, rnd), rnd
+
     def carrier(self, core: Any, rnd: Any) -> Any:
         """The carrier of an acquisition ``rnd`` made in a ``with executor.core(...)`` block."""
         return _carrier(core, rnd)

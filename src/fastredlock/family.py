@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The lock family: reentrant locks, read-write locks and counting semaphores over N masters.
 
 ``dlm.rlock(name)``, ``dlm.rwlock(name)`` (``.read``, ``.write``) and ``dlm.semaphore(name, limit)``.
@@ -15,15 +16,17 @@ from __future__ import annotations
 
 import random
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .errors import LockError, LockNotAcquiredError
 from .lock import Lock
 from .protocol.family import (
     ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE,
-    RLOCK_EXTEND, RLOCK_RELEASE, WRITE_ACQUIRE, acquisition_step, choose_permit, ms, owner_step, permit_keys,
-    permit_leftovers, tagged,
+    RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers,
+    script_template, tagged, template_step,
 )
+from .protocol.replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from .protocol.plans import may_hold
 from .protocol.scripts import EXTEND, RELEASE
 from ._tokens import new_token
@@ -41,16 +44,36 @@ def _rounds(result: Any) -> List[Any]:
     return result if isinstance(result, list) else [result]
 
 
+#: What each name's handles share, made once per name: a handle is made for each use (as
+#: ``dlm.rwlock(name).read`` is), so its keys and script templates are not remade each time.
+_SHARED: Dict[Any, tuple] = {}
+
+
+def _shared(kind: str, base: bytes, make: Callable[[bytes], tuple], extra: Any = None) -> tuple:
+    """``make(base)``, kept for the next handle of ``kind`` on the key ``base`` (a bounded cache)."""
+    entry = (kind, base, extra)
+    found = _SHARED.get(entry)
+    if found is None:
+        if len(_SHARED) >= 4096:  # names used once: start again rather than grow
+            _SHARED.clear()
+        found = _SHARED[entry] = make(base) if extra is None else make(base, extra)
+    return found
+
+
 def _no_wait(step: Step) -> Step:
     """A script step written behind what came before, not awaited (a cleanup)."""
     op, args = step
-    return op, args[:-1] + (False,)
+    return op, args[:len(args) - 1] + (False,)  # (no negative index: compiled without wraparound)
 
 
 # --- the plans (what each kind sends, and what a round means) -----------------------------------------
 class _Plan:
     """The defaults of a plan: one script round per acquisition; a failed one that may have landed
     somewhere is cleaned up by the kind's release, written behind it."""
+
+    #: Whether an attempt is always one script round decided by the default :meth:`_granted`
+    #: (the front-end then takes its lean path).
+    _one_round = True
 
     def _acquire_step(self, token: bytes) -> Step:
         raise NotImplementedError
@@ -91,7 +114,7 @@ class _RLockPlan(_Plan):
 
     def _rlock_init(self) -> None:
         self._planned_init()
-        self.key = tagged(self._base, b":rlock")
+        self.key, self._acquire_tpl, self._release_tpl = _shared("rlock", self._base, _rlock_shared)
         #: How many times the owner entered (0 when not held).
         self.count = 0
 
@@ -100,7 +123,8 @@ class _RLockPlan(_Plan):
 
     def _count_step(self, token: bytes, count: int) -> Step:
         """Hold the lock with ``count`` (a first acquisition, or a re-entry with count + 1)."""
-        return acquisition_step(RLOCK_ACQUIRE, [self.key], [token, ms(self._ttl_ms), ms(count)], self._ttl_ms)
+        ttl_ms = self._ttl_ms
+        return template_step(self._acquire_tpl, [token, ms(ttl_ms), ms(count)], ttl_ms)
 
     def _entered(self, rnd: Any) -> bool:
         """Take a re-entry's round: on a quorum the count grows and the validity starts again."""
@@ -116,10 +140,16 @@ class _RLockPlan(_Plan):
 
     def _leave_step(self, token: bytes, left: int, wait: bool = True) -> Step:
         """Hold on with ``left`` entries (0: the key goes and waiters wake)."""
-        return owner_step(RLOCK_RELEASE, [self.key], [token, ms(left)], 0, wait)
+        return template_step(self._release_tpl, [token, ms(left)], 0, wait)
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(RLOCK_EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)
+
+
+def _rlock_shared(base: bytes) -> tuple:
+    """A reentrant lock's key and the templates of its acquisition and release."""
+    key = tagged(base, b":rlock")
+    return key, script_template(KIND_SCRIPT_ACQUIRE, RLOCK_ACQUIRE, [key]), script_template(KIND_SCRIPT, RLOCK_RELEASE, [key])
 
 
 class _PermitPlan(_Plan):
@@ -128,6 +158,7 @@ class _PermitPlan(_Plan):
     limit: int
     slot: Optional[int]
     _slots: List[bytes]
+    _one_round = False  # a probe, then maybe every slot (its own _granted)
 
     def _permit_init(self, limit: Any) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int):
@@ -139,8 +170,8 @@ class _PermitPlan(_Plan):
         self.limit = limit
         #: Which permit slot the current (or last) acquisition holds, or None.
         self.slot = None
-        self._slots = permit_keys(self._base, limit)
-        self.key = tagged(self._base, b":semaphore")  # never written: its wake channel
+        self._slots, self.key = _shared("semaphore", self._base, _permit_shared, limit)
+        self._release_slot = -1  # the slot of _release_tpl (made at the first release of a slot)
 
     def _acquire_step(self, token: bytes) -> Step:
         # First a probe of one slot (the one this handle held last, else one at random): alone,
@@ -168,10 +199,19 @@ class _PermitPlan(_Plan):
         return True, rounds[held], cleanup, None
 
     def _release_step(self, token: bytes) -> Step:
-        return owner_step(PERMIT_RELEASE, [self._slots[self.slot or 0], self.key], [token])
+        slot = self.slot or 0
+        if slot != self._release_slot:
+            self._release_tpl = script_template(KIND_SCRIPT, PERMIT_RELEASE, [self._slots[slot], self.key])
+            self._release_slot = slot
+        return template_step(self._release_tpl, [token])
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(EXTEND, [self._slots[self.slot or 0]], [token, ms(ttl_ms)], ttl_ms)
+
+
+def _permit_shared(base: bytes, limit: int) -> tuple:
+    """A semaphore's permit slots and its wake key (never written: its channel)."""
+    return permit_keys(base, limit), tagged(base, b":semaphore")
 
 
 class _RWPlan(_Plan):
@@ -182,21 +222,31 @@ class _RWPlan(_Plan):
 
     def _rw_init(self) -> None:
         self._planned_init()
-        base = self._base
-        self.key = tagged(base, b":write")
-        self._readers = tagged(base, b":readers")
-        self._mark = tagged(base, b":writer-waiting")
+        self.key, self._readers, self._mark, read, write = _shared("rwlock", self._base, _rw_shared)
+        self._acquire_tpl, self._release_tpl = write if self._writes else read
+
+    _writes = False  # which side: the templates it takes
+
+
+def _rw_shared(base: bytes) -> tuple:
+    """A read-write lock's keys (write, readers, mark) and each side's (acquisition, release) templates."""
+    write, readers, mark = tagged(base, b":write"), tagged(base, b":readers"), tagged(base, b":writer-waiting")
+    return (write, readers, mark,
+            (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark]),
+             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write])),
+            (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
+             script_template(KIND_SCRIPT, RELEASE, [write])))
 
 
 class _ReadPlan(_RWPlan):
     """A reader's share: a member of the readers' sorted set, scored by its expiry."""
 
     def _acquire_step(self, token: bytes) -> Step:
-        return acquisition_step(READ_ACQUIRE, [self.key, self._readers, self._mark], [token, ms(self._ttl_ms)],
-                                self._ttl_ms)
+        ttl_ms = self._ttl_ms
+        return template_step(self._acquire_tpl, [token, ms(ttl_ms)], ttl_ms)
 
     def _release_step(self, token: bytes) -> Step:
-        return owner_step(READ_RELEASE, [self._readers, self.key], [token])
+        return template_step(self._release_tpl, [token])
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(READ_EXTEND, [self._readers], [token, ms(ttl_ms)], ttl_ms)
@@ -212,16 +262,19 @@ class _WritePlan(_RWPlan):
         self._rw_init()
         self._mark_id = new_token()
         self._mark_ms = mark_ms(self._client)
+        self._mark_arg = ms(self._mark_ms)
+
+    _writes = True
 
     def _acquire_step(self, token: bytes) -> Step:
-        return acquisition_step(WRITE_ACQUIRE, [self.key, self._readers, self._mark],
-                                [token, ms(self._ttl_ms), ms(self._mark_ms), self._mark_id], self._ttl_ms)
+        ttl_ms = self._ttl_ms
+        return template_step(self._acquire_tpl, [token, ms(ttl_ms), self._mark_arg, self._mark_id], ttl_ms)
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         return [self.key], [token]
 
     def _release_step(self, token: bytes) -> Step:
-        return owner_step(RELEASE, [self.key], [token])
+        return template_step(self._release_tpl, [token])
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)
@@ -243,6 +296,19 @@ class _Planned(Lock):
 
     def _attempt_planned(self, token: bytes) -> bool:
         executor = self._executor
+        if self._one_round:  # type: ignore[attr-defined]
+            # One script round (the default _granted): the executor's lean path; a failure that
+            # may have landed somewhere is released behind it through its carrier, not awaited.
+            step = self._acquire_step(token)  # type: ignore[attr-defined]
+            carrier, rnd = executor.script_one(step[1], None, self._plain_keys(token))  # type: ignore[attr-defined]
+            self._last = rnd
+            if rnd.ok:
+                self._valid_until = rnd.valid_until
+                self._carrier = carrier
+                return True
+            if may_hold(rnd.outcomes):
+                executor.script_one(_no_wait(self._release_step(token))[1], carrier)  # type: ignore[attr-defined]
+            return False
         # acquiring: the restart grace applies (restart-aware voting), and an interrupted round's
         # plain keys are released
         with executor.core(acquiring=self._plain_keys(token)) as core:  # type: ignore[attr-defined]
@@ -264,8 +330,11 @@ class _Planned(Lock):
     def _run_step(self, step: Step, carrier: Any = None) -> Tuple[Any, bool]:
         """``(round, ok)`` of one plan step on a core (the one that carries ``carrier``, if any)."""
         op, args = step
-        with self._executor.core(carrying=(carrier,)) as core:
-            rnd = getattr(core, op)(*args)
+        if op == SCRIPT:
+            rnd = self._executor.script_one(args, carrier)[1]
+        else:
+            with self._executor.core(carrying=(carrier,)) as core:
+                rnd = getattr(core, op)(*args)
         return rnd, bool(rnd.ok)
 
 
@@ -311,13 +380,26 @@ class WriteLock(_WritePlan, _Planned):
 
 class RWLock:
     """A read-write lock: :attr:`read` and :attr:`write` are its two handles (each with the
-    :class:`Lock` API); get one from :meth:`Redlock.rwlock`. Take one per thread."""
+    :class:`Lock` API); get one from :meth:`Redlock.rwlock`. Take one per thread.
 
-    def __init__(self, read: Any, write: Any) -> None:
+    ``write`` may be None if ``make_write`` is given: a callable that makes the write handle when
+    :attr:`write` is first read (a reader alone never pays for one)."""
+
+    def __init__(self, read: Any, write: Any = None, make_write: Optional[Callable[[], Any]] = None) -> None:
+        if write is None and make_write is None:
+            raise TypeError("RWLock needs its write handle, or make_write")
         #: The read handle: shared with other readers, never with a writer.
         self.read = read
-        #: The write handle: exclusive.
-        self.write = write
+        self._write = write
+        self._make_write = make_write
+
+    @property
+    def write(self) -> Any:
+        """The write handle: exclusive."""
+        write = self._write
+        if write is None:
+            write = self._write = self._make_write()  # type: ignore[misc]
+        return write
 
     def __repr__(self) -> str:
         return f"<RWLock read={self.read!r} write={self.write!r}>"
@@ -350,6 +432,26 @@ class _Reentry(_RLockPlan, _Planned):
             raise self._release_unconfirmed(rnd, self._executor.outcomes(rnd))
 
 
+class _Owner:
+    """A thread as the owner of reentrant locks: one per thread, kept in a ``threading.local``, so
+    it dies with its thread. (A thread id would not do: the id of a thread that exited is given to
+    the next new thread, which would then be taken for the owner of the dead thread's holds.)"""
+
+    __slots__ = ("__weakref__",)
+
+
+_threads = threading.local()
+
+
+def _thread_owner() -> _Owner:
+    """The calling thread's :class:`_Owner`."""
+    try:
+        return _threads.owner
+    except AttributeError:
+        owner = _threads.owner = _Owner()
+        return owner
+
+
 class RLock:
     """A reentrant lock: its owner (the thread that acquired it; for asyncio, the task) may acquire
     it again while it holds it, and each acquisition needs its release; the lock is freed on the
@@ -373,17 +475,23 @@ class RLock:
         self.ttl = float(ttl)
         #: The key written on the masters (a hash: owner, count).
         self.key: bytes = probe.key
-        self._holds: Dict[Tuple[bytes, Any], Any] = client.__dict__.setdefault("_rlock_holds", {})
+        self._spare = probe  # a fresh hold: the first acquisition takes it (see _new_hold)
+        # owner -> {key: its hold}; an owner's entry goes with the owner (a thread that exited, a
+        # task that finished), never read by another owner
+        self._holds: Any = client.__dict__.setdefault("_rlock_holds", weakref.WeakKeyDictionary())
 
-    @staticmethod
-    def _owner() -> Any:
-        return threading.get_ident()
+    #: The calling owner (weakly referable; it lives as long as the thread or task).
+    _owner = staticmethod(_thread_owner)
 
     def _hold(self) -> Any:
         """The calling owner's hold (held or lost), or None."""
-        return self._holds.get((self.key, self._owner()))
+        holds = self._holds.get(self._owner())
+        return None if holds is None else holds.get(self.key)
 
     def _new_hold(self) -> Any:
+        spare = self.__dict__.pop("_spare", None)  # one atomic step: two threads never share it
+        if spare is not None:
+            return spare
         return self._hold_class(self._client, self.name, self.ttl, **self._options)
 
     def _held(self, hold: Any) -> bool:
@@ -411,11 +519,15 @@ class RLock:
     def _took(self, hold: Any) -> None:
         """The caller's first acquisition succeeded: it holds once."""
         hold.count = 1
-        self._holds[(self.key, self._owner())] = hold
+        owner = self._owner()
+        holds = self._holds.get(owner)
+        if holds is None:
+            holds = self._holds[owner] = {}
+        holds[self.key] = hold
 
     def _drop(self, hold: Any) -> None:
         """The caller's last entry is being released: forget its hold."""
-        del self._holds[(self.key, self._owner())]
+        del self._holds[self._owner()][self.key]
         hold.count = 0
 
     def release(self) -> None:

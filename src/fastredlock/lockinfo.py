@@ -200,12 +200,24 @@ class FamilyInfo(NamedTuple):
         """Whether anyone holds it on a quorum: a part, or (rwlock) reader shares."""
         return bool(self.holders) or bool(self.readers)
 
+    @property
+    def state(self) -> str:
+        """``"held"`` (a part, or reader shares, on a quorum), else the most telling of the parts'
+        states: ``"partial"``, ``"unknown"``, ``"free"`` (see :attr:`LockInfo.state`)."""
+        if self.held:
+            return HELD
+        states = {part.state for part in self.parts}
+        for state in (PARTIAL, UNKNOWN):
+            if state in states:
+                return state
+        return FREE
+
     def to_dict(self) -> Dict[str, Any]:
         """The inspection as JSON-ready data (see :meth:`LockInfo.to_dict`)."""
         data = self._asdict()
         data["parts"] = [part.to_dict() for part in self.parts]
         data["name"] = data["parts"][0]["name"] if self.parts else self.name
-        data["holders"], data["held"] = self.holders, self.held
+        data["holders"], data["held"], data["state"] = self.holders, self.held, self.state
         return data
 
 
@@ -263,6 +275,30 @@ def format_table(info: LockInfo) -> str:
     return "\n".join(lines + [verdict])
 
 
+def format_family(info: FamilyInfo) -> str:
+    """A lock family inspection as text: each single-holder part as :func:`format_table` shows a
+    lock (the semaphore's free slots in one line), then the kind's counts and the verdict."""
+    blocks = []
+    free = []
+    for i, part in enumerate(info.parts):
+        label = f"slot {i}" if info.kind == "semaphore" else ("owner" if info.kind == "rlock" else "writer")
+        if info.kind == "semaphore" and part.state == FREE:
+            free.append(str(i))
+            continue
+        blocks.append(f"[{label}]\n" + format_table(part))
+    if free:
+        blocks.append(f"[free slots] {', '.join(free)}")
+    name = info.to_dict()["name"]
+    if info.kind == "rlock":
+        extra = f"; entered {info.count} time(s)" if info.held else ""
+    elif info.kind == "rwlock":
+        extra = f"; {info.readers} reader share(s) on a quorum; a writer waits on {info.writer_waiting} master(s)"
+    else:
+        extra = f"; {len(info.holders)} of {len(info.parts)} permits held"
+    blocks.append(f"{name} ({info.kind}): {info.state}{extra}")
+    return "\n".join(blocks)
+
+
 def _parser():
     import argparse
 
@@ -283,6 +319,10 @@ def _parser():
     p.add_argument("--core", choices=("cython", "python"), default=None,
                    help="force a core (default: the active one, fastredlock.CORE)")
     p.add_argument("--drift-factor", type=float, default=0.01, help="the clients' drift_factor (default 0.01)")
+    p.add_argument("--kind", choices=("lock", "rlock", "rwlock", "semaphore"), default="lock",
+                   help="what NAME is: a plain lock (default), or a kind of the lock family "
+                        "(dlm.rlock, dlm.rwlock, dlm.semaphore: dlm.inspect_family's reads)")
+    p.add_argument("--limit", type=int, default=0, metavar="N", help="--kind semaphore: its number of permits")
     p.add_argument("--json", action="store_true",
                    help="print JSON: {name, state, held, holder, holders, quorum, validity, remaining, fence, "
                         "masters: [{master, outcome, held, ttl_remaining, holder, fence, detail}], ...}")
@@ -307,9 +347,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     with dlm:
-        info = dlm.inspect(name)
+        if args.kind == "lock":
+            info: Any = dlm.inspect(name)
+        else:
+            try:
+                info = dlm.inspect_family(name, args.kind, limit=args.limit)
+            except ValueError as exc:
+                parser.error(str(exc))
     if args.json:
         print(json.dumps(info.to_dict(), indent=2))
     else:
-        print(format_table(info))
+        print(format_table(info) if args.kind == "lock" else format_family(info))
     return EXIT_STATUS[info.state]

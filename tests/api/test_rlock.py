@@ -108,3 +108,52 @@ def test_last_release_wakes_a_waiting_thread(make_client, masters, name):
     lock.release()
     ok, waited = join()
     assert ok and waited < 1.0  # woken by the release, not after its 2 s backoff
+
+
+def test_thread_that_exits_holding_leaves_no_hold_behind(dlm, name):
+    """The registry of holds forgets a thread when it exits (no leak, no hold found by a later
+    thread), while the lock stays held on the masters until its TTL."""
+    import gc
+    import weakref
+
+    lock = dlm.rlock(name, ttl=5)
+    refs = []
+
+    def hold() -> None:
+        assert lock.acquire(blocking=False) and lock.acquire(blocking=False)
+        refs.append(weakref.ref(lock._hold()))
+
+    t = threading.Thread(target=hold)
+    t.start()
+    t.join()
+    gc.collect()
+    assert refs[0]() is None  # the dead thread's hold is gone with it
+    assert lock.count == 0 and not lock.locked()
+    assert not lock.acquire(blocking=False)  # and the masters still refuse anyone else
+
+
+def test_new_thread_with_a_recycled_id_is_not_the_owner(dlm, name):
+    """Thread ids are reused once a thread exits: a new thread with the dead owner's id must be
+    refused like any other, not re-enter the dead thread's hold."""
+    lock = dlm.rlock(name, ttl=5)
+    first = []
+    t = threading.Thread(target=lambda: first.append((threading.get_ident(), lock.acquire(blocking=False))))
+    t.start()
+    t.join()
+    assert first[0][1]
+    for _ in range(50):  # the next thread usually gets the same id; try until one does
+        seen = []
+
+        def probe() -> None:
+            seen.append(threading.get_ident())
+            if seen[0] == first[0][0]:
+                seen.append(lock.count)
+                seen.append(lock.acquire(blocking=False))
+
+        t = threading.Thread(target=probe)
+        t.start()
+        t.join()
+        if len(seen) > 1:
+            assert seen[1:] == [0, False]  # count 0, refused: not taken for the dead owner
+            return
+    pytest.skip("no new thread was given the exited thread's id")

@@ -52,6 +52,32 @@ def test_rlock_reenters_per_task_and_refuses_other_tasks(arun, aclient, masters,
     arun(main())
 
 
+def test_rlock_task_that_finished_holding_leaves_no_hold(arun, aclient, masters, name):
+    """The registry of holds forgets a task once it is gone (no task kept alive by it, no hold
+    found by a later task), while the lock stays held on the masters until its TTL."""
+    import gc
+    import weakref
+
+    async def main():
+        async with aclient(masters.urls, retry_count=0) as dlm:
+            lock = dlm.rlock(name, ttl=5)
+
+            async def hold():
+                assert await lock.acquire() and await lock.acquire()
+                return weakref.ref(lock._hold())
+
+            task = asyncio.ensure_future(hold())
+            hold_ref = await task
+            task_ref = weakref.ref(task)
+            del task
+            await asyncio.sleep(0)  # the loop lets go of the finished task's callbacks
+            gc.collect()
+            assert task_ref() is None and hold_ref() is None
+            assert lock.count == 0 and not await lock.acquire(blocking=False)
+
+    arun(main())
+
+
 def test_semaphore_limit_and_release(arun, aclient, masters, name):
     async def main():
         async with aclient(masters.urls, retry_delay=0.02, retry_jitter=0.02) as dlm:

@@ -98,3 +98,34 @@ def test_a_read_only_acl_user_can_inspect(masters, core, name, make_client):
     finally:
         for m in masters:
             m.command("ACL", "DELUSER", user)
+
+
+def test_family_kinds_are_inspected_with_kind_and_limit(masters, core, name, make_client):
+    dlm = make_client(masters.urls)
+    done = _inspect(core, "--kind", "semaphore", "--limit", "3", *masters.urls, name)
+    assert done.returncode == 0, done.stderr
+    assert "[free slots] 0, 1, 2" in done.stdout and "0 of 3 permits held" in done.stdout
+    permit = dlm.semaphore(name, 3, ttl=5)
+    assert permit.acquire()
+    done = _inspect(core, "--kind", "semaphore", "--limit", "3", *masters.urls, name)
+    assert done.returncode == 1, done.stderr
+    assert f"[slot {permit.slot}]" in done.stdout and "1 of 3 permits held" in done.stdout
+    assert holder_of(permit.token) in done.stdout and permit.token.decode() not in done.stdout
+    permit.release()
+    reader = dlm.rwlock(name, ttl=5).read
+    assert reader.acquire()
+    done = _inspect(core, "--kind", "rwlock", "--json", *masters.urls, name)
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["kind"] == "rwlock" and data["readers"] == 1 and data["state"] == "held" and data["held"]
+    reader.release()
+    rlock = dlm.rlock(name, ttl=5)
+    assert rlock.acquire() and rlock.acquire()
+    done = _inspect(core, "--kind", "rlock", *masters.urls, name)
+    assert done.returncode == 1 and "entered 2 time(s)" in done.stdout, done.stdout + done.stderr
+    rlock.release()
+    rlock.release()
+    done = _inspect(core, "--kind", "rlock", *masters.urls, name)
+    assert done.returncode == 0 and "(rlock): free" in done.stdout, done.stdout + done.stderr
+    done = _inspect(core, "--kind", "semaphore", *masters.urls, name)  # no --limit
+    assert done.returncode == 2 and "limit" in done.stderr

@@ -120,7 +120,10 @@ class RLock(_SyncRLock):
 
     @staticmethod
     def _owner() -> Any:
-        return asyncio.current_task()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a fastredlock.asyncio reentrant lock is owned by a task: call it from one")
+        return task
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:  # type: ignore[override]
         """Acquire it, or enter it once more if the calling task holds it (see :meth:`fastredlock.RLock.acquire`)."""

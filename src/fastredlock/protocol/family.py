@@ -236,12 +236,22 @@ def sha_of(script):
     return sha
 
 
+def script_template(kind, script, keys):
+    """What does not change between the steps of ``script`` on ``keys``: ``(kind, sha, script, the
+    arguments' prefix)`` (a handle makes its templates once; :func:`template_step` fills one in)."""
+    prefix = [b"%d" % len(keys)]
+    prefix.extend(keys)
+    return kind, sha_of(script), script, prefix
+
+
+def template_step(template, argv, ttl_ms=0, wait=True):
+    """The plan step of a :func:`script_template` with the arguments ``argv`` (a list)."""
+    return SCRIPT, (template[0], template[1], template[2], template[3] + argv, ttl_ms, wait)
+
+
 def script_step(kind, script, keys, argv, ttl_ms=0, wait=True):
     """The plan step that runs ``script`` on every master: ``(SCRIPT, core arguments)``."""
-    args = [b"%d" % len(keys)]
-    args.extend(keys)
-    args.extend(argv)
-    return SCRIPT, (kind, sha_of(script), script, args, ttl_ms, wait)
+    return template_step(script_template(kind, script, keys), argv, ttl_ms, wait)
 
 
 def acquisition_step(script, keys, argv, ttl_ms):
