@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from ._fork import fork_generation
+from ._sentinel import Resolver, SentinelError
 from ._tls import context_for
 from .protocol.handshake import handshake
 from .protocol.replies import TURN, WOKE
@@ -224,8 +225,23 @@ class Channels:
         return []
 
 
-def _open(spec: Any, timeout: float) -> socket.socket:
+def address_of(spec: Any, tries: int, timeout: float) -> Tuple[Any, int]:
+    """Where a notification connection to master ``spec`` goes: its address; for a cluster, one of
+    its seed nodes (a message published on any node reaches the subscribers of every node),
+    the next one after each failure (``tries``); for a Sentinel master, where its sentinels say
+    it is now (blocking, at most ``timeout``; :class:`~fastredlock._sentinel.SentinelError` if
+    none says)."""
+    if spec.cluster is not None and spec.host is None:
+        seeds = spec.cluster.seeds
+        return seeds[tries % len(seeds)]
+    if spec.sentinel is not None and spec.host is None:
+        return Resolver(spec).ask(timeout)[0]
+    return spec.host, spec.port
+
+
+def _open(spec: Any, timeout: float, tries: int = 0) -> socket.socket:
     """A blocking connection to ``spec`` (TLS wrapped when it asks), bounded by ``timeout``."""
+    host = None
     if spec.path is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
@@ -235,11 +251,12 @@ def _open(spec: Any, timeout: float) -> socket.socket:
             sock.close()
             raise
     else:
-        sock = socket.create_connection((spec.host, spec.port), timeout=timeout)
+        host, port = address_of(spec, tries, timeout)
+        sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if spec.tls is not None:
         try:
-            sock = context_for(spec.tls).wrap_socket(sock, server_hostname=spec.host)
+            sock = context_for(spec.tls).wrap_socket(sock, server_hostname=host)
         except OSError:
             sock.close()
             raise
@@ -274,6 +291,8 @@ class Notifier:
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
         self._retry_at = [0.0] * len(self._specs)
         self._pause = [_RECONNECT[0]] * len(self._specs)
+        #: Failed connects per master (a cluster's next seed node is tried after each).
+        self._tries = [0] * len(self._specs)
         self._thread: Optional[threading.Thread] = None
         self._poke_r, self._poke_w = socket.socketpair()
         self._poke_r.setblocking(False)
@@ -419,9 +438,9 @@ class Notifier:
                 return self._retry_at[i] if until is None else min(until, self._retry_at[i])
             try:
                 hello, kinds = handshake(self._specs[i], False)
-                conn = _Conn(_open(self._specs[i], self._timeout), len(kinds))
+                conn = _Conn(_open(self._specs[i], self._timeout, self._tries[i]), len(kinds))
                 conn.sock.sendall(hello + PRELOAD if hello else PRELOAD)
-            except OSError:
+            except (OSError, SentinelError):
                 return self._failed(i, until)
             self._conns[i] = conn
         add = wanted - conn.subscribed
@@ -443,6 +462,7 @@ class Notifier:
 
     def _failed(self, i: int, until: Optional[float]) -> Optional[float]:
         """Master ``i`` could not be reached: try again later (the waiters sleep their backoff)."""
+        self._tries[i] += 1
         pause = self._pause[i]
         self._pause[i] = min(pause * 2, _RECONNECT[1])
         self._retry_at[i] = monotonic() + pause

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -93,3 +94,25 @@ def test_moved_and_ask_are_followed(arun, aclient, cluster):
             assert [s.error_replies for s in dlm.stats()] == [0]
 
     arun(main())
+
+
+def test_a_waiting_task_is_woken_on_a_cluster(arun, aclient, cluster):
+    # The notification connection of a cluster master goes to a seed node (messages reach every
+    # node's subscribers): a task waiting with a 2 s backoff gets the lock well before it.
+    name = f"aw:{random.random()}"
+
+    async def main():
+        async with aclient([cluster.url], connect_timeout=CONNECT, io_timeout=IO) as a, \
+                aclient([cluster.url], connect_timeout=CONNECT, io_timeout=IO, retry_count=None,
+                        retry_delay=2.0, retry_jitter=0.0) as b:
+            holder = a.lock(name, ttl=TTL)
+            assert await holder.acquire(blocking=False)
+            task = asyncio.ensure_future(b.lock(name, ttl=TTL).acquire(timeout=5.0))
+            await asyncio.sleep(0.3)
+            released = time.monotonic()
+            await holder.release()
+            assert await asyncio.wait_for(task, 5.0)
+            return time.monotonic() - released
+
+    took = arun(main())
+    assert took < 1.0, f"the waiting task took {took:.2f} s: it was not woken"

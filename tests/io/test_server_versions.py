@@ -7,6 +7,7 @@ operations on each binary ``find_servers`` knows, on both cores, so a server-ver
 from __future__ import annotations
 
 import importlib.util
+import time
 import shutil
 
 import pytest
@@ -77,3 +78,42 @@ def test_release_many_on_each_server(make_client, versioned_masters, name, count
     for m in versioned_masters:
         assert m.command("MGET", *taken) == [b"someone else"] * len(taken)
         assert m.command("EXISTS", *ours) == 0
+
+
+@pytest.fixture(scope="module", params=BINARIES, ids=lambda b: server_version(b).replace(" ", "-"))
+def versioned_cluster(request):
+    from fastredlock.testing import start_cluster
+
+    with start_cluster(3, binary=request.param) as cluster:
+        yield cluster
+
+
+def test_cluster_lock_and_turns_on_each_server(make_client, versioned_cluster, name):
+    # A cluster master on each binary: a lock, its extension and release, a batch across slots,
+    # and a waiter that queues and is woken by the release (RELEASE derives the queue and turn keys
+    # in the key's slot: a server that refused that would fail here; the waiter's notification
+    # connection goes to a seed node, and a cluster carries messages to every node).
+    import threading
+
+    urls = [versioned_cluster.url]
+    dlm = make_client(urls, retry_count=0)
+    lock = dlm.lock(name, ttl=5.0)
+    assert lock.acquire()
+    lock.extend(6.0)
+    out = []
+    waiter = make_client(urls, retry_delay=2.0, retry_jitter=0.0).lock(name, ttl=5.0)
+    thread = threading.Thread(target=lambda: out.append(waiter.acquire(timeout=5.0)))
+    thread.start()
+    deadline = time.monotonic() + 3.0
+    primary = versioned_cluster.primary_of(name)
+    while primary.command("ZCARD", "{" + name + "}:wait") != 1:
+        assert time.monotonic() < deadline, "the waiter did not queue"
+        time.sleep(0.01)
+    released = time.monotonic()
+    lock.release()
+    thread.join(5.0)
+    assert out == [True] and time.monotonic() - released < 1.0  # woken, not its 2 s backoff
+    waiter.release()
+    names = [f"{name}:{i}" for i in range(50)]
+    locks = dlm.acquire_many(names, ttl=5.0)
+    assert all(locks) and all(dlm.release_many(locks))

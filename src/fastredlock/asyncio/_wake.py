@@ -17,7 +17,8 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from .._tls import context_for
-from .._wake import _RECONNECT, PRELOAD, Channels, channel_of, subscribe
+from .._sentinel import SentinelError
+from .._wake import _RECONNECT, PRELOAD, Channels, address_of, channel_of, subscribe
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -61,6 +62,8 @@ class AsyncNotifier:
         self._connecting: List[Optional[asyncio.Task]] = [None] * len(self._specs)
         self._retry_at = [0.0] * len(self._specs)
         self._pause = [_RECONNECT[0]] * len(self._specs)
+        #: Failed connects per master (a cluster's next seed node is tried after each).
+        self._tries = [0] * len(self._specs)
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
@@ -157,10 +160,13 @@ class AsyncNotifier:
             if spec.path is not None:
                 opened = loop.create_unix_connection(made, spec.path, ssl=ssl)
             else:
-                opened = loop.create_connection(made, spec.host, spec.port, ssl=ssl,
-                                                server_hostname=spec.host if ssl is not None else None)
+                # (a Sentinel master's address is asked here, blocking the loop for at most the
+                # connect timeout, as the lock rounds' own resolution does)
+                host, port = address_of(spec, self._tries[i], self._timeout)
+                opened = loop.create_connection(made, host, port, ssl=ssl,
+                                                server_hostname=host if ssl is not None else None)
             _, conn = await asyncio.wait_for(opened, self._timeout)
-        except (OSError, asyncio.TimeoutError):
+        except (OSError, asyncio.TimeoutError, SentinelError):
             self._connecting[i] = None
             self._failed(i)
             return
@@ -174,6 +180,7 @@ class AsyncNotifier:
 
     def _failed(self, i: int) -> None:
         """Master ``i`` could not be reached or dropped us: try again after a pause."""
+        self._tries[i] += 1
         pause = self._pause[i]
         self._pause[i] = min(pause * 2, _RECONNECT[1])
         self._retry_at[i] = monotonic() + pause
