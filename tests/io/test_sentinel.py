@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -238,3 +239,22 @@ def test_sentinel_mode_on_each_server_binary(make_client, versioned_group, name)
     lock_cycle(dlm, name, ["ok"])
     info = versioned_group.sentinels[0].master_info()
     assert info["role-reported"] == "master" and int(info["role-reported-time"]) >= 0  # what voting reads
+
+
+def test_a_waiter_on_a_sentinel_master_is_woken(make_client, group, name):
+    # The notification connection of a Sentinel master goes where the sentinels say the master
+    # is (it went to the spec's empty address, and waiters only polled): with a 2 s backoff, the
+    # waiter gets the lock well before it.
+    holder = make_client([group.url], connect_timeout=CONNECT).lock(name, ttl=5.0)
+    assert holder.acquire(blocking=False)
+    out = []
+    waiter = make_client([group.url], connect_timeout=CONNECT, retry_delay=2.0, retry_jitter=0.0).lock(name, ttl=5.0)
+    thread = threading.Thread(target=lambda: out.append((waiter.acquire(timeout=5.0), time.monotonic())))
+    thread.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    holder.release()
+    thread.join(5.0)
+    assert out and out[0][0] is True
+    assert out[0][1] - released < 1.0, "the waiter was not woken: it slept its backoff"
+    waiter.release()
