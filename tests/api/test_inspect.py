@@ -27,7 +27,7 @@ def _outcomes(info):
 
 
 def test_inspect_a_held_lock(make_client, masters, name):
-    dlm = make_client(masters.urls)
+    dlm = make_client(masters.urls, wait_for_all=True)  # every master has answered (and set it) first
     lock = dlm.lock(name, ttl=5, fencing=True)
     assert lock.acquire()
     holder_validity_end = monotonic() + lock.validity

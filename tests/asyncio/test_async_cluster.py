@@ -108,7 +108,11 @@ def test_a_waiting_task_is_woken_on_a_cluster(arun, aclient, cluster):
             holder = a.lock(name, ttl=TTL)
             assert await holder.acquire(blocking=False)
             task = asyncio.ensure_future(b.lock(name, ttl=TTL).acquire(timeout=5.0))
-            await asyncio.sleep(0.3)
+            channel = b"fastredlock-wake:" + name.encode()
+            deadline = time.monotonic() + 3.0
+            while sum(n.command("PUBSUB", "NUMSUB", channel)[1] for n in cluster.nodes) != 1:
+                assert time.monotonic() < deadline, "the task did not subscribe"
+                await asyncio.sleep(0.01)
             released = time.monotonic()
             await holder.release()
             assert await asyncio.wait_for(task, 5.0)

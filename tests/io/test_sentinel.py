@@ -251,7 +251,11 @@ def test_a_waiter_on_a_sentinel_master_is_woken(make_client, group, name):
     waiter = make_client([group.url], connect_timeout=CONNECT, retry_delay=2.0, retry_jitter=0.0).lock(name, ttl=5.0)
     thread = threading.Thread(target=lambda: out.append((waiter.acquire(timeout=5.0), time.monotonic())))
     thread.start()
-    time.sleep(0.3)
+    channel = b"fastredlock-wake:" + name.encode()
+    deadline = time.monotonic() + 3.0
+    while group.master.command("PUBSUB", "NUMSUB", channel)[1] != 1:  # subscribed on the master
+        assert time.monotonic() < deadline, "the waiter did not subscribe on the master"
+        time.sleep(0.01)
     released = time.monotonic()
     holder.release()
     thread.join(5.0)

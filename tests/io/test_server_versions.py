@@ -106,8 +106,10 @@ def test_cluster_lock_and_turns_on_each_server(make_client, versioned_cluster, n
     thread.start()
     deadline = time.monotonic() + 3.0
     primary = versioned_cluster.primary_of(name)
-    while primary.command("ZCARD", "{" + name + "}:wait") != 1:
-        assert time.monotonic() < deadline, "the waiter did not queue"
+    channel = b"fastredlock-wake:" + name.encode()
+    while (primary.command("ZCARD", "{" + name + "}:wait") != 1
+           or sum(n.command("PUBSUB", "NUMSUB", channel)[1] for n in versioned_cluster.nodes) != 1):
+        assert time.monotonic() < deadline, "the waiter did not queue and subscribe"
         time.sleep(0.01)
     released = time.monotonic()
     lock.release()

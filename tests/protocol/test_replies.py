@@ -72,16 +72,19 @@ def test_a_refused_reply_fails_the_link_as_a_protocol_error(proto):
         (SET, 1, (PROTOCOL_ERROR, "unexpected reply 1", None)),
         (SET, b"QUEUED", (PROTOCOL_ERROR, "unexpected reply b'QUEUED'", None)),
         (SCRIPT, 1, (OK, None, None)), (SCRIPT, 0, (NO, None, None)),
-        (SCRIPT, 2, (OK, "woke waiters", None)), (SCRIPT, 3, (PROTOCOL_ERROR, "unexpected reply 3", None)),
+        (SCRIPT, 2, (OK, "woke waiters", None)), (SCRIPT, 3, (OK, "gave the turn", None)),
+        (SCRIPT, 4, (PROTOCOL_ERROR, "unexpected reply 4", None)),
         (SCRIPT, b"1", (PROTOCOL_ERROR, "unexpected reply b'1'", None)),
         (SCRIPT_ACQUIRE, 1, (OK, None, None)), (SCRIPT_ACQUIRE, 0, (NO, None, None)),
         (SCRIPT_ACQUIRE, 2, (PROTOCOL_ERROR, "unexpected reply 2", None)),
+        (SCRIPT_ACQUIRE, 3, (PROTOCOL_ERROR, "unexpected reply 3", None)),
         (FENCED, 0, (OK, None, 0)), (FENCED, 41, (OK, None, 41)), (FENCED, -1, (NO, None, None)),
         (FENCED, -2, (PROTOCOL_ERROR, "unexpected reply -2", None)),
         (FENCED, None, (PROTOCOL_ERROR, "unexpected reply None", None)),
     ],
-    ids=["set-ok", "set-nil", "set-int", "set-other-status", "script-1", "script-0", "script-2-woke", "script-3", "script-bulk",
-         "lock-all-1", "lock-all-0", "lock-all-2", "fenced-0", "fenced-41", "fenced-taken", "fenced-minus-2", "fenced-nil"],
+    ids=["set-ok", "set-nil", "set-int", "set-other-status", "script-1", "script-0", "script-2-woke", "script-3-turn", "script-4",
+         "script-bulk",
+         "lock-all-1", "lock-all-0", "lock-all-2", "lock-all-3", "fenced-0", "fenced-41", "fenced-taken", "fenced-minus-2", "fenced-nil"],
 )
 def test_classify(proto, kind, reply, expected):
     assert tuple(proto.replies.classify(kind, reply)) == expected
