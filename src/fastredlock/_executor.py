@@ -274,8 +274,8 @@ class Executor:
         ``carrier`` while it does. ``acquiring`` as for :meth:`core`. :meth:`core`'s dance written
         out: this is the hot path of a family handle's acquisition and release."""
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
-        if acquiring is not None and self._restart_aware:
-            core.restart_grace_ms = self._grace_ms
+        if acquiring is not None:
+            self.for_acquiring(core)
         try:
             rnd = core.script(*args)
         except BaseException:

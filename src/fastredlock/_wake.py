@@ -439,7 +439,7 @@ class Notifier:
             try:
                 hello, kinds = handshake(self._specs[i], False)
                 conn = _Conn(_open(self._specs[i], self._timeout, self._tries[i]), len(kinds))
-                conn.sock.sendall(hello + PRELOAD if hello else PRELOAD)
+                conn.sock.sendall(hello + PRELOAD)
             except (OSError, SentinelError):
                 return self._failed(i, until)
             self._conns[i] = conn

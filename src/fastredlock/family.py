@@ -24,7 +24,7 @@ from .lock import Lock
 from .protocol.family import (
     ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE,
     RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers,
-    script_template, tagged, template_step,
+    renewal_ms, script_template, tagged, template_step,
 )
 from .protocol.replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from .protocol.plans import may_hold
@@ -285,9 +285,9 @@ class _WritePlan(_RWPlan):
 
 
 def mark_ms(client: Any) -> int:
-    """How long a waiting writer's mark lasts: two of its longest sleeps plus a round and 100 ms
-    (it renews the mark at each attempt; a writer killed while waiting blocks new readers no longer)."""
-    return int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
+    """How long a waiting writer's mark lasts (it renews the mark at each attempt; a writer killed
+    while waiting blocks new readers no longer): see :func:`~.protocol.family.renewal_ms`."""
+    return renewal_ms(client.retry_delay, client.retry_jitter, client.io_timeout)
 
 
 # --- the sync front-end ---------------------------------------------------------------------------------

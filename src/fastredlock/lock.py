@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of, token_of
-from .protocol.family import owner_step, queueable, queued_step, unqueue_step
+from .protocol.family import owner_step, queueable, queued_step, renewal_ms, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
 from .protocol.scripts import RELEASE
 from ._tokens import new_token
@@ -202,17 +202,17 @@ class Lock:
         # A plain lock whose name met contention here lately: every attempt is a queued one
         # (turns, see fastredlock._wake), the first too, so that a releaser asking again at once
         # does not take the turn of the waiter its release woke.
-        queued = plain = blocking and notifier is not None and not self._planned and not self.fencing
+        plain = blocking and notifier is not None and not self._planned and not self.fencing
+        queued = False
         if blocking and executor.owed:
             # This client's release of the name woke a waiter: let it go first (its round would
             # only meet ours), then queue behind it (see _courtesy).
             queued = plain and queueable(self.key)
             waiter = self._courtesy(notifier, deadline, not queued)
-        if plain and waiter is None:
-            queued = False
-            if executor.contended and self.key in executor.contended and queueable(self.key):
-                waiter = notifier.join(self.key, deadline)
-                queued = True
+            queued = queued and waiter is not None
+        if plain and waiter is None and executor.contended and self.key in executor.contended and queueable(self.key):
+            waiter = notifier.join(self.key, deadline)
+            queued = True
         ok = False
         attempts = 0
         try:
@@ -252,7 +252,7 @@ class Lock:
                     # Another attempt follows: listen for releases from now on (a release during
                     # the sleep ends it); a plain lock's next attempts queue on the masters.
                     waiter = notifier.join(self.key, deadline)
-                    queued = not self._planned and not self.fencing and queueable(self.key)
+                    queued = plain and queueable(self.key)
                     if queued and self._client.retry_count is None:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each sleeps before.)
@@ -269,9 +269,7 @@ class Lock:
         the free key is taken on this waiter's turn or nobody's, else it stays in the queue. A
         failure that may have landed somewhere is released behind it, not awaited."""
         executor = self._executor
-        client = self._client
-        queue_ms = int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
-        step = queued_step(self.key, token, self._ttl_ms, waiter[3], waiter[4], queue_ms)
+        step = self._queued_step(token, waiter)
         with executor.core(acquiring=([self.key], [token])) as core:
             rnd = core.script(*step[1])
             if rnd.ok:
@@ -283,6 +281,13 @@ class Lock:
                 core.script(*owner_step(RELEASE, [self.key], [token], 0, False)[1])
         self._last = rnd
         return bool(rnd.ok)
+
+    def _queued_step(self, token: bytes, waiter: Any) -> Tuple[str, tuple]:
+        """The plan step of a queued attempt of ``waiter`` (its place stays for a renewal: see
+        :func:`~.protocol.family.renewal_ms`)."""
+        client = self._client
+        return queued_step(self.key, token, self._ttl_ms, waiter[3], waiter[4],
+                           renewal_ms(client.retry_delay, client.retry_jitter, client.io_timeout))
 
     def _courtesy(self, notifier: Any, deadline: Optional[float], spread: bool = True) -> Any:
         """This client just released the name while others waited on it: hold the first attempt

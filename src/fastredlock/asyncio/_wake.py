@@ -174,7 +174,7 @@ class AsyncNotifier:
         if self._closed:
             conn.transport.close()
             return
-        conn.transport.write(hello + PRELOAD if hello else PRELOAD)
+        conn.transport.write(hello + PRELOAD)
         self._conns[i] = conn
         self._sync()
 

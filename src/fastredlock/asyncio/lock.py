@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from ..errors import LockError, MasterOutcome
 from ..lock import Lock as _SyncLock, fence_key
-from ..protocol.family import owner_step, queueable, queued_step, unqueue_step
+from ..protocol.family import owner_step, queueable, unqueue_step
 from ..protocol.plans import fence_of, fenced_held, may_hold
 from ..protocol.scripts import RELEASE
 from .._checks import check_timeout, token_of
@@ -65,7 +65,6 @@ class Lock(_SyncLock):
         waiter = None
         plain = blocking and notifier is not None and not self._planned and not self.fencing
         queued = False
-        ok = False
         try:
             if blocking and self._executor.owed:
                 pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
@@ -115,7 +114,7 @@ class Lock(_SyncLock):
                     return False
                 if notifier is not None and waiter is None:
                     waiter = notifier.join(self.key, deadline)  # a release heard during the sleep ends it
-                    queued = not self._planned and not self.fencing and queueable(self.key)
+                    queued = plain and queueable(self.key)
                     if queued and self._client.retry_count is None:
                         # That attempt at once: it takes this waiter's place in the queues (see
                         # fastredlock.Lock.acquire).
@@ -129,19 +128,17 @@ class Lock(_SyncLock):
         """One attempt as a queued waiter (see :meth:`fastredlock.Lock._attempt_queued`)."""
         aexec = self._client._aexec
         executor = self._executor
-        client = self._client
         key = self.key
-        queue_ms = int(1000 * (2 * (client.retry_delay + client.retry_jitter) + client.io_timeout)) + 100
-        step = queued_step(key, token, self._ttl_ms, waiter[3], waiter[4], queue_ms)
-        cleanup = owner_step(RELEASE, [key], [token], 0, False)
-        unqueue = unqueue_step(key, waiter[3])
+        step = self._queued_step(token, waiter)
 
         async def plan(lc: Any) -> Any:
             executor.for_acquiring(lc.core)
             rnd = (await lc.run(step[0], *step[1]))[0]
             if rnd.ok and rnd.successes < executor.n:
+                unqueue = unqueue_step(key, waiter[3])
                 await lc.run(unqueue[0], *unqueue[1])
             elif not rnd.ok and may_hold(rnd.outcomes):
+                cleanup = owner_step(RELEASE, [key], [token], 0, False)
                 await lc.run(cleanup[0], *cleanup[1])
             return rnd
 

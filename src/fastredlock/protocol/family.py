@@ -270,6 +270,13 @@ def queueable(key):
     return b"}" not in key
 
 
+def renewal_ms(retry_delay, retry_jitter, io_timeout):
+    """How long something a waiter renews at each attempt lasts (a writer's waiting mark, a queued
+    waiter's place): two of its longest sleeps plus a round and 100 ms. It outlives the waiter's
+    sleeps, and is gone soon after a waiter killed while waiting."""
+    return int(1000 * (2 * (retry_delay + retry_jitter) + io_timeout)) + 100
+
+
 def queued_step(key, token, ttl_ms, member, score, queue_ms):
     """A plain lock's attempt as a queued waiter (:data:`~.scripts.ACQUIRE_QUEUED`: it takes the
     free key on its turn or nobody's, else keeps its place in the queue for ``queue_ms``)."""
