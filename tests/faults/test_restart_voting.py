@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fastredlock.testing import start_masters
+from fastredlock.testing import LocalMaster, start_masters
 
 GRACE = 2.0  # >= the TTL every client below uses, as the docs require
 
@@ -75,3 +75,39 @@ def test_info_denied_counts_as_error_with_hint(make_client, name):
         ok = make_client(urls, retry_count=0, restart_aware=False).lock(name, ttl=1.0)
         assert ok.acquire(blocking=False)
         ok.release()
+
+
+def _start_just_before_a_second(master, attempts: int = 5) -> float:
+    """Start ``master`` late in a wall-clock second and return when (monotonic, before the spawn),
+    once it reports ``uptime_in_seconds:1`` while up for less than half a second: the rounding
+    of the server's uptime (whole wall-clock seconds) that a client must not take at its word."""
+    for _ in range(attempts):
+        while not 0.80 <= time.time() % 1.0 < 0.85:
+            time.sleep(0.005)
+        spawned = time.monotonic()
+        master.start()
+        while time.time() % 1.0 >= 0.5 and time.monotonic() - spawned < 1.0:
+            time.sleep(0.005)  # past the next whole second
+        info = master.command("INFO", "server")
+        if b"\r\nuptime_in_seconds:1\r\n" in info and time.monotonic() - spawned < 0.5:
+            return spawned
+        master.stop()
+    pytest.skip("could not start a master late in a second (a loaded machine)")
+
+
+def test_an_uptime_of_one_second_may_be_a_fraction_of_one(make_client, name):
+    # Redis's uptime_in_seconds is a difference of whole wall-clock seconds: a master started at
+    # x.82 says 1 at (x+1).1 after 0.3 s. Taken at its word, the client would trust it 0.7 s early
+    # with a grace of 1 s: the double holder of a majority restarted empty (tests/faults/soak.py).
+    master = LocalMaster()
+    try:
+        spawned = _start_just_before_a_second(master)
+        lock = make_client([master.url], retry_count=0, restart_aware=True, restart_grace=1.0).lock(name, ttl=1.0)
+        assert not lock.acquire(blocking=False), "trusted a master up for %.2fs" % (time.monotonic() - spawned)
+        assert lock.outcomes[0].outcome == "restarted recently"
+        assert master.command("EXISTS", name) == 0  # the untrusted OK was released
+        time.sleep(max(0.0, spawned + 1.6 - time.monotonic()))  # its grace ends, counted from when it was seen
+        assert lock.acquire(blocking=False), lock.outcomes
+        lock.release()
+    finally:
+        master.stop()

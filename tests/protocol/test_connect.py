@@ -76,8 +76,10 @@ def test_parse_info_server(proto, info, expected):
 # --- restart-aware voting -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "uptime, grace_ms, at, untrusted",
-    [(5, 10000, 0.0, True), (5, 4000, 0.0, False), (5, 10000, 5.5, False), (0, 1, 0.0, True), (0, 0, 0.0, False)],
-    ids=["younger-than-grace", "older-than-grace", "grown-past-grace", "just-started", "no-grace"],
+    [(5, 10000, 0.0, True), (5, 4000, 0.0, False), (5, 10000, 5.5, True), (5, 10000, 6.0, False),
+     (1, 1000, 0.99, True), (1, 1000, 1.0, False), (0, 1, 0.0, True), (0, 0, 0.0, False)],
+    ids=["younger-than-grace", "older-than-grace", "uptime-may-be-a-second-less", "grown-past-grace",
+         "one-second-may-be-none", "one-second-then-grace", "just-started", "no-grace"],
 )
 def test_master_clock_distrusts_a_master_younger_than_the_grace(proto, uptime, grace_ms, at, untrusted):
     clock = proto.voting.MasterClock()
@@ -101,7 +103,7 @@ def test_master_clock_counts_restarts_by_run_id(proto):
     clock = proto.voting.MasterClock()
     for run_id, now in ((b"a", 10.0), (b"a", 20.0), (b"b", 30.0), (b"c", 40.0)):
         clock.learned(run_id, 3, now)
-    assert clock.state() == (b"c", 37.0, 2)
+    assert clock.state() == (b"c", 38.0, 2)  # uptime 3 may be 2.01 s: started at 38 at the latest
 
 
 @pytest.mark.parametrize("uptime, outcome", [(1, UNTRUSTED), (3600, OK)], ids=["restarted", "up-long"])

@@ -30,11 +30,17 @@ class MasterClock:
         self.promoted_at = -1.0
 
     def learned(self, run_id, uptime, now):
-        """An ``INFO server`` answer read at ``now``: ``run_id`` and ``uptime`` in seconds."""
+        """An ``INFO server`` answer read at ``now``: ``run_id`` and ``uptime`` in seconds.
+
+        The server computes ``uptime_in_seconds`` as a difference of whole wall-clock seconds (its
+        start and now, each rounded down), so it can overstate the true uptime by almost a second:
+        a master started at 10.9 s answers 1 at 11.1 s. The master is taken to have started at
+        ``now - (uptime - 1)`` (``now`` if that is later), never earlier than it really did: trusting
+        it early is the double holder that restart-aware voting exists to prevent."""
         if self.run_id is not None and run_id != self.run_id:
             self.restarts += 1
         self.run_id = run_id
-        self.up_since = now - uptime
+        self.up_since = now - (uptime - 1 if uptime > 1 else 0)
 
     def promoted(self, since):
         """The master was promoted from a replica at ``since`` (monotonic): it counts as up only
