@@ -112,3 +112,24 @@ def test_a_reader_share_expires_on_its_own_ttl(dlm, masters, name):
     writer = dlm.rwlock(name, ttl=5).write
     assert writer.acquire(blocking=False)
     writer.release()
+
+
+def test_the_readers_set_outlives_its_longest_share(dlm, masters, name):
+    readers = tagged(name, ":readers")
+    long_, short = dlm.rwlock(name, ttl=5), dlm.rwlock(name, ttl=0.5)
+    assert long_.read.acquire() and short.read.acquire()  # the shorter share must not cut the set short
+
+    def pttls():
+        return [m.command("PTTL", readers) for m in masters]
+
+    assert all(4000 < left <= 5000 for left in pttls()), pttls()
+    long_.read.extend(8)  # an extension pushes the set's expiry out (it raises if refused)
+    assert all(7000 < left <= 8000 for left in pttls()), pttls()
+    time.sleep(0.6)
+    writer = dlm.rwlock(name, ttl=5).write
+    assert not writer.acquire(blocking=False)  # the long share still holds after the short one ended
+    assert not short.read.locked()  # (its share expired: it is not released)
+    long_.read.release()
+    assert writer.acquire(blocking=False)
+    writer.release()
+    assert eventually(lambda: family_keys(masters, name), 0) == 0
