@@ -117,6 +117,8 @@ class _RLockPlan(_Plan):
         self.key, self._acquire_tpl, self._release_tpl = _shared("rlock", self._base, _rlock_shared)
         #: How many times the owner entered (0 when not held).
         self.count = 0
+        #: A weak reference to the owner (thread or task) holding it (set by RLock), or None.
+        self._owner_ref: Any = None
 
     def _acquire_step(self, token: bytes) -> Step:
         return self._count_step(token, 1)
@@ -137,6 +139,19 @@ class _RLockPlan(_Plan):
 
     def _release_step(self, token: bytes) -> Step:
         return self._leave_step(token, 0)
+
+    def owner_gone(self) -> bool:
+        """Whether the owner holding it ended (a thread exited, a task finished) without releasing:
+        the watchdog then stops renewing it, and it expires within its TTL (``on_lost`` is called
+        then), since nobody is left to release it."""
+        ref = self._owner_ref
+        if ref is None:
+            return False
+        owner = ref()
+        if owner is None:
+            return True
+        done = getattr(owner, "done", None)  # an asyncio task
+        return done is not None and done()
 
     def _leave_step(self, token: bytes, left: int, wait: bool = True) -> Step:
         """Hold on with ``left`` entries (0: the key goes and waiters wake)."""
@@ -520,6 +535,7 @@ class RLock:
         """The caller's first acquisition succeeded: it holds once."""
         hold.count = 1
         owner = self._owner()
+        hold._owner_ref = weakref.ref(owner)
         holds = self._holds.get(owner)
         if holds is None:
             holds = self._holds[owner] = {}

@@ -55,10 +55,23 @@ def triage(due: List[List[Any]], locks: Dict[int, List[Any]]) -> Tuple[List[tupl
         elif now >= valid_until:
             lost.append(lock)  # validity ran out before it could be renewed
         elif lock.auto_extend and now < entry[2]:
-            renew.append((entry, token, ttl_ms, carrier))
+            if _owner_gone(lock):
+                # A reentrant lock whose owner ended holding it: nobody can release it any more,
+                # so it is not renewed either (it expires; on_lost when its validity ends).
+                log.warning("fastredlock: %r: its owner ended without releasing it; no longer renewed", lock)
+                entry[2] = now
+                entry[1] = valid_until
+            else:
+                renew.append((entry, token, ttl_ms, carrier))
         else:
             entry[1] = valid_until  # watch only: wake when validity ends
     return renew, lost
+
+
+def _owner_gone(lock: "Lock") -> bool:
+    """Whether ``lock`` is a reentrant hold whose owner ended (see ``RLock``'s ``owner_gone``)."""
+    gone = getattr(lock, "owner_gone", None)
+    return gone is not None and gone()
 
 
 def renewal_args(items: List[tuple]) -> Tuple[List[bytes], List[bytes], List[int]]:

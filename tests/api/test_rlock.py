@@ -157,3 +157,29 @@ def test_new_thread_with_a_recycled_id_is_not_the_owner(dlm, name):
             assert seen[1:] == [0, False]  # count 0, refused: not taken for the dead owner
             return
     pytest.skip("no new thread was given the exited thread's id")
+
+
+def test_a_thread_that_exits_holding_is_not_renewed_for_ever(dlm, masters, name):
+    """With auto_extend, the watchdog stops renewing a hold whose thread exited holding it (nobody
+    can release it any more): it expires within its TTL and on_lost is called."""
+    lost = []
+    lock = dlm.rlock(name, ttl=0.6, auto_extend=True, on_lost=lost.append)
+    t = threading.Thread(target=lambda: lock.acquire(blocking=False) and lock.acquire(blocking=False))
+    t.start()
+    t.join()
+    del t
+    assert eventually(lambda: counts(masters, name).count(b"2") >= 3, True)  # held, entered twice
+    assert eventually(lambda: counts(masters, name), [None] * 5, seconds=3.0) == [None] * 5
+    assert eventually(lambda: len(lost), 1) == 1
+    taker = dlm.rlock(name, ttl=5)
+    assert taker.acquire(blocking=False)
+    taker.release()
+
+
+def test_a_live_owner_stays_renewed(dlm, masters, name):
+    """The negative side: while its thread lives the hold is renewed past several TTLs."""
+    lock = dlm.rlock(name, ttl=0.6, auto_extend=True)
+    assert lock.acquire(blocking=False)
+    time.sleep(1.5)
+    assert lock.locked() and counts(masters, name).count(b"1") >= 3
+    lock.release()

@@ -52,6 +52,27 @@ def test_rlock_reenters_per_task_and_refuses_other_tasks(arun, aclient, masters,
     arun(main())
 
 
+def test_rlock_task_that_finished_holding_is_not_renewed_for_ever(arun, aclient, masters, name):
+    """With auto_extend, the watchdog stops renewing a hold whose task finished holding it: it
+    expires within its TTL and on_lost is called (nobody can release it any more)."""
+    lost = []
+
+    async def main():
+        async with aclient(masters.urls, retry_count=0) as dlm:
+            lock = dlm.rlock(name, ttl=0.4, auto_extend=True, on_lost=lost.append)
+
+            async def hold():
+                assert await lock.acquire(blocking=False)
+
+            await asyncio.ensure_future(hold())
+            await asyncio.sleep(1.4)  # past three TTLs: renewed, it would still be there
+            assert [m.command("EXISTS", tagged(name, ":rlock")) for m in masters] == [0] * 5
+            assert len(lost) == 1
+            assert await dlm.rlock(name, ttl=5).acquire(blocking=False)
+
+    arun(main())
+
+
 def test_rlock_task_that_finished_holding_leaves_no_hold(arun, aclient, masters, name):
     """The registry of holds forgets a task once it is gone (no task kept alive by it, no hold
     found by a later task), while the lock stays held on the masters until its TTL."""
