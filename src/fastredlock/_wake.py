@@ -325,9 +325,11 @@ class Notifier:
     def leave(self, channel: bytes, event: threading.Event, member: Optional[bytes] = None) -> None:
         """The waiter of ``event`` returned: stop listening for it."""
         with self._lock:
-            idle = self.channels.leave(channel, event, monotonic(), member)
-        if idle:  # the thread times the channel's linger
-            self._poke()
+            self.channels.leave(channel, event, monotonic(), member)
+        # No poke when the channel goes idle: the thread looks at the wanted channels at least
+        # every LINGER seconds while it listens, so the channel is unsubscribed within two
+        # lingers. (A poke here would wake the thread, and it would take the GIL from the waiter
+        # that just won, on the way to its critical section: a hand-over's critical path.)
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:
         """This client released ``key`` in a round with these ``details`` (see :meth:`Channels.released`)."""
@@ -408,7 +410,8 @@ class Notifier:
                         until = self._sync(i, wanted, now, until)
                     socks = [self._poke_r] + [c.sock for c in self._conns if c is not None]
                     look = False
-                timeout = None if until is None else max(0.0, until - monotonic())
+                # At least every LINGER: a channel whose last waiter left (no poke) is noticed.
+                timeout = LINGER if until is None else min(LINGER, max(0.0, until - monotonic()))
                 readable, _, _ = select.select(socks, [], [], timeout)
                 if not readable:
                     look = True
