@@ -1,0 +1,246 @@
+"""Where a hand-over's time goes: 8 processes take turns on one name (the turns scenario's loop).
+
+    python benchmarks/handover.py                 # Cython core, N=5, 8 processes, 4 s
+    python benchmarks/handover.py --masters 1 --core python
+
+Each process loops: acquire (the default blocking acquire: queued waiters, turns), INCR a counter on
+a separate master, hold 1 ms, DECR, release. Every turn is stamped on the machine-wide monotonic
+clock: when the previous holder began its release, when the waiter's event was set (the notifier
+thread heard its turn), when its wait returned (its thread runs), when its queued round was done
+and when acquire returned. The medians over consecutive turns say how long each step of a
+hand-over takes under contention, beside the uncontended cycle of the same client (timed first),
+and how busy the machine was meanwhile.
+
+This is a diagnostic, not a comparison: it wraps ``threading.Event`` and the notifier's ``leave``
+in the worker processes to stamp them (both are pure Python), which costs a few microseconds.
+The comparison driver's turns scenario (``python -m fastredlock bench --scenarios turns``) gives
+the figures to quote.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+from time import monotonic
+from typing import Any, Dict, List, Optional, Tuple
+
+#: One turn: (asked, heard, woken, round done, acquired, release began, release done).
+Turn = Tuple[float, Optional[float], Optional[float], Optional[float], float, float, float]
+
+
+def _stamps() -> Dict[str, float]:
+    """Wrap ``threading.Event`` and ``Notifier.leave`` of this process so they stamp a dict."""
+    import threading
+
+    from fastredlock import _wake
+
+    marks: Dict[str, float] = {}
+
+    class StampedEvent(threading.Event):
+        def set(self) -> None:
+            marks.setdefault("heard", monotonic())
+            super().set()
+
+        def wait(self, timeout: Optional[float] = None) -> bool:
+            woken = super().wait(timeout)
+            if woken:
+                marks["woken"] = monotonic()
+            return woken
+
+    leave = _wake.Notifier.leave
+
+    def stamped_leave(self: Any, *args: Any) -> None:
+        marks["round"] = monotonic()  # the acquire's round is done: it leaves the waiters
+        leave(self, *args)
+
+    threading.Event = StampedEvent  # type: ignore[misc]
+    _wake.Notifier.leave = stamped_leave  # type: ignore[method-assign]
+    return marks
+
+
+def _worker(urls: List[str], counter_port: int, core: str, seconds: float, hold: float, ready: Any, go: Any,
+            results: Any) -> None:
+    import fastredlock
+    from fastredlock.bench.control import Ctl
+
+    marks = _stamps()
+    dlm = fastredlock.Redlock(urls, core=core, restart_aware=False)
+    ctl = Ctl(f"redis://127.0.0.1:{counter_port}")
+    dlm.lock("handover:warm", ttl=10).acquire(blocking=False)  # connected before the go
+    ready.put(1)
+    go.wait(120)
+    turns: List[Turn] = []
+    end = monotonic() + seconds
+    while monotonic() < end:
+        marks.clear()
+        asked = monotonic()
+        lock = dlm.lock("handover", ttl=10)
+        lock.acquire()
+        acquired = monotonic()
+        ctl.cmd("INCR", "handover:holders")
+        time.sleep(hold)
+        ctl.cmd("DECR", "handover:holders")
+        began = monotonic()
+        lock.release()
+        turns.append((asked, marks.get("heard"), marks.get("woken"), marks.get("round"), acquired, began,
+                      monotonic()))
+    dlm.close()
+    results.put(turns)
+
+
+def _busy(seconds: float) -> float:
+    """The share of this machine's CPU time that was not idle over ``seconds`` from now."""
+    def sample() -> Tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + values[4]
+
+    t0, idle0 = sample()
+    time.sleep(seconds)
+    t1, idle1 = sample()
+    return 1.0 - (idle1 - idle0) / max(1, t1 - t0)
+
+
+def _ping_pong(port: int, me: bytes, other: bytes, rounds: int, starts: bool, ready: Any, results: Any) -> None:
+    """One side of the raw wake floor: subscribe to ``me``; on each message publish to ``other``."""
+    import select
+    import socket
+
+    import hiredis
+
+    from fastredlock.protocol.resp import encode_command
+
+    sub, pub = socket.create_connection(("127.0.0.1", port)), socket.create_connection(("127.0.0.1", port))
+    for sock in (sub, pub):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sub_reader, pub_reader = hiredis.Reader(), hiredis.Reader()
+
+    def read(sock: Any, reader: Any) -> Any:
+        while (reply := reader.gets()) is False:
+            select.select([sock], [], [])
+            reader.feed(sock.recv(65536))
+        return reply
+
+    sub.sendall(encode_command(b"SUBSCRIBE", me))
+    read(sub, sub_reader)
+    ready.put(1)
+    time.sleep(0.3)
+    rtts = []
+    for _ in range(rounds):
+        began = monotonic()
+        if starts:
+            pub.sendall(encode_command(b"PUBLISH", other, b"x"))
+            read(pub, pub_reader)
+        read(sub, sub_reader)
+        if starts:
+            rtts.append(monotonic() - began)
+        else:
+            pub.sendall(encode_command(b"PUBLISH", other, b"x"))
+            read(pub, pub_reader)
+    if starts:
+        results.put(statistics.median(rtts))
+
+
+def wake_floor(rounds: int = 3000) -> float:
+    """Seconds of one raw pub/sub wake between two processes on this machine (half the median
+    round trip of a ping-pong over one master, raw sockets and hiredis): the least a release can
+    cost a waiter in another process before the waiter's own round."""
+    from fastredlock.testing import start_masters
+
+    with start_masters(1) as local:
+        ctx = multiprocessing.get_context("spawn")
+        ready, results = ctx.Queue(), ctx.Queue()
+        b = ctx.Process(target=_ping_pong, args=(local[0].port, b"b", b"a", rounds, False, ready, results))
+        b.start()
+        ready.get(timeout=60)
+        a = ctx.Process(target=_ping_pong, args=(local[0].port, b"a", b"b", rounds, True, ready, results))
+        a.start()
+        ready.get(timeout=60)
+        rtt = results.get(timeout=120)
+        a.join()
+        b.join()
+    return rtt / 2
+
+
+def _uncontended_cycle(urls: List[str], core: str) -> float:
+    """Median seconds of one uncontended lock+unlock cycle of this client (before the contenders start)."""
+    import fastredlock
+
+    with fastredlock.Redlock(urls, core=core, restart_aware=False) as dlm:
+        solo = dlm.lock("handover:solo", ttl=10)
+        times = []
+        for _ in range(500):
+            a = monotonic()
+            solo.acquire()
+            solo.release()
+            times.append(monotonic() - a)
+    return statistics.median(times)
+
+
+def run(core: str, masters: int, processes: int, seconds: float, hold: float) -> Dict[str, float]:
+    """One run: the medians of each step (milliseconds) and the machine's busy share."""
+    from fastredlock.testing import start_masters
+
+    with start_masters(masters + 1) as local:
+        urls = local.urls[:masters]
+        cycle = _uncontended_cycle(urls, core)
+        ctx = multiprocessing.get_context("spawn")
+        results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+        procs = [ctx.Process(target=_worker, args=(urls, local[masters].port, core, seconds, hold, ready, go, results))
+                 for i in range(processes)]
+        for p in procs:
+            p.start()
+        for _ in procs:
+            ready.get(timeout=120)
+        go.set()
+        time.sleep(seconds / 4)
+        busy = _busy(seconds / 2) if os.path.exists("/proc/stat") else float("nan")
+        reports = [results.get(timeout=120 + seconds) for _ in procs]
+        for p in procs:
+            p.join()
+    turns = sorted((t for ts in reports for t in ts), key=lambda t: t[4])
+    turns = turns[len(turns) // 20:]  # past the start
+    steps: Dict[str, List[float]] = {k: [] for k in ("period", "handover", "release", "heard", "woken", "round",
+                                                      "after_round")}
+    for prev, nxt in zip(turns, turns[1:]):
+        steps["period"].append(nxt[4] - prev[4])
+        steps["handover"].append(nxt[4] - prev[5])
+        steps["release"].append(prev[6] - prev[5])
+        if None not in nxt[1:4] and nxt[1] >= prev[5]:  # woken by this release
+            steps["heard"].append(nxt[1] - prev[5])
+            steps["woken"].append(nxt[2] - nxt[1])
+            steps["round"].append(nxt[3] - nxt[2])
+            steps["after_round"].append(nxt[4] - nxt[3])
+    out = {k: statistics.median(v) * 1000 for k, v in steps.items() if v}
+    out.update(cycle=cycle * 1000, busy=busy, turns=len(turns), woken_turns=len(steps["heard"]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--core", choices=("cython", "python"), default="cython")
+    ap.add_argument("--masters", type=int, default=5)
+    ap.add_argument("--processes", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--hold-ms", type=float, default=1.0)
+    args = ap.parse_args()
+    floor = wake_floor()
+    r = run(args.core, args.masters, args.processes, args.seconds, args.hold_ms / 1000.0)
+    print(f"{args.core} core, N={args.masters}, {args.processes} processes, hold {args.hold_ms:g} ms: "
+          f"{r['turns']} turns ({r['woken_turns']} woken by the release before them); machine busy "
+          f"{r['busy'] * 100:.0f}% of {os.cpu_count()} CPUs")
+    print(f"  raw pub/sub wake, one way          {floor * 1000:.3f} ms (two processes, raw sockets: the floor)")
+    print(f"  uncontended lock+unlock cycle      {r['cycle']:.3f} ms")
+    print(f"  turn period                        {r['period']:.3f} ms")
+    print(f"  release began -> next acquired     {r['handover']:.3f} ms (the hand-over)")
+    print(f"    the release round                {r['release']:.3f} ms")
+    for key, label in (("heard", "release began -> turn heard"), ("woken", "heard -> waiter's thread runs"),
+                       ("round", "runs -> its queued round done"), ("after_round", "round done -> acquire returns")):
+        if key in r:
+            print(f"    {label:<32} {r[key]:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
