@@ -2,6 +2,7 @@
 
     python benchmarks/handover.py                 # Cython core, N=5, 8 processes, 4 s
     python benchmarks/handover.py --masters 1 --core python
+    python benchmarks/handover.py --asyncio       # one task of fastredlock.asyncio per process
 
 Each process loops: acquire (the default blocking acquire: queued waiters, turns), INCR a counter on
 a separate master, hold 1 ms, DECR, release. Every turn is stamped on the machine-wide monotonic
@@ -9,7 +10,9 @@ clock: when the previous holder began its release, when the waiter's event was s
 thread heard its turn), when its wait returned (its thread runs), when its queued round was done
 and when acquire returned. The medians over consecutive turns say how long each step of a
 hand-over takes under contention, beside the uncontended cycle of the same client (timed first),
-and how busy the machine was meanwhile.
+and how busy the machine was meanwhile. "Woken by the release before them" counts the turns whose
+waiter heard the previous holder's release; the others came some other way (a backoff, a first
+attempt), and the mean and p99 of the turn period show what they cost.
 
 This is a diagnostic, not a comparison: it wraps ``threading.Event`` and the notifier's ``leave``
 in the worker processes to stamp them (both are pure Python), which costs a few microseconds.
@@ -58,6 +61,73 @@ def _stamps() -> Dict[str, float]:
     threading.Event = StampedEvent  # type: ignore[misc]
     _wake.Notifier.leave = stamped_leave  # type: ignore[method-assign]
     return marks
+
+
+def _async_stamps() -> Dict[str, float]:
+    """:func:`_stamps` for the asyncio client: ``asyncio.Event`` and ``AsyncNotifier.leave``."""
+    import asyncio
+
+    from fastredlock.asyncio import _wake
+
+    marks: Dict[str, float] = {}
+
+    class StampedEvent(asyncio.Event):
+        def set(self) -> None:
+            marks.setdefault("heard", monotonic())
+            super().set()
+
+        async def wait(self) -> bool:  # type: ignore[override]
+            woken = await super().wait()
+            marks["woken"] = monotonic()
+            return woken
+
+    leave = _wake.AsyncNotifier.leave
+
+    def stamped_leave(self: Any, *args: Any) -> None:
+        marks["round"] = monotonic()
+        leave(self, *args)
+
+    asyncio.Event = StampedEvent  # type: ignore[misc]
+    _wake.AsyncNotifier.leave = stamped_leave  # type: ignore[method-assign]
+    return marks
+
+
+def _async_worker(urls: List[str], counter_port: int, core: str, seconds: float, hold: float, ready: Any,
+                  go: Any, results: Any) -> None:
+    """:func:`_worker` with one task of the asyncio client (the counter calls block the loop
+    briefly: the task is alone in its process)."""
+    import asyncio
+
+    from fastredlock.bench.control import Ctl
+
+    marks = _async_stamps()
+
+    async def main() -> List[Turn]:
+        from fastredlock.asyncio import Redlock
+
+        ctl = Ctl(f"redis://127.0.0.1:{counter_port}")
+        async with Redlock(urls, core=core, restart_aware=False) as dlm:
+            await dlm.lock("handover:warm", ttl=10).acquire(blocking=False)
+            ready.put(1)
+            go.wait(120)
+            turns: List[Turn] = []
+            end = monotonic() + seconds
+            while monotonic() < end:
+                marks.clear()
+                asked = monotonic()
+                lock = dlm.lock("handover", ttl=10)
+                await lock.acquire()
+                acquired = monotonic()
+                ctl.cmd("INCR", "handover:holders")
+                await asyncio.sleep(hold)
+                ctl.cmd("DECR", "handover:holders")
+                began = monotonic()
+                await lock.release()
+                turns.append((asked, marks.get("heard"), marks.get("woken"), marks.get("round"), acquired,
+                              began, monotonic()))
+        return turns
+
+    results.put(asyncio.run(main()))
 
 
 def _worker(urls: List[str], counter_port: int, core: str, seconds: float, hold: float, ready: Any, go: Any,
@@ -179,7 +249,8 @@ def _uncontended_cycle(urls: List[str], core: str) -> float:
     return statistics.median(times)
 
 
-def run(core: str, masters: int, processes: int, seconds: float, hold: float) -> Dict[str, float]:
+def run(core: str, masters: int, processes: int, seconds: float, hold: float,
+        use_asyncio: bool = False) -> Dict[str, float]:
     """One run: the medians of each step (milliseconds) and the machine's busy share."""
     from fastredlock.testing import start_masters
 
@@ -188,7 +259,8 @@ def run(core: str, masters: int, processes: int, seconds: float, hold: float) ->
         cycle = _uncontended_cycle(urls, core)
         ctx = multiprocessing.get_context("spawn")
         results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=_worker, args=(urls, local[masters].port, core, seconds, hold, ready, go, results))
+        target = _async_worker if use_asyncio else _worker
+        procs = [ctx.Process(target=target, args=(urls, local[masters].port, core, seconds, hold, ready, go, results))
                  for i in range(processes)]
         for p in procs:
             p.start()
@@ -214,6 +286,8 @@ def run(core: str, masters: int, processes: int, seconds: float, hold: float) ->
             steps["round"].append(nxt[3] - nxt[2])
             steps["after_round"].append(nxt[4] - nxt[3])
     out = {k: statistics.median(v) * 1000 for k, v in steps.items() if v}
+    out["mean_period"] = (turns[-1][4] - turns[0][4]) / max(1, len(turns) - 1) * 1000
+    out["p99_period"] = sorted(steps["period"])[int(len(steps["period"]) * 0.99)] * 1000 if steps["period"] else 0.0
     out.update(cycle=cycle * 1000, busy=busy, turns=len(turns), woken_turns=len(steps["heard"]))
     return out
 
@@ -225,15 +299,16 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--hold-ms", type=float, default=1.0)
+    ap.add_argument("--asyncio", action="store_true", help="one task of fastredlock.asyncio per process")
     args = ap.parse_args()
     floor = wake_floor()
-    r = run(args.core, args.masters, args.processes, args.seconds, args.hold_ms / 1000.0)
-    print(f"{args.core} core, N={args.masters}, {args.processes} processes, hold {args.hold_ms:g} ms: "
+    r = run(args.core, args.masters, args.processes, args.seconds, args.hold_ms / 1000.0, args.asyncio)
+    print(f"{'asyncio, ' if args.asyncio else ''}{args.core} core, N={args.masters}, {args.processes} processes, hold {args.hold_ms:g} ms: "
           f"{r['turns']} turns ({r['woken_turns']} woken by the release before them); machine busy "
           f"{r['busy'] * 100:.0f}% of {os.cpu_count()} CPUs")
     print(f"  raw pub/sub wake, one way          {floor * 1000:.3f} ms (two processes, raw sockets: the floor)")
     print(f"  uncontended lock+unlock cycle      {r['cycle']:.3f} ms")
-    print(f"  turn period                        {r['period']:.3f} ms")
+    print(f"  turn period                        {r['period']:.3f} ms (mean {r['mean_period']:.3f}, p99 {r['p99_period']:.3f})")
     print(f"  release began -> next acquired     {r['handover']:.3f} ms (the hand-over)")
     print(f"    the release round                {r['release']:.3f} ms")
     for key, label in (("heard", "release began -> turn heard"), ("woken", "heard -> waiter's thread runs"),
