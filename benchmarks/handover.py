@@ -33,62 +33,48 @@ from typing import Any, Dict, List, Optional, Tuple
 Turn = Tuple[float, Optional[float], Optional[float], Optional[float], float, float, float]
 
 
-def _stamps() -> Dict[str, float]:
-    """Wrap ``threading.Event`` and ``Notifier.leave`` of this process so they stamp a dict."""
+def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
+    """Wrap this process's ``threading.Event`` (``asyncio.Event`` for the asyncio client) and the
+    notifier's ``leave`` so that they stamp the dict returned: heard (the event set), woken (its
+    wait returned), round (the acquire's round is done: it leaves the waiters)."""
+    import asyncio
     import threading
 
     from fastredlock import _wake
+    from fastredlock.asyncio import _wake as _async_wake
 
     marks: Dict[str, float] = {}
 
-    class StampedEvent(threading.Event):
+    class Heard:
         def set(self) -> None:
             marks.setdefault("heard", monotonic())
-            super().set()
+            super().set()  # type: ignore[misc]
 
+    class StampedEvent(Heard, threading.Event):
         def wait(self, timeout: Optional[float] = None) -> bool:
             woken = super().wait(timeout)
             if woken:
                 marks["woken"] = monotonic()
             return woken
 
-    leave = _wake.Notifier.leave
-
-    def stamped_leave(self: Any, *args: Any) -> None:
-        marks["round"] = monotonic()  # the acquire's round is done: it leaves the waiters
-        leave(self, *args)
-
-    threading.Event = StampedEvent  # type: ignore[misc]
-    _wake.Notifier.leave = stamped_leave  # type: ignore[method-assign]
-    return marks
-
-
-def _async_stamps() -> Dict[str, float]:
-    """:func:`_stamps` for the asyncio client: ``asyncio.Event`` and ``AsyncNotifier.leave``."""
-    import asyncio
-
-    from fastredlock.asyncio import _wake
-
-    marks: Dict[str, float] = {}
-
-    class StampedEvent(asyncio.Event):
-        def set(self) -> None:
-            marks.setdefault("heard", monotonic())
-            super().set()
-
+    class StampedAsyncEvent(Heard, asyncio.Event):
         async def wait(self) -> bool:  # type: ignore[override]
             woken = await super().wait()
             marks["woken"] = monotonic()
             return woken
 
-    leave = _wake.AsyncNotifier.leave
+    notifier = _async_wake.AsyncNotifier if use_asyncio else _wake.Notifier
+    leave = notifier.leave
 
     def stamped_leave(self: Any, *args: Any) -> None:
         marks["round"] = monotonic()
         leave(self, *args)
 
-    asyncio.Event = StampedEvent  # type: ignore[misc]
-    _wake.AsyncNotifier.leave = stamped_leave  # type: ignore[method-assign]
+    if use_asyncio:
+        asyncio.Event = StampedAsyncEvent  # type: ignore[misc]
+    else:
+        threading.Event = StampedEvent  # type: ignore[misc]
+    notifier.leave = stamped_leave  # type: ignore[method-assign]
     return marks
 
 
@@ -100,7 +86,7 @@ def _async_worker(urls: List[str], counter_port: int, core: str, seconds: float,
 
     from fastredlock.bench.control import Ctl
 
-    marks = _async_stamps()
+    marks = _stamps(use_asyncio=True)
 
     async def main() -> List[Turn]:
         from fastredlock.asyncio import Redlock
