@@ -35,8 +35,8 @@ Turn = Tuple[float, Optional[float], Optional[float], Optional[float], float, fl
 
 def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
     """Wrap this process's ``threading.Event`` (``asyncio.Event`` for the asyncio client) and the
-    notifier's ``leave`` so that they stamp the dict returned: heard (the event set), woken (its
-    wait returned), round (the acquire's round is done: it leaves the waiters)."""
+    notifier's ``leave`` so that they stamp the dict returned: heard (the event set), woken (the
+    waiter took the news), round (the acquire's round is done: it leaves the waiters)."""
     import asyncio
     import threading
 
@@ -45,23 +45,24 @@ def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
 
     marks: Dict[str, float] = {}
 
-    class Heard:
+    class Stamped:
+        """Heard: the event is set; woken: the waiter takes the event's news (it clears a set event
+        after its wait, or without waiting when the news came first: the asyncio pause does that)."""
+
         def set(self) -> None:
             marks.setdefault("heard", monotonic())
             super().set()  # type: ignore[misc]
 
-    class StampedEvent(Heard, threading.Event):
-        def wait(self, timeout: Optional[float] = None) -> bool:
-            woken = super().wait(timeout)
-            if woken:
+        def clear(self) -> None:
+            if self.is_set():  # type: ignore[attr-defined]
                 marks["woken"] = monotonic()
-            return woken
+            super().clear()  # type: ignore[misc]
 
-    class StampedAsyncEvent(Heard, asyncio.Event):
-        async def wait(self) -> bool:  # type: ignore[override]
-            woken = await super().wait()
-            marks["woken"] = monotonic()
-            return woken
+    class StampedEvent(Stamped, threading.Event):
+        pass
+
+    class StampedAsyncEvent(Stamped, asyncio.Event):
+        pass
 
     notifier = _async_wake.AsyncNotifier if use_asyncio else _wake.Notifier
     leave = notifier.leave
