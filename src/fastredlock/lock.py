@@ -28,7 +28,7 @@ from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of, token_of
 from .protocol.family import owner_step, queueable, queued_step, renewal_ms, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
-from .protocol.scripts import RELEASE
+from .protocol.scripts import QUIET, RELEASE
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
@@ -278,7 +278,7 @@ class Lock:
                 if rnd.successes < executor.n:
                     core.script(*unqueue_step(self.key, waiter[3])[1])
             elif may_hold(rnd.outcomes):
-                core.script(*owner_step(RELEASE, [self.key], [token], 0, False)[1])
+                core.script(*owner_step(RELEASE, [self.key], [token, QUIET], 0, False)[1])
         self._last = rnd
         return bool(rnd.ok)
 

@@ -473,3 +473,29 @@ def test_a_client_alone_again_owes_no_courtesy_to_itself(make_client, masters, n
         assert lock.acquire(blocking=False)
         lock.release()
         assert not owed, "a release heard only by this client's own subscription made it hold back"
+
+
+def test_a_failed_queued_attempt_gives_no_turn_away(make_client, masters, name):
+    # A queued attempt that took the key on two masters only (the holder's key is gone there, as
+    # after a restart) cleans up there; that cleanup must not hand the turn to the next waiter of
+    # those masters (it would be named there while the real release names another elsewhere).
+    queue = "{" + name + "}:wait"
+    for m in masters:
+        m.command("SET", name, "holder", "PX", 10000)
+    waiter = make_client(masters.urls, retry_count=None, retry_delay=0.1, retry_jitter=0.0).lock(name, ttl=10)
+    done = []
+    thread = threading.Thread(target=lambda: done.append(waiter.acquire(timeout=0.6)))
+    thread.start()
+    assert wait_until(lambda: all(m.command("ZCARD", queue) == 1 for m in masters), 2.0)  # it queued
+    for m in masters[3:]:
+        m.command("DEL", name)  # the holder's key lost on two masters
+        m.command("ZADD", queue, 1, "next.1|0")  # and another waiter queued there, first in line
+        m.command("PERSIST", queue)  # (that waiter's renewals, which keep the queue alive, are not simulated)
+    thread.join(5)
+    assert done == [False]  # two masters of five: never a quorum
+    for m in masters[3:]:
+        assert m.command("ZSCORE", queue, "next.1|0") is not None, "the cleanup popped the next waiter"
+        assert m.command("EXISTS", "{" + name + "}:next") == 0
+        assert m.command("EXISTS", name) == 0  # its own key was cleaned up
+    for m in masters:
+        m.command("DEL", name, queue)

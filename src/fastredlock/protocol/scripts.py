@@ -42,6 +42,12 @@ local function tagged(key, suffix)
 end
 """
 
+#: RELEASE's second argument for the cleanup of a failed queued attempt: the key goes, but no turn
+#: is given and nobody is woken. (Given there, the turn would go to the next waiter on the few
+#: masters the failed attempt took, while the real release gives it elsewhere: masters that
+#: disagree on whose turn it is, and hand-overs that wait for the turn to lapse.)
+QUIET = b"q"
+
 #: How long the turn a release gives a queued waiter waits for it, in milliseconds (a waiter
 #: killed while queued costs the others this, then their backoff).
 TURN_MS = 50
@@ -49,6 +55,7 @@ TURN_MS = 50
 # RELEASE
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
+# ARGV[2]  optional: QUIET ('q'), the cleanup of a failed attempt: delete, give no turn, wake nobody
 # Returns  1 if the key held the token and was deleted, 3 if so and it gave the turn to a queued
 #          waiter whose client heard it, 2 if so and the lock's channel had a subscriber (maybe
 #          the releasing client itself), 0 otherwise.
@@ -62,6 +69,9 @@ TURN_MS = 50
 RELEASE = _TAGGED + b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
+    if ARGV[2] == 'q' then
+        return 1
+    end
     local queue = tagged(KEYS[1], ':wait')
     if queue and redis.call('exists', queue) == 1 then
         local t = redis.call('time')
