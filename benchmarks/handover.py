@@ -79,6 +79,29 @@ def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
     return marks
 
 
+async def _take_turns(dlm: Any, acquire: Any, release: Any, sleep: Any, ctl: Any, marks: Dict[str, float],
+                      seconds: float, hold: float) -> List[Turn]:
+    """The loop of one process (both clients): acquire, INCR, hold, DECR, release, each turn
+    stamped. ``acquire``/``release``/``sleep`` are awaitables (for the sync client, coroutines that
+    block: nothing else runs on that loop)."""
+    turns: List[Turn] = []
+    end = monotonic() + seconds
+    while monotonic() < end:
+        marks.clear()
+        asked = monotonic()
+        lock = dlm.lock("handover", ttl=10)
+        await acquire(lock)
+        acquired = monotonic()
+        ctl.cmd("INCR", "handover:holders")
+        await sleep(hold)
+        ctl.cmd("DECR", "handover:holders")
+        began = monotonic()
+        await release(lock)
+        turns.append((asked, marks.get("heard"), marks.get("woken"), marks.get("round"), acquired, began,
+                      monotonic()))
+    return turns
+
+
 def _async_worker(urls: List[str], counter_port: int, core: str, seconds: float, hold: float, ready: Any,
                   go: Any, results: Any) -> None:
     """:func:`_worker` with one task of the asyncio client (the counter calls block the loop
@@ -97,28 +120,16 @@ def _async_worker(urls: List[str], counter_port: int, core: str, seconds: float,
             await dlm.lock("handover:warm", ttl=10).acquire(blocking=False)
             ready.put(1)
             go.wait(120)
-            turns: List[Turn] = []
-            end = monotonic() + seconds
-            while monotonic() < end:
-                marks.clear()
-                asked = monotonic()
-                lock = dlm.lock("handover", ttl=10)
-                await lock.acquire()
-                acquired = monotonic()
-                ctl.cmd("INCR", "handover:holders")
-                await asyncio.sleep(hold)
-                ctl.cmd("DECR", "handover:holders")
-                began = monotonic()
-                await lock.release()
-                turns.append((asked, marks.get("heard"), marks.get("woken"), marks.get("round"), acquired,
-                              began, monotonic()))
-        return turns
+            return await _take_turns(dlm, lambda lock: lock.acquire(), lambda lock: lock.release(), asyncio.sleep,
+                                     ctl, marks, seconds, hold)
 
     results.put(asyncio.run(main()))
 
 
 def _worker(urls: List[str], counter_port: int, core: str, seconds: float, hold: float, ready: Any, go: Any,
             results: Any) -> None:
+    import asyncio
+
     import fastredlock
     from fastredlock.bench.control import Ctl
 
@@ -128,21 +139,17 @@ def _worker(urls: List[str], counter_port: int, core: str, seconds: float, hold:
     dlm.lock("handover:warm", ttl=10).acquire(blocking=False)  # connected before the go
     ready.put(1)
     go.wait(120)
-    turns: List[Turn] = []
-    end = monotonic() + seconds
-    while monotonic() < end:
-        marks.clear()
-        asked = monotonic()
-        lock = dlm.lock("handover", ttl=10)
+
+    async def acquire(lock: Any) -> None:
         lock.acquire()
-        acquired = monotonic()
-        ctl.cmd("INCR", "handover:holders")
-        time.sleep(hold)
-        ctl.cmd("DECR", "handover:holders")
-        began = monotonic()
+
+    async def release(lock: Any) -> None:
         lock.release()
-        turns.append((asked, marks.get("heard"), marks.get("woken"), marks.get("round"), acquired, began,
-                      monotonic()))
+
+    async def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+    turns = asyncio.run(_take_turns(dlm, acquire, release, sleep, ctl, marks, seconds, hold))
     dlm.close()
     results.put(turns)
 
