@@ -54,17 +54,18 @@ def triage(due: List[List[Any]], locks: Dict[int, List[Any]]) -> Tuple[List[tupl
             locks.pop(id(lock), None)
         elif now >= valid_until:
             lost.append(lock)  # validity ran out before it could be renewed
-        elif lock.auto_extend and now < entry[2]:
-            if _owner_gone(lock):
+        else:
+            renewing = lock.auto_extend and now < entry[2]
+            if renewing and _owner_gone(lock):
                 # A reentrant lock whose owner ended holding it: nobody can release it any more,
                 # so it is not renewed either (it expires; on_lost when its validity ends).
                 log.warning("fastredlock: %r: its owner ended without releasing it; no longer renewed", lock)
                 entry[2] = now
-                entry[1] = valid_until
-            else:
+                renewing = False
+            if renewing:
                 renew.append((entry, token, ttl_ms, carrier))
-        else:
-            entry[1] = valid_until  # watch only: wake when validity ends
+            else:
+                entry[1] = valid_until  # watch only: wake when validity ends
     return renew, lost
 
 

@@ -69,7 +69,7 @@ TURN_MS = 50
 RELEASE = _TAGGED + b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    if ARGV[2] == 'q' then
+    if ARGV[2] == 'QUIET' then
         return 1
     end
     local queue = tagged(KEYS[1], ':wait')
@@ -101,7 +101,7 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
     return 1
 end
 return 0
-""".replace(b"TURN_MS", b"%d" % TURN_MS)
+""".replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"QUIET", QUIET)
 
 # ACQUIRE_QUEUED (an attempt of a waiter of a plain lock; see "Turns" above)
 # KEYS[1]  the lock key
