@@ -29,7 +29,7 @@ cdef class Commands:
     cdef int script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
                      const char **args, const Py_ssize_t *arg_lens) except -1
     cdef int acquire(self, bytes key, bytes token, long long ttl_ms) except -1
-    cdef int release(self, bytes key, bytes token) except -1
+    cdef int release(self, bytes key, bytes token, bint quiet=*) except -1
     cdef int extend(self, bytes key, bytes token, long long ttl_ms) except -1
     cdef int acquire_fenced(self, bytes key, bytes fence_key, bytes token, long long ttl_ms) except -1
     cdef int write_fence(self, bytes key, bytes fence_key, bytes token, bytes fence, bytes retention) except -1

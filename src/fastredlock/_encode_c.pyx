@@ -13,10 +13,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
+    FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
 )
 
-cdef bytes _RELEASE = RELEASE, _RELEASE_SHA = RELEASE_SHA
+cdef bytes _RELEASE = RELEASE, _RELEASE_SHA = RELEASE_SHA, _QUIET = QUIET
 cdef bytes _EXTEND = EXTEND, _EXTEND_SHA = EXTEND_SHA
 cdef bytes _FENCED_ACQUIRE = FENCED_ACQUIRE, _FENCED_ACQUIRE_SHA = FENCED_ACQUIRE_SHA
 cdef bytes _FENCE_WRITE = FENCE_WRITE, _FENCE_WRITE_SHA = FENCE_WRITE_SHA
@@ -184,12 +184,16 @@ cdef class Commands:
         argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
         return self.one(6, argv, lens, None)
 
-    cdef int release(self, bytes key, bytes token) except -1:
-        """The owner-checked delete (``RELEASE``)."""
-        cdef const char *args[2]
-        cdef Py_ssize_t lens[2]
+    cdef int release(self, bytes key, bytes token, bint quiet=False) except -1:
+        """The owner-checked delete (``RELEASE``); ``quiet``: the cleanup of a failed attempt (it
+        gives no turn and wakes nobody: the attempt never held the lock)."""
+        cdef const char *args[3]
+        cdef Py_ssize_t lens[3]
         _arg(args, lens, 0, key)
         _arg(args, lens, 1, token)
+        if quiet:
+            _arg(args, lens, 2, _QUIET)
+            return self.script1(_RELEASE_SHA, _RELEASE, b"1", 3, args, lens)
         return self.script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens)
 
     cdef int extend(self, bytes key, bytes token, long long ttl_ms) except -1:

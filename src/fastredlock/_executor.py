@@ -220,7 +220,7 @@ class Executor:
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
                     # it cannot be overtaken; nobody needs its answer, so it is not awaited.
-                    core.release(key, token, False)
+                    core.release(key, token, False, True)  # quiet: no turn given, nobody woken
             except BaseException:
                 self._interrupted(core, (key,), (token,))
                 raise

@@ -308,7 +308,7 @@ cdef class Core:
         cdef Py_ssize_t n, i
         if self._s is not None:
             raise RuntimeError("Core is initialized once")
-        self._s = Session(masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early)
+        self._s = Session(masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early, True)
         if self._s.health.n != self._s.n:
             raise ValueError(f"health is for {self._s.health.n} masters, not {self._s.n}")
         self._links = self._s.links
@@ -425,12 +425,13 @@ cdef class Core:
         self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
         return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
 
-    def release(self, key, token, bint wait=True):
+    def release(self, key, token, bint wait=True, bint quiet=False):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
 
-        ``wait=False`` writes the release and returns without waiting for any answer.
+        ``wait=False`` writes the release and returns without waiting for any answer. ``quiet``:
+        the cleanup of a failed attempt (``RELEASE`` gives no turn and wakes nobody).
         """
-        self._enc.release(_as_bytes(key), _as_bytes(token))
+        self._enc.release(_as_bytes(key), _as_bytes(token), quiet)
         return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
 
     def extend(self, key, token, long long ttl_ms):

@@ -28,7 +28,8 @@ from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.result import Round
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
+    FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL,
+    RELEASE_SIGNAL_SHA,
 )
 from .protocol.session import Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -109,7 +110,7 @@ class Core:
         early: bool = True,
     ) -> None:
         self._session = session = Session(masters, io_timeout, connect_timeout, drift_factor,
-                                          restart_aware, health, early)
+                                          restart_aware, health, early, True)
         self._links = session.links
         self.n = session.n
         self.quorum = session.quorum
@@ -192,12 +193,15 @@ class Core:
         cmd = encode_command(b"SET", key, token, b"NX", b"PX", b"%d" % ttl_ms)
         return self._round(KIND_SET, [cmd], None, (ttl_ms,))[0]
 
-    def release(self, key: bytes, token: bytes, wait: bool = True) -> Round:
+    def release(self, key: bytes, token: bytes, wait: bool = True, quiet: bool = False) -> Round:
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
 
         ``wait=False`` writes the release and returns without waiting for any answer (the cleanup
-        of a failed acquisition: it only has to follow the SET on each connection).
+        of a failed acquisition: it only has to follow the SET on each connection). ``quiet``: that
+        cleanup (``RELEASE`` gives no turn and wakes nobody: the attempt never held the lock).
         """
+        if quiet:
+            return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, [(b"1", key, token, QUIET)], (0,), wait)[0]
         return self.release_many([key], [token], wait)[0]
 
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:

@@ -230,23 +230,27 @@ def _permit_shared(base: bytes, limit: int) -> tuple:
 
 
 class _RWPlan(_Plan):
-    """The keys of a read-write lock: the write key (also its wake key), the readers, the mark."""
+    """The keys of a read-write lock: the write key (also its wake key), the readers' set, the
+    writer's mark, and the prefix of the readers' share keys (``{key}:read:<token>``)."""
 
     _readers: bytes
     _mark: bytes
+    _shares: bytes
 
     def _rw_init(self) -> None:
         self._planned_init()
-        self.key, self._readers, self._mark, read, write = _shared("rwlock", self._base, _rw_shared)
+        self.key, self._readers, self._mark, self._shares, read, write = _shared("rwlock", self._base, _rw_shared)
         self._acquire_tpl, self._release_tpl = write if self._writes else read
 
     _writes = False  # which side: the templates it takes
 
 
 def _rw_shared(base: bytes) -> tuple:
-    """A read-write lock's keys (write, readers, mark) and each side's (acquisition, release) templates."""
-    write, readers, mark = tagged(base, b":write"), tagged(base, b":readers"), tagged(base, b":writer-waiting")
-    return (write, readers, mark,
+    """A read-write lock's keys (write, readers, mark, the share keys' prefix) and each side's
+    (acquisition, release) templates."""
+    write, readers = tagged(base, b":write"), tagged(base, b":readers")
+    mark, shares = tagged(base, b":writer-waiting"), tagged(base, b":read:")
+    return (write, readers, mark, shares,
             (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark]),
              script_template(KIND_SCRIPT, READ_RELEASE, [readers, write])),
             (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
@@ -254,17 +258,29 @@ def _rw_shared(base: bytes) -> tuple:
 
 
 class _ReadPlan(_RWPlan):
-    """A reader's share: a member of the readers' sorted set, scored by its expiry."""
+    """A reader's share: its own key (``{key}:read:<token>``), its token listed in the readers' set.
+    (The templates' key lists end before the share key: each step adds it, then the arguments.)"""
 
     def _acquire_step(self, token: bytes) -> Step:
         ttl_ms = self._ttl_ms
-        return template_step(self._acquire_tpl, [token, ms(ttl_ms)], ttl_ms)
+        tpl = self._acquire_tpl
+        return SCRIPT, (tpl[0], tpl[1], tpl[2], _with_share(tpl[3], self._shares + token, [token, ms(ttl_ms)]),
+                        ttl_ms, True)
 
     def _release_step(self, token: bytes) -> Step:
-        return template_step(self._release_tpl, [token])
+        tpl = self._release_tpl
+        return SCRIPT, (tpl[0], tpl[1], tpl[2], _with_share(tpl[3], self._shares + token, [token]), 0, True)
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
-        return owner_step(READ_EXTEND, [self._readers], [token, ms(ttl_ms)], ttl_ms)
+        return owner_step(READ_EXTEND, [self._readers, self._shares + token], [token, ms(ttl_ms)], ttl_ms)
+
+
+def _with_share(prefix: List[bytes], share: bytes, argv: List[bytes]) -> List[bytes]:
+    """A read template's arguments with the share key added to its keys: the key count (the
+    prefix's first item) goes up by one."""
+    args = [b"%d" % (len(prefix)), *prefix[1:], share]
+    args.extend(argv)
+    return args
 
 
 class _WritePlan(_RWPlan):
@@ -283,7 +299,8 @@ class _WritePlan(_RWPlan):
 
     def _acquire_step(self, token: bytes) -> Step:
         ttl_ms = self._ttl_ms
-        return template_step(self._acquire_tpl, [token, ms(ttl_ms), self._mark_arg, self._mark_id], ttl_ms)
+        return template_step(self._acquire_tpl, [token, ms(ttl_ms), self._mark_arg, self._mark_id, self._shares],
+                             ttl_ms)
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         return [self.key], [token]

@@ -381,7 +381,7 @@ class Lock:
                     return True
                 self._last = second
             if may_hold(first.outcomes):
-                core.release(key, token, False)
+                core.release(key, token, False, True)  # quiet: it never held the lock
         return False
 
     # --- adopt: a lock acquired elsewhere --------------------------------------------------------

@@ -13,7 +13,7 @@ from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagg
 def test_readers_share_and_exclude_writers(dlm, masters, name):
     r1, r2, w = dlm.rwlock(name, ttl=5), dlm.rwlock(name, ttl=5), dlm.rwlock(name, ttl=5)
     assert r1.read.acquire(blocking=False) and r2.read.acquire(blocking=False)
-    assert eventually(lambda: [m.command("ZCARD", tagged(name, ":readers")) for m in masters], [2] * 5) == [2] * 5
+    assert eventually(lambda: [m.command("SCARD", tagged(name, ":readers")) for m in masters], [2] * 5) == [2] * 5
     assert no_key_without_ttl(masters, name)
     assert not w.write.acquire(blocking=False)
     r1.read.release()

@@ -475,6 +475,27 @@ def test_a_client_alone_again_owes_no_courtesy_to_itself(make_client, masters, n
         assert not owed, "a release heard only by this client's own subscription made it hold back"
 
 
+@pytest.mark.parametrize("fencing", [False, True], ids=["plain", "fenced"])
+def test_a_failed_plain_attempt_gives_no_turn_away(make_client, masters, name, fencing):
+    # The same for an attempt that does not queue (non-blocking; a fenced one): the cores' own
+    # cleanup of a failed attempt is a quiet RELEASE (no turn, no wake), not the holder's release.
+    queue = "{" + name + "}:wait"
+    for m in masters:
+        m.command("SET", name, "holder", "PX", 10000)
+    for m in masters[3:]:
+        m.command("DEL", name)  # the holder's key lost on two masters
+        m.command("ZADD", queue, 1, "next.1|0")  # and a waiter queued there, first in line
+        m.command("PERSIST", queue)
+    lock = make_client(masters.urls, retry_count=0).lock(name, ttl=10, fencing=fencing)
+    assert lock.acquire(blocking=False) is False  # two masters of five
+    for m in masters[3:]:
+        assert wait_until(lambda: m.command("EXISTS", name) == 0, 2.0)  # its own key was cleaned up
+        assert m.command("ZSCORE", queue, "next.1|0") is not None, "the cleanup popped the next waiter"
+        assert m.command("EXISTS", "{" + name + "}:next") == 0
+    for m in masters:
+        m.command("DEL", name, queue)
+
+
 def test_a_failed_queued_attempt_gives_no_turn_away(make_client, masters, name):
     # A queued attempt that took the key on two masters only (the holder's key is gone there, as
     # after a restart) cleans up there; that cleanup must not hand the turn to the next waiter of

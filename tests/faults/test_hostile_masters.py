@@ -13,6 +13,8 @@ import pytest
 
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import HOSTILE_REPLIES, FakeMaster, start_masters
+from fastredlock.protocol.family import READ_ACQUIRE, sha_of
+from fastredlock.protocol.scripts import RELEASE_SHA
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import Timer, bound, gone_within  # noqa: E402
@@ -194,3 +196,29 @@ def test_error_reply_counts_as_no(make_client, fault_masters, name):
     assert lock.outcomes[0].outcome == "no"
     lock.release()
     assert fault_masters[0].command("TYPE", name) == b"list"
+
+
+def test_a_master_that_refuses_script_load_still_runs_the_scripts(make_client, name):
+    # new connections load every script first (so that a round decided at quorum never leaves a
+    # slow master behind on NOSCRIPT); an ACL without SCRIPT refuses that, which must cost nothing
+    with start_masters(3) as local:
+        for m in local:
+            assert m.command("ACL", "SETUSER", "locker", "on", ">pw", "+@all", "~*") == b"OK"
+        assert local[0].command("ACL", "SETUSER", "locker", "reset", "on", ">pw", "+@all", "-script", "~*") == b"OK"
+        urls = [f"redis://locker:pw@127.0.0.1:{m.port}" for m in local]
+        dlm = make_client(urls, retry_count=0)
+        read = dlm.rwlock(name, ttl=5.0).read
+        assert read.acquire()
+        assert [o.outcome for o in read.outcomes] == ["ok"] * 3, read.outcomes
+        read.release()
+        assert [o.outcome for o in read.outcomes] == ["ok"] * 3, read.outcomes
+        assert local[0].command("SCRIPT", "EXISTS", sha_of(READ_ACQUIRE)) == [1]  # loaded by its EVAL
+        assert [m.command("KEYS", "*") for m in local] == [[]] * 3
+
+
+def test_new_connections_load_the_scripts_before_the_first_round(make_client, name):
+    with start_masters(3) as local:
+        lock = make_client(local.urls, retry_count=0).lock(name, ttl=5.0)
+        assert lock.acquire()  # a plain SET: no script of its own
+        assert [m.command("SCRIPT", "EXISTS", sha_of(READ_ACQUIRE), RELEASE_SHA) for m in local] == [[1, 1]] * 3
+        lock.release()

@@ -119,3 +119,36 @@ def test_cluster_lock_and_turns_on_each_server(make_client, versioned_cluster, n
     names = [f"{name}:{i}" for i in range(50)]
     locks = dlm.acquire_many(names, ttl=5.0)
     assert all(locks) and all(dlm.release_many(locks))
+
+
+def test_read_shares_keep_the_readers_set_alive_on_each_server(make_client, versioned_masters, name):
+    # the readers' set's expiry is pushed out, never pulled in: PEXPIRE NX/GT on Redis >= 7 (and
+    # Valkey), a PTTL comparison on 6.2; either way a shorter share must not cut a longer one short
+    dlm = make_client(versioned_masters.urls, retry_count=0)
+    readers = b"{%s}:readers" % name.encode()
+    short, long_ = dlm.rwlock(name, ttl=2).read, dlm.rwlock(name, ttl=5).read
+
+    def pttls_within(low, high):
+        # an acquisition returns at quorum: the slowest master may run its script a moment later
+        end = time.monotonic() + 2.0
+        while True:
+            left = [m.command("PTTL", readers) for m in versioned_masters]
+            if all(low < ms <= high for ms in left) or time.monotonic() > end:
+                return left
+
+    assert short.acquire()
+    left = pttls_within(0, 2000)
+    assert all(0 < ms <= 2000 for ms in left), left
+    assert long_.acquire()
+    left = pttls_within(4500, 5000)
+    assert all(4500 < ms <= 5000 for ms in left), left
+    long_.extend(8)
+    left = pttls_within(7500, 8000)
+    assert all(7500 < ms <= 8000 for ms in left), left
+    writer = dlm.rwlock(name, ttl=5).write
+    assert not writer.acquire(blocking=False)
+    short.release()
+    long_.release()
+    assert writer.acquire(blocking=False)
+    writer.release()
+    assert [m.command("KEYS", "{%s}*" % name) for m in versioned_masters] == [[]] * 3  # no share left

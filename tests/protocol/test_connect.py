@@ -28,6 +28,35 @@ def test_handshake_bytes(proto, url, restart_aware, hello, kinds):
     assert proto.handshake.handshake(specs(1, url)[0], restart_aware) == (hello, kinds)
 
 
+def test_new_connections_load_every_script_before_the_first_commands(proto):
+    hs = proto.handshake
+    loads = hs.PRELOAD.split(b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n")
+    assert loads[0] == b"" and len(loads) == len(hs.PRELOADED) + 1
+    for script, load in zip(hs.PRELOADED, loads[1:]):
+        assert load == b"$%d\r\n%s\r\n" % (len(script), script)
+    for script in (proto.scripts.RELEASE, proto.scripts.ACQUIRE_QUEUED, proto.family.READ_ACQUIRE,
+                   proto.family.WRITE_ACQUIRE, proto.family.RLOCK_ACQUIRE):
+        assert script in hs.PRELOADED
+    n = len(hs.PRELOADED)
+    for url, hello in (("redis://127.0.0.1:7000", 0), ("redis://:pw@127.0.0.1:7000", 1)):
+        drive = Drive(proto, n=1, url=url)
+        drive.session.links[0].preload = hs.PRELOAD  # what the cores ask for (Session(..., preload=True))
+        drive.begin(SCRIPT, payload=b"<evalsha>", fallbacks=[b"<eval>"])
+        if hello:  # the handshake goes alone; the loads are written with the commands, not gated
+            assert b"SCRIPT" not in drive.written[0]
+            drive.reply(0, b"OK", .001)
+        assert drive.written[0].endswith(hs.PRELOAD + b"<evalsha>")
+        for k in range(n):  # their answers are dropped, a refusal too (an ACL without SCRIPT)
+            if k == 0:
+                assert drive.reply(0, None, .002, error="NOPERM this user has no permissions")
+            else:
+                assert drive.reply(0, b"0" * 40, .002)
+            assert not drive.over()
+        drive.say(0, "ok", .003)
+        (rnd,) = drive.finish(.003)
+        assert rnd.ok and rnd.outcomes == (OK,)
+
+
 def test_handshake_goes_alone_then_the_commands(proto):
     drive = Drive(proto, n=1, url="redis://:pw@127.0.0.1:7000/2")
     drive.begin(SET)

@@ -49,7 +49,7 @@ def test_readers_held_are_what_a_quorum_reports_at_least(values, expected):
 def test_inspection_reads_only():
     for kind, limit in ((family.RLOCK, 0), (family.RWLOCK, 0), (family.SEMAPHORE, 3)):
         reads = family.inspect_reads(kind, b"n", limit)
-        assert {cmd[0] for cmd in reads} <= {b"GET", b"HGET", b"PTTL", b"ZCARD", b"EXISTS"}
+        assert {cmd[0] for cmd in reads} <= {b"GET", b"HGET", b"PTTL", b"SCARD", b"EXISTS"}
         assert all(cmd[1].startswith(b"{n}:") for cmd in reads)  # one cluster slot
     assert len(family.inspect_reads(family.SEMAPHORE, b"n", 3)) == 6
     with pytest.raises(ValueError):
@@ -57,9 +57,9 @@ def test_inspection_reads_only():
 
 
 def test_steps_carry_the_scripts_and_their_digests():
-    op, args = family.owner_step(family.READ_RELEASE, [b"{n}:readers", b"{n}:write"], [b"tok"])
+    op, args = family.owner_step(family.READ_RELEASE, [b"{n}:readers", b"{n}:write", b"{n}:read:tok"], [b"tok"])
     kind, sha, script, argv, ttl_ms, wait = args
     assert op == family.SCRIPT and script == family.READ_RELEASE and wait is True and ttl_ms == 0
     assert sha == hashlib.sha1(family.READ_RELEASE).hexdigest().encode()
-    assert argv == [b"2", b"{n}:readers", b"{n}:write", b"tok"]
+    assert argv == [b"3", b"{n}:readers", b"{n}:write", b"{n}:read:tok", b"tok"]
     assert b"KEYS[2]" in family.PERMIT_RELEASE and b"KEYS[1], '1')" not in family.PERMIT_RELEASE

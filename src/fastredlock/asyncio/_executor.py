@@ -126,7 +126,7 @@ class AsyncExecutor:
                     rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
                     req.ok = rnd.ok
                     if not rnd.ok and may_hold(rnd.outcomes):  # released behind its SETs, not awaited
-                        await lc.run("release", key, token, False)
+                        await lc.run("release", key, token, False, True)  # quiet
                 else:
                     rnd = req.rnd = (await lc.run("release", key, token))[0]
                     req.ok = rnd.successes >= self.quorum

@@ -186,7 +186,7 @@ class Lock(_SyncLock):
                     return True
                 self._last = second
             if may_hold(first.outcomes):
-                await lc.run("release", key, token, False)
+                await lc.run("release", key, token, False, True)  # quiet: it never held the lock
             return False
 
         aexec = self._client._aexec

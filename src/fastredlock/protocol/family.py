@@ -27,14 +27,15 @@ and owner-checked release and extension). So each slot has at most one holder, a
 ``limit`` slots. (Counting tokens per master instead, "each master admits up to ``limit``", is not
 safe for ``limit`` >= 2: different quorums may admit different holders.)
 
-Read-write lock (``dlm.rwlock``): three keys per name. ``{key}:write`` holds the writer's token (an
-ordinary lock key: released and extended by the plain scripts); ``{key}:readers`` is a sorted set
-of reader tokens scored by when each share expires (milliseconds of the master's own clock,
-``TIME``), pruned by every script that reads it, its key TTL the latest share's; ``{key}:
-writer-waiting`` holds the token of a writer that found readers, for a short time that the writer
-renews at each attempt while it waits. Per master one script decides: a reader enters iff there is
-no writer and no waiting writer; a writer enters iff there is no writer and no live reader (else it
-leaves its mark, if no other writer's mark is there). Across masters, each side needs a quorum.
+Read-write lock (``dlm.rwlock``): ``{key}:write`` holds the writer's token (an ordinary lock key:
+released and extended by the plain scripts); each reader's share is a key of its own,
+``{key}:read:<token>`` (``SET PX``: it expires by itself), its token listed in the set
+``{key}:readers`` (the set's TTL never shorter than its longest share's; a writer's script takes out
+the tokens whose share is gone); ``{key}:writer-waiting`` holds the mark of a writer that found
+readers, for a short time that the writer renews at each attempt while it waits. Per master one
+script decides: a reader enters iff there is no writer and no waiting writer; a writer enters iff
+there is no writer and no live share (else it leaves its mark, if no other writer's mark is there).
+Across masters, each side needs a quorum.
 Why it is safe: a writer holds a quorum W of masters where no reader share was live when it
 entered, and every reader holds a quorum R; W and R share a master, and on that master whichever
 entered second was refused while the other was there (its share or key lives until its release or
@@ -75,16 +76,19 @@ def _wake(k):
             b"if type(heard) == 'number' and heard > 0 then\n    return 2\nend\nreturn 1\n" % k)
 
 
-#: Lua: ``now``, the master's own clock in milliseconds (``TIME``; Redis >= 5 replicates a
-#: script's effects, so reading the clock before a write is allowed).
-_NOW = b"local t = redis.call('time')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-
 #: Lua: the readers' set ``KEYS[1]`` lives at least as long as the share just written (``ARGV[2]``
 #: ms): its expiry is pushed out when that share ends later, never pulled in (a longer share of
-#: another reader may be in it); then return 1. (A PTTL, not a look at the latest score: one call
-#: less on every master, on the read lock's hot path.)
-_OUTLIVE_SHARE = (b"if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then\n"
-                  b"    redis.call('pexpire', KEYS[1], ARGV[2])\nend\nreturn 1\n")
+#: another reader may be in it); then return 1. Redis >= 7 (``redis.REDIS_VERSION_NUM`` is set):
+#: ``PEXPIRE NX`` sets a new set's expiry in one call, else ``PEXPIRE GT`` pushes it out; older
+#: servers compare the ``PTTL``. (Each Lua call costs about as much as a plain lock's ``SET``: the
+#: common case, a set made by this share, takes one.)
+_OUTLIVE_SHARE = (b"if redis.REDIS_VERSION_NUM then\n"
+                  b"    if redis.call('pexpire', KEYS[1], ARGV[2], 'NX') == 0 then\n"
+                  b"        redis.call('pexpire', KEYS[1], ARGV[2], 'GT')\n"
+                  b"    end\n"
+                  b"elseif redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then\n"
+                  b"    redis.call('pexpire', KEYS[1], ARGV[2])\n"
+                  b"end\nreturn 1\n")
 
 # --- reentrant lock ---------------------------------------------------------------------------------
 
@@ -151,64 +155,80 @@ PERMIT_RELEASE = RELEASE.replace(b"'fastredlock-wake:' .. KEYS[1]", b"'fastredlo
 
 # --- read-write lock --------------------------------------------------------------------------------
 
+# A reader's share is a key of its own, ``{key}:read:<token>`` (``SET PX``: it expires by itself,
+# no clock is read), listed in the readers' set ``{key}:readers`` (a plain set of tokens, whose TTL
+# is never shorter than its longest share's) so a writer can find it. Why not a sorted set scored by
+# each share's end (the master's ``TIME``), as before: every Lua ``redis.call`` costs about as much
+# as the whole ``SET NX PX`` of a plain lock, and the scores took three more of them per cycle.
+
 # READ_ACQUIRE
-# KEYS[1]  the write key    KEYS[2]  the readers' sorted set    KEYS[3]  the writer-waiting mark
+# KEYS[1]  the write key    KEYS[2]  the readers' set    KEYS[3]  the writer-waiting mark
+# KEYS[4]  the reader's share key ({key}:read:<token>)
 # ARGV[1]  the reader's token
 # ARGV[2]  the time to live of its share in milliseconds
-# Returns  1 if the share was added (no writer holds, none waits), 0 otherwise.
+# Returns  1 if the share was taken (no writer holds, none waits), 0 otherwise.
 READ_ACQUIRE = b"""\
 if redis.call('exists', KEYS[1], KEYS[3]) > 0 then
     return 0
 end
-""" + _NOW + b"""\
-redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('set', KEYS[4], '1', 'PX', ARGV[2])
+redis.call('sadd', KEYS[2], ARGV[1])
 """ + _OUTLIVE_SHARE.replace(b"KEYS[1]", b"KEYS[2]")
 
 # READ_EXTEND
-# KEYS[1]  the readers' sorted set
+# KEYS[1]  the readers' set    KEYS[2]  the reader's share key
 # ARGV[1]  the reader's token
 # ARGV[2]  the new time to live of its share in milliseconds
-# Returns  1 if the share was live and now lasts ARGV[2] more milliseconds, 0 otherwise.
-READ_EXTEND = _NOW + b"""\
-local score = redis.call('zscore', KEYS[1], ARGV[1])
-if not score or tonumber(score) <= now then
+# Returns  1 if the share was live (and listed) and now lasts ARGV[2] more milliseconds, 0 otherwise.
+READ_EXTEND = b"""\
+if redis.call('sismember', KEYS[1], ARGV[1]) == 0 or redis.call('pexpire', KEYS[2], ARGV[2]) == 0 then
     return 0
 end
-redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 """ + _OUTLIVE_SHARE
 
 # READ_RELEASE
-# KEYS[1]  the readers' sorted set
-# KEYS[2]  the write key (never written here: its channel is the one waiters listen on)
+# KEYS[1]  the readers' set    KEYS[2]  the write key (never written here: its channel is the one
+#          waiters listen on)    KEYS[3]  the reader's share key
 # ARGV[1]  the reader's token
-# Returns  1 if the share was there and was removed, 2 if so, it was the last live share and
-#          waiters heard it, 0 otherwise. The last share out wakes the waiters (a waiting writer).
+# Returns  1 if the share was live and was removed, 2 if so, no other reader is listed and waiters
+#          heard it, 0 otherwise (its token leaves the set either way). The last reader out wakes
+#          the waiters (a waiting writer); a reader killed before its release stays listed until a
+#          writer's attempt finds its share gone, so the next one out may not wake them: the
+#          writer's backoff covers that.
 READ_RELEASE = b"""\
-if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
+local live = redis.call('del', KEYS[3])
+redis.call('srem', KEYS[1], ARGV[1])
+if live == 0 then
     return 0
 end
-""" + _NOW + b"""\
-if redis.call('zcount', KEYS[1], '(' .. now, '+inf') > 0 then
+if redis.call('exists', KEYS[1]) == 1 then
     return 1
 end
 """ + _wake(2)
 
 # WRITE_ACQUIRE
-# KEYS[1]  the write key    KEYS[2]  the readers' sorted set    KEYS[3]  the writer-waiting mark
+# KEYS[1]  the write key    KEYS[2]  the readers' set    KEYS[3]  the writer-waiting mark
 # ARGV[1]  the writer's token
 # ARGV[2]  the time to live in milliseconds
 # ARGV[3]  how long the writer's mark lasts, in milliseconds (it renews it at each attempt)
 # ARGV[4]  the writer's mark (one per write handle: it stays the same over the handle's attempts)
+# ARGV[5]  the prefix of the readers' share keys ({key}:read:); a listed token whose share key is
+#          gone (expired: its reader ended without a release) is taken out of the set
 # Returns  1 if the writer now holds the write key (no writer, no live reader), 0 otherwise; a
 #          writer refused because of readers leaves its mark (unless another writer's is there).
 WRITE_ACQUIRE = b"""\
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
-""" + _NOW + b"""\
-redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-if redis.call('zcard', KEYS[2]) > 0 then
+local live = 0
+for _, reader in ipairs(redis.call('smembers', KEYS[2])) do
+    if redis.call('exists', ARGV[5] .. reader) == 1 then
+        live = live + 1
+    else
+        redis.call('srem', KEYS[2], reader)
+    end
+end
+if live > 0 then
     local mark = redis.call('get', KEYS[3])
     if not mark or mark == ARGV[4] then
         redis.call('set', KEYS[3], ARGV[4], 'PX', ARGV[3])
@@ -229,6 +249,11 @@ _SCRIPTS = {}
 for _script in (RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND,
                 READ_RELEASE, WRITE_ACQUIRE):
     _SCRIPTS[_script] = hashlib.sha1(_script).hexdigest().encode()
+
+
+#: The lock family's scripts, loaded on every new connection (:mod:`.handshake`).
+PRELOADED_FAMILY = (RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND,
+                    READ_RELEASE, WRITE_ACQUIRE)
 
 
 def sha_of(script):
@@ -341,7 +366,7 @@ def inspect_reads(kind, key, limit=0):
         return [(b"HGET", k, b"owner"), (b"PTTL", k), (b"HGET", k, b"count")]
     if kind == RWLOCK:
         write, readers = tagged(key, b":write"), tagged(key, b":readers")
-        return [(b"GET", write), (b"PTTL", write), (b"ZCARD", readers), (b"PTTL", readers),
+        return [(b"GET", write), (b"PTTL", write), (b"SCARD", readers), (b"PTTL", readers),
                 (b"EXISTS", tagged(key, b":writer-waiting"))]
     if kind == SEMAPHORE:
         reads = []

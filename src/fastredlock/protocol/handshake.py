@@ -5,9 +5,19 @@ and, for a Sentinel master or a cluster node, ``INFO replication`` (is it the ma
 promoted? see :mod:`.sentinel` and :mod:`.cluster`) go first, alone: the round's commands follow only once every answer is in and good, so a failed
 login or a refused INFO never lets a command of ours run on the wrong db or unchecked. That costs
 one extra round trip, on connect only.
+
+Then, written right before the first round's commands (not gated: no answer is waited for),
+``SCRIPT LOAD`` of every script the client may run (:data:`PRELOADED`; the session drops their
+replies unread): a master that restarted empty (or is new) knows them before that round's first
+EVALSHA, which then never meets ``NOSCRIPT``. That matters because a round may be decided at
+quorum before a slow master's ``NOSCRIPT`` comes back: its ``EVAL`` fallback is then never sent,
+and that master would miss the write (a lock or a share held on one master fewer than it could
+be). A refused ``SCRIPT LOAD`` (an ACL without ``SCRIPT``) costs nothing: the fallback still works.
 """
 from .resp import encode_command
 from .cluster import node_verified
+from .family import PRELOADED_FAMILY
+from .scripts import PRELOADED_PLAIN
 from .sentinel import verified
 
 HELLO_AUTH = 0
@@ -24,6 +34,12 @@ HELLO_NODE_VOTE = 6
 
 _NAMES = ("AUTH", "SELECT", "INFO", "INFO replication", "INFO replication", "INFO replication",
           "INFO replication")
+
+#: Every script a client may send (the plain lock's and the lock family's), loaded on connect.
+PRELOADED = PRELOADED_PLAIN + PRELOADED_FAMILY
+#: What a new connection writes before its first commands (after the handshake's answers): one
+#: ``SCRIPT LOAD`` per script of :data:`PRELOADED`, whose replies the session drops.
+PRELOAD = b"".join([encode_command(b"SCRIPT", b"LOAD", script) for script in PRELOADED])
 
 
 def handshake(spec, restart_aware):

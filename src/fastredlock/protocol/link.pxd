@@ -21,6 +21,8 @@ cdef class Link:
     cdef public list cmds
     cdef public object spec
     cdef public bytes hello
+    cdef public bytes preload
+    cdef public Py_ssize_t preloads
     cdef public tuple hello_kinds
     cdef public MasterClock clock
     cdef public ReplyGuard guard
@@ -44,6 +46,7 @@ cdef class Link:
     cpdef Py_ssize_t pop_cmd(self) except -1
     cpdef requeue(self, Py_ssize_t j)
     cpdef request_open(self, bytes first)
+    cpdef bytes preloaded(self, bytes first)
     cpdef request_close(self)
     @cython.locals(entry=Owed, count=Py_ssize_t)
     cpdef Py_ssize_t pending(self) except -1

@@ -13,7 +13,7 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
-from .handshake import handshake
+from .handshake import PRELOAD, PRELOADED, handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
 from .result import settle_sink
@@ -45,7 +45,7 @@ class Owed:
 class Link:
     """One master's connection state without the socket; see the module docstring."""
 
-    def __init__(self, index, spec, restart_aware):
+    def __init__(self, index, spec, restart_aware, preload=False):
         self.index = index
         #: The master whose vote this link casts: ``index``, or for a cluster's node its cluster's.
         self.master = index
@@ -55,6 +55,10 @@ class Link:
         self.cmds = None
         self.spec = spec
         self.hello, self.hello_kinds = handshake(spec, restart_aware)
+        #: Written before a new connection's first commands (the scripts it loads), or b"".
+        self.preload = PRELOAD if preload else b""
+        #: Replies of those ``SCRIPT LOAD`` still to come (dropped unread).
+        self.preloads = 0
         self.clock = MasterClock()
         self.guard = ReplyGuard()
         #: Replies owed to rounds that already returned, in the order they will arrive.
@@ -89,7 +93,7 @@ class Link:
 
     def expecting(self):
         """Whether replies are still to be read on this connection (owed, or this round's)."""
-        return bool(self.owed) or self.waiting()
+        return bool(self.owed) or self.waiting() or self.preloads > 0
 
     def waiting(self):
         """Whether this round's commands are not all answered yet."""
@@ -128,14 +132,22 @@ class Link:
         self.opening = True
         self.connecting = False
         self.guard.reset()
+        self.preloads = 0
         if self.hello_kinds:
             # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
             # may have run (on the wrong db, or without the checks restart-aware voting needs).
             self.out = self.hello
             self.skip = 0
         else:
-            self.out = first
+            self.out = self.preloaded(first)
             self.skip = -1
+
+    def preloaded(self, first):
+        """``first`` behind the scripts a new connection loads (their replies are then awaited)."""
+        if not self.preload:
+            return first
+        self.preloads = len(PRELOADED)
+        return self.preload + first
 
     def request_close(self):
         """Ask the twin to close the socket (close only: a fork sibling may share it)."""
@@ -147,6 +159,7 @@ class Link:
         self.polled = False
         self.out = b""
         self.skip = -1
+        self.preloads = 0
 
     def pending(self):
         """How many owed replies would still fill in a PENDING outcome."""

@@ -285,3 +285,8 @@ return table.concat(done)
 """
 
 RELEASE_MANY_SHA = hashlib.sha1(RELEASE_MANY).hexdigest().encode()
+
+
+#: The scripts above that a client may send, loaded on every new connection (:mod:`.handshake`).
+PRELOADED_PLAIN = (RELEASE, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
+                   ACQUIRE_ALL, RELEASE_MANY)

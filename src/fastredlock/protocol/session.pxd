@@ -26,6 +26,7 @@ cdef class Session:
     cdef public Py_ssize_t redirects
     cdef public bint maps_stale
     cdef public bint redirected
+    cdef public bint preload
     cdef public Py_ssize_t quorum
     cdef public double io_timeout
     cdef public double connect_timeout

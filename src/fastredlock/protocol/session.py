@@ -70,8 +70,10 @@ class Session:
     """N links and the round that drives them. Not thread-safe: one per concurrent caller."""
 
     def __init__(self, specs, io_timeout, connect_timeout, drift_factor, restart_aware=False,
-                 health=None, early=True):
-        self.links = [Link(i, spec, restart_aware) for i, spec in enumerate(specs)]
+                 health=None, early=True, preload=False):
+        #: Whether new connections load the client's scripts first (:mod:`.handshake`).
+        self.preload = preload
+        self.links = [Link(i, spec, restart_aware, preload) for i, spec in enumerate(specs)]
         self.n = len(self.links)
         #: Per cluster master, its :class:`~.cluster.ClusterRoute`; None: no master is a cluster.
         self.routes = None
@@ -169,7 +171,8 @@ class Session:
         if index >= 0:
             return index
         base = self.links[i]
-        link = Link(len(self.links), base.spec._replace(host=address[0], port=address[1]), self.restart_aware)
+        link = Link(len(self.links), base.spec._replace(host=address[0], port=address[1]), self.restart_aware,
+                    self.preload)
         link.master = i
         link.cmds = []
         link.clock.address = address
@@ -494,7 +497,7 @@ class Session:
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
         link = self.links[i]
-        if link.skip >= 0:
+        if link.skip >= 0 or link.preloads > 0:
             return -1
         if link.owed:
             entry = link.owed[0]
@@ -548,7 +551,13 @@ class Session:
             link.skip += 1
             if link.skip == len(link.hello_kinds):
                 link.skip = -1
-                link.out = link.payload
+                link.out = link.preloaded(link.payload)
+            return True
+        if link.preloads > 0:
+            # A SCRIPT LOAD's answer (a refusal, by an ACL, costs only the EVAL fallback). Like an
+            # owed reply it is no answer of this round: got_data stays (a stale connection that
+            # fails next is still retried).
+            link.preloads -= 1
             return True
         if link.owed:
             return self._owed_reply(link, reply, error, now)
