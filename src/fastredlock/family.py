@@ -251,36 +251,25 @@ def _rw_shared(base: bytes) -> tuple:
     write, readers = tagged(base, b":write"), tagged(base, b":readers")
     mark, shares = tagged(base, b":writer-waiting"), tagged(base, b":read:")
     return (write, readers, mark, shares,
-            (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark]),
-             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write])),
+            (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark], 1),
+             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write], 1)),
             (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
              script_template(KIND_SCRIPT, RELEASE, [write])))
 
 
 class _ReadPlan(_RWPlan):
     """A reader's share: its own key (``{key}:read:<token>``), its token listed in the readers' set.
-    (The templates' key lists end before the share key: each step adds it, then the arguments.)"""
+    (The templates' key lists end before the share key: each step names it, then the arguments.)"""
 
     def _acquire_step(self, token: bytes) -> Step:
         ttl_ms = self._ttl_ms
-        tpl = self._acquire_tpl
-        return SCRIPT, (tpl[0], tpl[1], tpl[2], _with_share(tpl[3], self._shares + token, [token, ms(ttl_ms)]),
-                        ttl_ms, True)
+        return template_step(self._acquire_tpl, [self._shares + token, token, ms(ttl_ms)], ttl_ms)
 
     def _release_step(self, token: bytes) -> Step:
-        tpl = self._release_tpl
-        return SCRIPT, (tpl[0], tpl[1], tpl[2], _with_share(tpl[3], self._shares + token, [token]), 0, True)
+        return template_step(self._release_tpl, [self._shares + token, token])
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(READ_EXTEND, [self._readers, self._shares + token], [token, ms(ttl_ms)], ttl_ms)
-
-
-def _with_share(prefix: List[bytes], share: bytes, argv: List[bytes]) -> List[bytes]:
-    """A read template's arguments with the share key added to its keys: the key count (the
-    prefix's first item) goes up by one."""
-    args = [b"%d" % (len(prefix)), *prefix[1:], share]
-    args.extend(argv)
-    return args
 
 
 class _WritePlan(_RWPlan):

@@ -264,10 +264,12 @@ def sha_of(script):
     return sha
 
 
-def script_template(kind, script, keys):
+def script_template(kind, script, keys, own_keys=0):
     """What does not change between the steps of ``script`` on ``keys``: ``(kind, sha, script, the
-    arguments' prefix)`` (a handle makes its templates once; :func:`template_step` fills one in)."""
-    prefix = [b"%d" % len(keys)]
+    arguments' prefix)`` (a handle makes its templates once; :func:`template_step` fills one in).
+    ``own_keys``: each step names that many more keys first (a reader's share key), then its
+    arguments."""
+    prefix = [b"%d" % (len(keys) + own_keys)]
     prefix.extend(keys)
     return kind, sha_of(script), script, prefix
 
