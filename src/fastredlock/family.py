@@ -378,7 +378,7 @@ class ReadLock(_ReadPlan, _Planned):
     """The read side of a :class:`RWLock` (many readers hold it at once, never with a writer)."""
 
     def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
-        super().__init__(client, name, ttl, **options)
+        Lock.__init__(self, client, name, ttl, **options)  # (no super(): made for each use)
         self._rw_init()
 
 
@@ -405,6 +405,8 @@ class RWLock:
 
     ``write`` may be None if ``make_write`` is given: a callable that makes the write handle when
     :attr:`write` is first read (a reader alone never pays for one)."""
+
+    __slots__ = ("read", "_write", "_make_write")
 
     def __init__(self, read: Any, write: Any = None, make_write: Optional[Callable[[], Any]] = None) -> None:
         if write is None and make_write is None:
