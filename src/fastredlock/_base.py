@@ -216,11 +216,10 @@ class RedlockBase:
         # The write handle is made when first asked for (a reader alone never pays for one); the
         # read handle checks the arguments now. (No options passed on where all are the defaults:
         # a reader's handle is made for each use, and keywords cost it a dict per call.)
-        if auto_extend or max_hold is not None or on_lost is not None:
-            options: Any = {"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
-            return RWLock(self._family[2](self, name, ttl, **options),
-                          make_write=partial(self._family[3], self, name, ttl, **options))
-        return RWLock(self._family[2](self, name, ttl), make_write=partial(self._family[3], self, name, ttl))
+        options: Any = ({"auto_extend": auto_extend, "max_hold": max_hold, "on_lost": on_lost}
+                        if auto_extend or max_hold is not None or on_lost is not None else {})
+        return RWLock(self._family[2](self, name, ttl, **options),
+                      make_write=partial(self._family[3], self, name, ttl, **options))
 
     def _family_reads(self, name: Union[str, bytes], kind: str, limit: int) -> List[tuple]:
         """The reads of an inspection of a family lock (checked: the kind, a semaphore's limit)."""

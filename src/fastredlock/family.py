@@ -378,7 +378,7 @@ class ReadLock(_ReadPlan, _Planned):
     """The read side of a :class:`RWLock` (many readers hold it at once, never with a writer)."""
 
     def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
-        Lock.__init__(self, client, name, ttl, **options)  # (no super(): made for each use)
+        super().__init__(client, name, ttl, **options)
         self._rw_init()
 
 

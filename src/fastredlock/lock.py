@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import check_number, check_timeout, key_of, token_of
-from .protocol.family import owner_step, queueable, queued_step, renewal_ms, unqueue_step
+from .protocol.family import queueable, queued_step, renewal_ms, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
-from .protocol.scripts import QUIET, RELEASE
 from ._tokens import new_token
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
@@ -278,7 +277,7 @@ class Lock:
                 if rnd.successes < executor.n:
                     core.script(*unqueue_step(self.key, waiter[3])[1])
             elif may_hold(rnd.outcomes):
-                core.script(*owner_step(RELEASE, [self.key], [token, QUIET], 0, False)[1])
+                core.release(self.key, token, False, True)  # quiet: it never held the lock
         self._last = rnd
         return bool(rnd.ok)
 

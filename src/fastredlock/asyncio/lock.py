@@ -19,7 +19,7 @@ from ..errors import LockError, MasterOutcome
 from ..lock import Lock as _SyncLock, fence_key
 from ..protocol.family import owner_step, queueable, unqueue_step
 from ..protocol.plans import fence_of, fenced_held, may_hold
-from ..protocol.scripts import QUIET, RELEASE
+from ..protocol.scripts import RELEASE
 from .._checks import check_timeout, token_of
 from .._tokens import new_token
 from ..events import ACQUIRED, LOST, REFUSED, RELEASED
@@ -138,8 +138,7 @@ class Lock(_SyncLock):
                 unqueue = unqueue_step(key, waiter[3])
                 await lc.run(unqueue[0], *unqueue[1])
             elif not rnd.ok and may_hold(rnd.outcomes):
-                cleanup = owner_step(RELEASE, [key], [token, QUIET], 0, False)
-                await lc.run(cleanup[0], *cleanup[1])
+                await lc.run("release", key, token, False, True)  # quiet: it never held the lock
             return rnd
 
         def undo(rnd: Any) -> None:  # cancelled: the lock taken for nobody goes

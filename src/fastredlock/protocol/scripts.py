@@ -42,10 +42,11 @@ local function tagged(key, suffix)
 end
 """
 
-#: RELEASE's second argument for the cleanup of a failed queued attempt: the key goes, but no turn
-#: is given and nobody is woken. (Given there, the turn would go to the next waiter on the few
-#: masters the failed attempt took, while the real release gives it elsewhere: masters that
-#: disagree on whose turn it is, and hand-overs that wait for the turn to lapse.)
+#: RELEASE's second argument for the cleanup of a failed attempt (``Core.release(..., quiet=True)``):
+#: the key goes, but no turn is given and nobody is woken. (Given there, the turn would go to the
+#: next waiter on the few masters the failed attempt took, while the real release gives it
+#: elsewhere: masters that disagree on whose turn it is, and hand-overs that wait for the turn to
+#: lapse.)
 QUIET = b"q"
 
 #: How long the turn a release gives a queued waiter waits for it, in milliseconds (a waiter
