@@ -252,7 +252,7 @@ def _rw_shared(base: bytes) -> tuple:
     mark, shares = tagged(base, b":writer-waiting"), tagged(base, b":read:")
     return (write, readers, mark, shares,
             (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark], 1),
-             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write], 1)),
+             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write, mark], 1)),
             (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
              script_template(KIND_SCRIPT, RELEASE, [write])))
 

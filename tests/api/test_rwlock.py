@@ -103,6 +103,29 @@ def test_last_reader_out_wakes_the_writer_and_the_writer_wakes_readers(make_clie
     assert ok and waited < 1.0
 
 
+def test_a_reader_wakes_nobody_unless_a_writer_waits(dlm, masters, name):
+    """The last reader out publishes only where a writer's mark says one waits for readers (the
+    common release runs one Lua call fewer)."""
+    def publishes():
+        return [m.command("INFO", "commandstats").decode().count("cmdstat_publish:") for m in masters]
+
+    for m in masters:
+        m.command("CONFIG", "RESETSTAT")
+    reader = dlm.rwlock(name, ttl=5).read
+    for _ in range(3):
+        assert reader.acquire(blocking=False)
+        reader.release()
+    assert publishes() == [0] * 5
+    assert reader.acquire(blocking=False)
+    writer = dlm.rwlock(name, ttl=5).write
+    assert not writer.acquire(blocking=False)  # refused by the reader: it leaves its mark
+    reader.release()
+    assert publishes() == [1] * 5
+    assert writer.acquire(blocking=False)
+    writer.release()
+    assert eventually(lambda: family_keys(masters, name), 0) == 0
+
+
 def test_a_reader_share_expires_on_its_own_ttl(dlm, masters, name):
     short, long_ = dlm.rwlock(name, ttl=0.3), dlm.rwlock(name, ttl=5)
     assert short.read.acquire() and long_.read.acquire()

@@ -188,20 +188,22 @@ end
 
 # READ_RELEASE
 # KEYS[1]  the readers' set    KEYS[2]  the write key (never written here: its channel is the one
-#          waiters listen on)    KEYS[3]  the reader's share key
+#          waiters listen on)    KEYS[3]  the writer-waiting mark    KEYS[4]  the reader's share key
 # ARGV[1]  the reader's token
-# Returns  1 if the share was live and was removed, 2 if so, no other reader is listed and waiters
-#          heard it, 0 otherwise (its token leaves the set either way). The last reader out wakes
-#          the waiters (a waiting writer); a reader killed before its release stays listed until a
-#          writer's attempt finds its share gone, so the next one out may not wake them: the
-#          writer's backoff covers that.
+# Returns  1 if the share was live and was removed, 2 if so, a writer waits, no other reader is
+#          listed and waiters heard it, 0 otherwise (its token leaves the set either way). The last
+#          reader out wakes the waiters when a writer waits (its mark is there: a writer refused
+#          because of readers leaves it, or finds another writer's); with no mark nobody waits for
+#          readers, so the common release costs no more calls. A reader killed before its release
+#          stays listed until a writer's attempt finds its share gone, and a writer whose mark
+#          lapsed is not woken: the writer's backoff covers both.
 READ_RELEASE = b"""\
-local live = redis.call('del', KEYS[3])
+local live = redis.call('del', KEYS[4])
 redis.call('srem', KEYS[1], ARGV[1])
 if live == 0 then
     return 0
 end
-if redis.call('exists', KEYS[1]) == 1 then
+if redis.call('exists', KEYS[3]) == 0 or redis.call('exists', KEYS[1]) == 1 then
     return 1
 end
 """ + _wake(2)
