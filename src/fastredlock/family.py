@@ -126,7 +126,7 @@ class _RLockPlan(_Plan):
     def _count_step(self, token: bytes, count: int) -> Step:
         """Hold the lock with ``count`` (a first acquisition, or a re-entry with count + 1)."""
         ttl_ms = self._ttl_ms
-        return template_step(self._acquire_tpl, [token, ms(ttl_ms), ms(count)], ttl_ms)
+        return template_step(self._acquire_tpl, (token, ms(ttl_ms), ms(count)), ttl_ms)
 
     def _entered(self, rnd: Any) -> bool:
         """Take a re-entry's round: on a quorum the count grows and the validity starts again."""
@@ -155,7 +155,7 @@ class _RLockPlan(_Plan):
 
     def _leave_step(self, token: bytes, left: int, wait: bool = True) -> Step:
         """Hold on with ``left`` entries (0: the key goes and waiters wake)."""
-        return template_step(self._release_tpl, [token, ms(left)], 0, wait)
+        return template_step(self._release_tpl, (token, ms(left)), 0, wait)
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(RLOCK_EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)
@@ -218,7 +218,7 @@ class _PermitPlan(_Plan):
         if slot != self._release_slot:
             self._release_tpl = script_template(KIND_SCRIPT, PERMIT_RELEASE, [self._slots[slot], self.key])
             self._release_slot = slot
-        return template_step(self._release_tpl, [token])
+        return template_step(self._release_tpl, (token,))
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(EXTEND, [self._slots[self.slot or 0]], [token, ms(ttl_ms)], ttl_ms)
@@ -239,22 +239,31 @@ class _RWPlan(_Plan):
 
     def _rw_init(self) -> None:
         self._planned_init()
-        self.key, self._readers, self._mark, self._shares, read, write = _shared("rwlock", self._base, _rw_shared)
-        self._acquire_tpl, self._release_tpl = write if self._writes else read
+        make = _rw_write_shared if self._writes else _rw_read_shared
+        self.key, self._readers, self._mark, self._shares, self._acquire_tpl, self._release_tpl = _shared(
+            "rwlock-write" if self._writes else "rwlock-read", self._base, make)
 
     _writes = False  # which side: the templates it takes
 
 
-def _rw_shared(base: bytes) -> tuple:
-    """A read-write lock's keys (write, readers, mark, the share keys' prefix) and each side's
-    (acquisition, release) templates."""
-    write, readers = tagged(base, b":write"), tagged(base, b":readers")
-    mark, shares = tagged(base, b":writer-waiting"), tagged(base, b":read:")
-    return (write, readers, mark, shares,
-            (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark], 1),
-             script_template(KIND_SCRIPT, READ_RELEASE, [readers, write, mark], 1)),
-            (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
-             script_template(KIND_SCRIPT, RELEASE, [write])))
+def _rw_keys(base: bytes) -> Tuple[bytes, bytes, bytes, bytes]:
+    """A read-write lock's keys: write, readers, mark, and the share keys' prefix."""
+    return tagged(base, b":write"), tagged(base, b":readers"), tagged(base, b":writer-waiting"), tagged(base, b":read:")
+
+
+def _rw_read_shared(base: bytes) -> tuple:
+    """The keys and a reader's (acquisition, release) templates (each side makes only its own:
+    a name used once costs one side's)."""
+    write, readers, mark, shares = keys = _rw_keys(base)
+    return keys + (script_template(KIND_SCRIPT_ACQUIRE, READ_ACQUIRE, [write, readers, mark], 1),
+                   script_template(KIND_SCRIPT, READ_RELEASE, [readers, write, mark], 1))
+
+
+def _rw_write_shared(base: bytes) -> tuple:
+    """The keys and a writer's (acquisition, release) templates."""
+    write, readers, mark, shares = keys = _rw_keys(base)
+    return keys + (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
+                   script_template(KIND_SCRIPT, RELEASE, [write]))
 
 
 class _ReadPlan(_RWPlan):
@@ -263,10 +272,10 @@ class _ReadPlan(_RWPlan):
 
     def _acquire_step(self, token: bytes) -> Step:
         ttl_ms = self._ttl_ms
-        return template_step(self._acquire_tpl, [self._shares + token, token, ms(ttl_ms)], ttl_ms)
+        return template_step(self._acquire_tpl, (self._shares + token, token, ms(ttl_ms)), ttl_ms)
 
     def _release_step(self, token: bytes) -> Step:
-        return template_step(self._release_tpl, [self._shares + token, token])
+        return template_step(self._release_tpl, (self._shares + token, token))
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(READ_EXTEND, [self._readers, self._shares + token], [token, ms(ttl_ms)], ttl_ms)
@@ -288,14 +297,14 @@ class _WritePlan(_RWPlan):
 
     def _acquire_step(self, token: bytes) -> Step:
         ttl_ms = self._ttl_ms
-        return template_step(self._acquire_tpl, [token, ms(ttl_ms), self._mark_arg, self._mark_id, self._shares],
+        return template_step(self._acquire_tpl, (token, ms(ttl_ms), self._mark_arg, self._mark_id, self._shares),
                              ttl_ms)
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         return [self.key], [token]
 
     def _release_step(self, token: bytes) -> Step:
-        return template_step(self._release_tpl, [token])
+        return template_step(self._release_tpl, (token,))
 
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         return owner_step(EXTEND, [self.key], [token, ms(ttl_ms)], ttl_ms)

@@ -57,9 +57,10 @@ def test_inspection_reads_only():
 
 
 def test_steps_carry_the_scripts_and_their_digests():
-    op, args = family.owner_step(family.READ_RELEASE, [b"{n}:readers", b"{n}:write", b"{n}:read:tok"], [b"tok"])
+    op, args = family.owner_step(family.READ_RELEASE, [b"{n}:readers", b"{n}:write", b"{n}:writer-waiting",
+                                                       b"{n}:read:tok"], [b"tok"])
     kind, sha, script, argv, ttl_ms, wait = args
     assert op == family.SCRIPT and script == family.READ_RELEASE and wait is True and ttl_ms == 0
     assert sha == hashlib.sha1(family.READ_RELEASE).hexdigest().encode()
-    assert argv == [b"3", b"{n}:readers", b"{n}:write", b"{n}:read:tok", b"tok"]
+    assert argv == (b"4", b"{n}:readers", b"{n}:write", b"{n}:writer-waiting", b"{n}:read:tok", b"tok")
     assert b"KEYS[2]" in family.PERMIT_RELEASE and b"KEYS[1], '1')" not in family.PERMIT_RELEASE

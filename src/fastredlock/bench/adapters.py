@@ -692,6 +692,7 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
     "fastredlock-cython-nowake": FastredlockCythonNoWake,
+    "fastredlock-cython-n1": FastredlockCython,
     "fastredlock-read": FastredlockReadLock,
     "fastredlock-write": FastredlockWriteLock,
     "fastredlock-semaphore": FastredlockSemaphore,

@@ -51,6 +51,9 @@ CONFIGS: List[Config] = [
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
     Config("fastredlock-cython-nowake", "fastredlock (Cython core), wake=False",
            "waiters poll (retry_delay + jitter) instead of being woken by the release", scenarios=("turns",), fast=True),
+    Config("fastredlock-cython-n1", "fastredlock (Cython core), N=1",
+           "the turns on one master, as python-redis-lock and redis-py's Lock run them: what the hand-over "
+           "costs when the masters do not outnumber the CPUs", scenarios=("turns",), n1=True),
     # The lock family (no Python peer has these over a quorum; redis-py and python-redis-lock have no
     # read-write lock or semaphore either): sequential cycles beside the plain lock's, N=5 and 1.
     Config("fastredlock-read", "fastredlock read lock (rwlock.read)",

@@ -271,19 +271,19 @@ def script_template(kind, script, keys, own_keys=0):
     arguments' prefix)`` (a handle makes its templates once; :func:`template_step` fills one in).
     ``own_keys``: each step names that many more keys first (a reader's share key), then its
     arguments."""
-    prefix = [b"%d" % (len(keys) + own_keys)]
-    prefix.extend(keys)
-    return kind, sha_of(script), script, prefix
+    # All tuples of bytes: a name's templates, kept by the handles' cache, are left alone by the
+    # garbage collector (a list in them had it traverse every cached name, again and again).
+    return kind, sha_of(script), script, (b"%d" % (len(keys) + own_keys),) + tuple(keys)
 
 
 def template_step(template, argv, ttl_ms=0, wait=True):
-    """The plan step of a :func:`script_template` with the arguments ``argv`` (a list)."""
+    """The plan step of a :func:`script_template` with the arguments ``argv`` (a tuple)."""
     return SCRIPT, (template[0], template[1], template[2], template[3] + argv, ttl_ms, wait)
 
 
 def script_step(kind, script, keys, argv, ttl_ms=0, wait=True):
     """The plan step that runs ``script`` on every master: ``(SCRIPT, core arguments)``."""
-    return template_step(script_template(kind, script, keys), argv, ttl_ms, wait)
+    return template_step(script_template(kind, script, keys), tuple(argv), ttl_ms, wait)
 
 
 def acquisition_step(script, keys, argv, ttl_ms):
