@@ -74,9 +74,6 @@ class _Plan:
     #: Whether an attempt is always one script round decided by the default :meth:`_granted`
     #: (the front-end then takes its lean path).
     _one_round = True
-    #: Whether an attempt begins with a plain ``SET NX`` probe of one key (a semaphore's slot),
-    #: which the sync front-end runs on the executor's lean path.
-    _probe_lean = False
 
     def _acquire_step(self, token: bytes) -> Step:
         raise NotImplementedError
@@ -177,7 +174,6 @@ class _PermitPlan(_Plan):
     slot: Optional[int]
     _slots: List[bytes]
     _one_round = False  # a probe, then maybe every slot (its own _granted)
-    _probe_lean = True
 
     def _permit_init(self, limit: Any) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int):
@@ -198,10 +194,6 @@ class _PermitPlan(_Plan):
             self.slot = random.randrange(self.limit)
         return ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms)
 
-    def _all_slots_step(self, token: bytes) -> Step:
-        """The second round of an attempt whose probe was refused: ``SET NX`` on every slot."""
-        return ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms)
-
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         return self._slots, [token] * self.limit
 
@@ -211,7 +203,7 @@ class _PermitPlan(_Plan):
             if rnd.ok:
                 return True, rnd, [], None
             cleanup = [_no_wait(self._release_step(token))] if may_hold(rnd.outcomes) else []
-            return False, rnd, cleanup, self._all_slots_step(token)
+            return False, rnd, cleanup, (ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
         held = choose_permit(rounds, random.randrange(len(rounds)))
         left = permit_leftovers(rounds, held)
         cleanup = [(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
@@ -335,23 +327,7 @@ class _Planned(Lock):
 
     def _attempt_planned(self, token: bytes) -> bool:
         executor = self._executor
-        first = None
-        if self._probe_lean:
-            # A semaphore's probe of one slot is a plain lock's acquisition of that slot: the
-            # executor's lean path (a failure that may have landed is released quietly behind it).
-            slot = self.slot  # type: ignore[attr-defined]
-            if slot is None:
-                slot = self.slot = random.randrange(self.limit)  # type: ignore[attr-defined]
-            carrier, rnd = executor.acquire_one(self._slots[slot], token, self._ttl_ms)  # type: ignore[attr-defined]
-            self._last = rnd
-            if rnd.ok:
-                self._valid_until = rnd.valid_until
-                self._carrier = carrier
-                return True
-            if self.limit == 1:  # type: ignore[attr-defined]
-                return False
-            first = self._all_slots_step(token)  # type: ignore[attr-defined]
-        elif self._one_round:  # type: ignore[attr-defined]
+        if self._one_round:  # type: ignore[attr-defined]
             # One script round (the default _granted): the executor's lean path; a failure that
             # may have landed somewhere is released behind it through its carrier, not awaited.
             step = self._acquire_step(token)  # type: ignore[attr-defined]
@@ -367,7 +343,7 @@ class _Planned(Lock):
         # acquiring: the restart grace applies (restart-aware voting), and an interrupted round's
         # plain keys are released
         with executor.core(acquiring=self._plain_keys(token)) as core:  # type: ignore[attr-defined]
-            step = self._acquire_step(token) if first is None else first  # type: ignore[attr-defined]
+            step = self._acquire_step(token)  # type: ignore[attr-defined]
             while step is not None:
                 rounds = _rounds(getattr(core, step[0])(*step[1]))
                 ok, rnd, cleanup, step = self._granted(rounds, token)  # type: ignore[attr-defined]
