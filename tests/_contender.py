@@ -141,6 +141,25 @@ def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue
     result_queue.put(totals)
 
 
+def contend_no_hold(urls, core, name, seconds, result_queue, ready_queue, go) -> None:
+    """One process takes and drops ``name`` as fast as it can (no hold) with a long backoff
+    (``retry_delay`` 1 s, no jitter); reports ``(acquisitions, longest wait in seconds)``."""
+    dlm = Redlock(urls, core=core, restart_aware=False, retry_delay=1.0, retry_jitter=0.0)
+    lock = dlm.lock(name, ttl=10)
+    ready_queue.put(1)
+    go.wait(60)
+    held, longest = 0, 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        asked = time.monotonic()
+        if lock.acquire(timeout=5.0):
+            longest = max(longest, time.monotonic() - asked)
+            held += 1
+            lock.release()
+    dlm.close()
+    result_queue.put((held, longest))
+
+
 def run_contenders(target, count: int, args, extra=()):
     """Run ``target(*args, results, ready, go, *extra)`` in ``count`` spawned processes.
 

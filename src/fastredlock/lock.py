@@ -37,6 +37,9 @@ if TYPE_CHECKING:  # type names only: nothing is imported upward at run time
 
 __all__ = ["Lock", "fence_key"]
 
+#: Longest pause, seconds, before a queued waiter retries after a split round (see acquire).
+SPLIT_RETRY = 0.002
+
 log = logging.getLogger("fastredlock")
 
 #: Builds a LockEvent from a tuple without the namedtuple's Python-level ``__new__`` (a hook's cost).
@@ -256,6 +259,12 @@ class Lock:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each sleeps before.)
                         continue
+                elif queued and self._last is not None and may_hold(self._last.outcomes):
+                    # A queued attempt that took the key somewhere and still failed: a split
+                    # round (another attempt took the rest), released quietly on both sides, so
+                    # no release will wake anyone. Try again after a short random pause rather
+                    # than sleep out the backoff (it breaks the tie).
+                    delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
                 self._pause(delay, deadline, waiter, queued)
         finally:
             if waiter is not None:

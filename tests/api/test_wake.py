@@ -18,7 +18,7 @@ from fastredlock.protocol.scripts import TURN_MS
 from fastredlock.testing import LocalMaster, start_masters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _contender import contend_woken, run_contenders  # noqa: E402
+from _contender import contend_no_hold, contend_woken, run_contenders  # noqa: E402
 
 SLOW = 2.0  # retry_delay of the waiters: a wake-up must beat it by far
 
@@ -307,6 +307,17 @@ def test_processes_and_threads_contending_take_turns_and_leave_nothing(core, mas
         assert wait_until(lambda: subscriptions(masters, name) == 0, LINGER + 2.0)
     finally:
         counter.stop()
+
+
+def test_a_split_round_does_not_leave_every_waiter_to_its_backoff(core, masters, name, keys_on):
+    # Four processes taking and dropping one name with no hold: now and then two queued attempts
+    # split a round (each took the key on some masters) and both fail; their cleanups are quiet
+    # (no turn given, nobody woken), so unless the losers retry soon every waiter sleeps its
+    # backoff (1 s here). Nobody should wait anywhere near that long.
+    reports = run_contenders(contend_no_hold, 4, (masters.urls, core, name, 3.0))
+    assert min(held for held, _ in reports) > 0, reports
+    assert max(longest for _, longest in reports) < 0.5, reports
+    assert keys_on(masters, name) == 0
 
 
 # --- wait semantics -----------------------------------------------------------------------------

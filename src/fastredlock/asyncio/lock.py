@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from time import monotonic
 from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from ..errors import LockError, MasterOutcome
-from ..lock import Lock as _SyncLock, fence_key
+from ..lock import SPLIT_RETRY, Lock as _SyncLock, fence_key
 from ..protocol.family import owner_step, queueable, unqueue_step
 from ..protocol.plans import fence_of, fenced_held, may_hold
 from ..protocol.scripts import RELEASE
@@ -119,6 +120,9 @@ class Lock(_SyncLock):
                         # That attempt at once: it takes this waiter's place in the queues (see
                         # fastredlock.Lock.acquire).
                         continue
+                elif queued and self._last is not None and may_hold(self._last.outcomes):
+                    # a split round, released quietly on both sides: retry soon (see fastredlock.Lock.acquire)
+                    delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
                 await self._pause_async(delay, deadline, waiter, queued)
         finally:
             if waiter is not None:
