@@ -259,11 +259,13 @@ class Lock:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each sleeps before.)
                         continue
-                elif queued and self._last is not None and may_hold(self._last.outcomes):
+                elif (queued and self._last is not None and self._last.successes > 0
+                      and self._client.retry_count is None):
                     # A queued attempt that took the key somewhere and still failed: a split
                     # round (another attempt took the rest), released quietly on both sides, so
                     # no release will wake anyone. Try again after a short random pause rather
-                    # than sleep out the backoff (it breaks the tie).
+                    # than sleep out the backoff (it breaks the tie). Not with a retry_count:
+                    # those attempts each sleep retry_delay.
                     delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
                 self._pause(delay, deadline, waiter, queued)
         finally:

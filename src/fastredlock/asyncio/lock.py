@@ -120,7 +120,8 @@ class Lock(_SyncLock):
                         # That attempt at once: it takes this waiter's place in the queues (see
                         # fastredlock.Lock.acquire).
                         continue
-                elif queued and self._last is not None and may_hold(self._last.outcomes):
+                elif (queued and self._last is not None and self._last.successes > 0
+                      and self._client.retry_count is None):
                     # a split round, released quietly on both sides: retry soon (see fastredlock.Lock.acquire)
                     delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
                 await self._pause_async(delay, deadline, waiter, queued)
