@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from ._fork import fork_generation
+from ._steps import Waiter
 from ._sentinel import Resolver, SentinelError
 from ._tls import context_for
 from .protocol.handshake import handshake
@@ -301,9 +302,9 @@ class Notifier:
         self._generation = fork_generation()
 
     # --- for the waiters -------------------------------------------------------------------------
-    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
-        """Listen for releases of ``key``: ``(channel, event, since, member, score)``; the event is
-        set by a message; ``member``/``score``: the waiter's place in the masters' queues (see
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Waiter:
+        """Listen for releases of ``key``: a :class:`~fastredlock._steps.Waiter` whose event is
+        set by a message; ``member``/``score``: its place in the masters' queues (see
         :meth:`Channels.member`; ``deadline``: when it gives up, monotonic)."""
         if self._generation != fork_generation():
             self._after_fork()
@@ -312,7 +313,7 @@ class Notifier:
         with self._lock:
             member, score = self.channels.member(deadline)
             if self._closed:
-                return channel, event, monotonic(), member, score  # never set: it sleeps its backoff
+                return Waiter(channel, event, monotonic(), member, score)  # never set: it sleeps its backoff
             new = self.channels.join(channel, event, member)
             if self._thread is None:
                 new = True
@@ -320,12 +321,12 @@ class Notifier:
                 self._thread.start()
         if new:  # (a channel already wanted needs nothing of the thread)
             self._poke()
-        return channel, event, monotonic(), member, score
+        return Waiter(channel, event, monotonic(), member, score)
 
-    def leave(self, channel: bytes, event: threading.Event, member: Optional[bytes] = None) -> None:
-        """The waiter of ``event`` returned: stop listening for it."""
+    def leave(self, waiter: Waiter) -> None:
+        """``waiter`` returned: stop listening for it."""
         with self._lock:
-            self.channels.leave(channel, event, monotonic(), member)
+            self.channels.leave(waiter.channel, waiter.event, monotonic(), waiter.member)
         # No poke when the channel goes idle: the thread looks at the wanted channels at least
         # every LINGER seconds while it listens, so the channel is unsubscribed within two
         # lingers. (A poke here would wake the thread, and it would take the GIL from the waiter

@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import hiredis
 
+from .._steps import Waiter
 from .._tls import context_for
 from .._sentinel import SentinelError
 from .._wake import _RECONNECT, PRELOAD, Channels, address_of, channel_of, subscribe
@@ -68,8 +69,8 @@ class AsyncNotifier:
         self._closed = False
 
     # --- for the waiting tasks (on the client's loop) ---------------------------------------------
-    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
-        """Listen for releases of ``key``: ``(channel, event, since, member, score)`` (see
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Waiter:
+        """Listen for releases of ``key``: a :class:`~fastredlock._steps.Waiter` (see
         :meth:`fastredlock._wake.Notifier.join`); the event is set by a message."""
         channel = channel_of(key)
         event = asyncio.Event()
@@ -77,11 +78,11 @@ class AsyncNotifier:
         if not self._closed:
             self.channels.join(channel, event, member)
             self._sync()
-        return channel, event, monotonic(), member, score
+        return Waiter(channel, event, monotonic(), member, score)
 
-    def leave(self, channel: bytes, event: asyncio.Event, member: Optional[bytes] = None) -> None:
-        """The waiter of ``event`` returned: stop listening for it."""
-        self.channels.leave(channel, event, monotonic(), member)
+    def leave(self, waiter: Waiter) -> None:
+        """``waiter`` returned: stop listening for it."""
+        self.channels.leave(waiter.channel, waiter.event, monotonic(), waiter.member)
         self._sync()
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:

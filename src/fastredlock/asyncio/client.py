@@ -41,8 +41,12 @@ class Redlock(RedlockBase):
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:
         super().__init__(masters, **options)
-        self._aexec = AsyncExecutor(self.executor)
-        self._dog: Optional[Watchdog] = None
+        self._aexec = AsyncExecutor(self.executor, lambda: Watchdog(self))
+
+    @property
+    def async_executor(self) -> AsyncExecutor:
+        """The seam between this client's handles and its event loop (not for applications)."""
+        return self._aexec
 
     def lock(
         self,
@@ -87,7 +91,7 @@ class Redlock(RedlockBase):
         if not held:
             return []
         for lock in held:
-            self._unwatch(lock)
+            self._aexec.unwatch(lock)
         rounds = None
         try:
             rounds = await self._aexec.run("release_many", keys, tokens)
@@ -135,8 +139,8 @@ class Redlock(RedlockBase):
     async def aclose(self) -> None:
         """Stop the watchdog, let queued work finish, close every connection. Locks still held
         stay until their TTL."""
-        if self._dog is not None:
-            await self._dog.stop()
+        if self._aexec.watchdog is not None:
+            await self._aexec.watchdog.stop()
         if self.executor.notifier is not None:
             await self.executor.notifier.aclose()
         await self._aexec.aclose()
@@ -148,17 +152,8 @@ class Redlock(RedlockBase):
         await self.aclose()
 
     # --- for the handles (not for applications) -----------------------------------------------
-    def _watchdog(self) -> Watchdog:
-        if self._dog is None:
-            self._dog = Watchdog(self)
-        return self._dog
-
-    def _unwatch(self, lock: Lock) -> None:
-        if self._dog is not None:
-            self._dog.unwatch(lock)
-
     def _new_notifier(self) -> AsyncNotifier:
         return AsyncNotifier(self._specs, self.connect_timeout, self.courtesy)
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
-        raise RuntimeError("the asyncio client's watchdog is a task (see Redlock._watchdog)")
+        raise RuntimeError("the asyncio client's watchdog is a task (see AsyncExecutor.watch)")
