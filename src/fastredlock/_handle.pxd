@@ -28,17 +28,21 @@ cdef class LockBase:
     cdef public Py_ssize_t _generation
     cdef public object _carrier
     cdef public bint _planned     # a kind of the lock family (fastredlock.family): its rounds are its plan's
+    cdef public object _deadline  # the acquisition under way: its deadline (monotonic) or None
+    cdef public double _started   # ... and when it began (0.0 without an on_event hook)
+    cdef public bint _was_lost    # the release under way found the lock lost already
     cdef object __weakref__
 
-    @cython.locals(executor=Executor)
-    cpdef tuple _acquire_begin(self, bint blocking, object timeout, object token)
+    cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
+                 bint fencing)
+    cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
     @cython.locals(executor=Executor)
     cpdef bint _lean_first(self, bint blocking) except -1
-    cpdef bint _took(self, object token, object rnd, object carrier, double started, Py_ssize_t attempts) except -1
-    cpdef _acquired(self, object token, double started, Py_ssize_t attempts)
-    cpdef tuple _release_begin(self)
+    cpdef bint _took(self, object token, object rnd, object carrier) except -1
+    cpdef _acquired(self, object token, Py_ssize_t attempts)
+    cpdef bytes _release_begin(self)
     @cython.locals(executor=Executor)
-    cpdef bint _released(self, object rnd, bint ok, bint was_lost) except -1
+    cpdef bint _released(self, object rnd, bint ok) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)
 

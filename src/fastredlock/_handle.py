@@ -72,7 +72,7 @@ class LockBase:
     __slots__ = (
         "_client", "_executor", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
         "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_generation", "_carrier",
-        "_planned", "__weakref__",
+        "_planned", "_deadline", "_started", "_was_lost", "__weakref__",
     )
 
     def __init__(
@@ -86,6 +86,11 @@ class LockBase:
         on_lost: Optional[Callable[[Any], object]] = None,
         fencing: bool = False,
     ) -> None:
+        self._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
+
+    def _setup(self, client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool, max_hold: Optional[float],
+               on_lost: Optional[Callable[[Any], object]], fencing: bool) -> None:
+        """``__init__``'s work (a C call from a front-end's own ``__init__`` in the compiled build)."""
         self._client = client
         executor = self._executor = client.executor
         #: The name as given.
@@ -126,6 +131,11 @@ class LockBase:
         #: True for the kinds of the lock family (:mod:`fastredlock.family`): their attempts,
         #: releases and extensions are the rounds their plan names, not the plain lock's.
         self._planned = False
+        #: The acquisition under way: its deadline (monotonic, or None) and start (for events).
+        self._deadline = None
+        self._started = 0.0
+        #: The release under way found the lock lost already (see _release_begin).
+        self._was_lost = False
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -170,9 +180,9 @@ class LockBase:
         raise NotImplementedError
 
     # --- acquire ----------------------------------------------------------------------------
-    def _acquire_begin(self, blocking: bool, timeout: Optional[float], token: Any) -> Tuple[Any, Any, float]:
-        """Check an acquisition's arguments and start it: ``(chosen token or None, deadline or
-        None, started)``."""
+    def _acquire_begin(self, blocking: bool, timeout: Optional[float], token: Any) -> Optional[bytes]:
+        """Check an acquisition's arguments and start it: the chosen token (or None). Its deadline
+        (or None) and start are kept on the handle for the plan (``_deadline``, ``_started``)."""
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
         chosen = None if token is None else token_of(token)
@@ -182,7 +192,9 @@ class LockBase:
                 raise ValueError("timeout cannot be used with blocking=False")
             deadline = monotonic() + check_timeout(timeout)
         self._reset()
-        return chosen, deadline, monotonic() if self._executor.on_event is not None else 0.0
+        self._deadline = deadline
+        self._started = monotonic() if self._executor.on_event is not None else 0.0
+        return chosen
 
     def _lean_first(self, blocking: bool) -> bool:
         """Whether the first attempt is a plain lock's unqueued ``SET NX PX``, run by the front-end
@@ -197,32 +209,31 @@ class LockBase:
             return False
         return not (executor.contended and self.key in executor.contended)
 
-    def _took(self, token: bytes, rnd: Any, carrier: Any, started: float, attempts: int) -> bool:
-        """Take a plain attempt's round: True if the handle now holds the lock (and it is set up)."""
+    def _took(self, token: bytes, rnd: Any, carrier: Any) -> bool:
+        """Take a lean first attempt's round: True if the handle now holds the lock (set up)."""
         self._last = rnd
         if not rnd.ok:
             return False
         self._valid_until = rnd.valid_until
         self._carrier = carrier
-        self._acquired(token, started, attempts)
+        self._acquired(token, 1)
         return True
 
-    def _acquired(self, token: bytes, started: float, attempts: int) -> None:
+    def _acquired(self, token: bytes, attempts: int) -> None:
         """An attempt succeeded: the handle holds ``token`` (watched if asked; the event told)."""
         self.token = token
         self._acquired_at = monotonic()
         if self.auto_extend or self.on_lost is not None:
             self._watch()
         if self._executor.on_event is not None:
-            self._event(ACQUIRED, started, attempts, True)
+            self._event(ACQUIRED, self._started, attempts, True)
 
     def _acquiring(self, blocking: bool = True, timeout: Optional[float] = None, token: Any = None) -> Plan:
         """The whole acquisition as one plan (:meth:`_acquire_begin`, then :meth:`_acquire_plan`)."""
-        chosen, deadline, started = self._acquire_begin(blocking, timeout, token)
-        return (yield from self._acquire_plan(blocking, deadline, chosen, started, None))
+        chosen = self._acquire_begin(blocking, timeout, token)
+        return (yield from self._acquire_plan(blocking, chosen, None))
 
-    def _acquire_plan(self, blocking: bool, deadline: Optional[float], chosen: Optional[bytes], started: float,
-                      first: Any) -> Plan:
+    def _acquire_plan(self, blocking: bool, chosen: Optional[bytes], first: Any) -> Plan:
         """The acquire policy: attempts until one holds, the deadline passes or ``retry_count``
         runs out. Returns whether the lock is held.
 
@@ -237,6 +248,8 @@ class LockBase:
         executor = self._executor
         notifier = executor.notifier
         key = self.key
+        deadline = self._deadline
+        started = self._started
         waiter = None
         # A plain lock whose name met contention here lately: every attempt is a queued one, the
         # first too, so that a releaser asking again at once does not take the woken waiter's turn.
@@ -285,7 +298,7 @@ class LockBase:
                             self._valid_until = rnd.valid_until
                             self._carrier = carrier
                     if ok:
-                        self._acquired(token, started, attempts)
+                        self._acquired(token, attempts)
                         return True
                 delay = self._next_delay(attempts, deadline) if blocking else -1.0
                 if delay < 0:
@@ -444,25 +457,27 @@ class LockBase:
             self._watch()
 
     # --- release ----------------------------------------------------------------------------
-    def _release_begin(self) -> Tuple[bytes, Any, bool]:
-        """Start releasing the held acquisition: ``(token, carrier, was_lost)``; the handle holds
-        nothing from here on (the release goes out even if its caller is interrupted)."""
+    def _release_begin(self) -> bytes:
+        """Start releasing the held acquisition: its token. The handle holds nothing from here on
+        (the release goes out even if its caller is interrupted); its carrier (the release goes
+        through it) and whether it had been lost stay until :meth:`_released`."""
         token = self._require_token()
-        self._unwatch()
-        was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
-        carrier = self._carrier
+        if self.auto_extend or self.on_lost is not None:  # (only those are ever watched)
+            self._unwatch()
+        self._was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
         self.token = None
         self.fence = None
-        self._carrier = None
         self._valid_until = 0.0
-        return token, carrier, was_lost
+        return token
 
-    def _released(self, rnd: Any, ok: bool, was_lost: bool) -> bool:
+    def _released(self, rnd: Any, ok: bool) -> bool:
         """Take a release's round; True if it must raise (:meth:`_release_error`)."""
         executor = self._executor
+        self._carrier = None
         if rnd.details is not None and executor.notifier is not None:
             executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
         self._last = rnd
+        was_lost = self._was_lost
         if executor.on_event is not None:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
         if was_lost:
@@ -470,8 +485,8 @@ class LockBase:
             return True
         return not ok
 
-    def _release_error(self, rnd: Any, was_lost: bool, outcomes: List[MasterOutcome]) -> LockError:
-        if was_lost:
+    def _release_error(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockError:
+        if self._was_lost:
             return LockLostError(f"lock {self.name!r} had been lost before it was released", self.name, outcomes)
         return self._release_unconfirmed(rnd, outcomes)
 
@@ -481,10 +496,10 @@ class LockBase:
             signal = _signal_of(signal)
         if token is not None:
             return (yield from self._release_token_plan(token, signal))
-        token, carrier, was_lost = self._release_begin()
-        rnd, ok = yield from self._release_round(token, carrier, signal)
-        if self._released(rnd, ok, was_lost):
-            raise self._release_error(rnd, was_lost, (yield Settle(rnd)))
+        token = self._release_begin()
+        rnd, ok = yield from self._release_round(token, self._carrier, signal)
+        if self._released(rnd, ok):
+            raise self._release_error(rnd, (yield Settle(rnd)))
 
     def _release_round(self, token: bytes, carrier: Any, signal: Any = None) -> Plan:
         """``(round, ok)`` of one owner-checked release of ``token`` (protected: it goes out even
@@ -746,6 +761,9 @@ def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers)
         lock._generation = generation
         lock._carrier = carriers[j]
         lock._planned = False
+        lock._deadline = None
+        lock._started = 0.0
+        lock._was_lost = False
         result.append(lock)
     if executor.on_event is not None:
         _batch_events(executor.on_event, names, rounds, result)

@@ -22,7 +22,7 @@ from .protocol.plans import may_hold
 from ._checks import key_of
 from ._tokens import new_token, new_tokens
 from .family import RLock, ReadLock, Semaphore, WriteLock
-from .lock import Lock, fence_key
+from .lock import Lock, fence_key, new_lock
 from .lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ._wake import Notifier
 from .watchdog import Watchdog
@@ -123,7 +123,7 @@ class Redlock(RedlockBase):
         :param fencing: take a fencing token at each acquisition (:attr:`Lock.fence`, strictly
             increasing across holders of the name; one extra round).
         """
-        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+        return new_lock(self, name, ttl, auto_extend, max_hold, on_lost, fencing)
 
     def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
         """Try to acquire K independent locks in one round: K pipelined ``SET NX PX`` per master.

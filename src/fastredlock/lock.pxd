@@ -7,8 +7,12 @@ from ._handle cimport LockBase
 from ._tokens cimport new_token
 
 cdef class Lock(LockBase):
-    @cython.locals(executor=Executor, chosen=object, deadline=object, started=double, tok=object)
+    @cython.locals(executor=Executor, chosen=object, tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
 
 @cython.locals(executor=Executor)
 cpdef tuple _release_now(Executor executor, object key, object token, object carrier, object signal)
+
+@cython.locals(lock=Lock)
+cpdef Lock new_lock(object client, object name, object ttl, bint auto_extend=*, object max_hold=*, object on_lost=*,
+                    bint fencing=*)

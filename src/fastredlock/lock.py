@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 from ._handle import SPLIT_RETRY, LockBase, fence_key
 from ._steps import Acquire, Await, Background, Job, Op, Release, Settle, Sleep, Wait
@@ -24,7 +24,7 @@ from ._tokens import new_token
 from .errors import LockError
 from .protocol.family import SCRIPT
 
-__all__ = ["Lock", "fence_key", "drive", "SPLIT_RETRY"]
+__all__ = ["Lock", "fence_key", "drive", "new_lock", "SPLIT_RETRY"]
 
 log = logging.getLogger("fastredlock")
 
@@ -36,6 +36,12 @@ class Lock(LockBase):
     (share the :class:`Redlock` client instead and take one handle per thread); the client's
     watchdog thread is the one exception, and it coordinates with the handle's owner.
     """
+
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, *, auto_extend: bool = False,
+                 max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None,
+                 fencing: bool = False) -> None:
+        # (its own __init__: the compiled class is then made by one vectorcall, without a kwargs dict)
+        self._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
                 token: Union[str, bytes, None] = None) -> bool:
@@ -57,14 +63,19 @@ class Lock(LockBase):
         its token, on the masters that may have taken it, so reusing the token of a live holder of
         the same name can release that holder. (As :meth:`fastredlock.asyncio.Lock.acquire`.)
         """
-        chosen, deadline, started = self._acquire_begin(blocking, timeout, token)
+        chosen = self._acquire_begin(blocking, timeout, token)
         first = None
         if self._lean_first(blocking):
             tok = new_token() if chosen is None else chosen
-            carrier, first = self._executor.acquire_one(self.key, tok, self._ttl_ms)
-            if self._took(tok, first, carrier, started, 1):
-                return True
-        return drive(self._executor, self._acquire_plan(blocking, deadline, chosen, started, first))
+            try:
+                carrier, first = self._executor.acquire_one(self.key, tok, self._ttl_ms)
+                if self._took(tok, first, carrier):
+                    return True
+            except BaseException:  # a signal after the SETs went out: nobody will hold the key
+                if first is not None and first.ok and self.token is None:
+                    _again(self._executor, Release(self.key, tok, None))
+                raise
+        return drive(self._executor, self._acquire_plan(blocking, chosen, first))
 
     def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (by another handle, thread or
@@ -102,11 +113,15 @@ class Lock(LockBase):
         if token is not None or signal is not None or self._planned:
             drive(self._executor, self._release_plan(token, signal))
             return
-        token, carrier, was_lost = self._release_begin()
         executor = self._executor
-        rnd, ok = _release_now(executor, self.key, token, carrier, None)
-        if self._released(rnd, ok, was_lost):
-            raise self._release_error(rnd, was_lost, executor.outcomes(rnd))  # the stragglers' answers first
+        token = self._release_begin()
+        try:
+            rnd, ok = executor.release_one(self.key, token, self._carrier)
+        except BaseException:  # a signal mid-round: send it again before the exception goes on
+            _again(executor, Release(self.key, token, None))
+            raise
+        if self._released(rnd, ok):
+            raise self._release_error(rnd, executor.outcomes(rnd))  # the stragglers' answers first
 
     def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the lock's time to live to ``ttl`` seconds (default: the handle's ``ttl``).
@@ -139,7 +154,12 @@ class Lock(LockBase):
 
     # --- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Lock":
-        if not self.acquire():
+        try:
+            acquired = self.acquire()
+        except BaseException:  # e.g. KeyboardInterrupt once the lock was taken: the block never runs
+            self._abandon()
+            raise
+        if not acquired:
             raise self._not_acquired(self.outcomes)
         return self
 
@@ -148,6 +168,16 @@ class Lock(LockBase):
             self.release()
         except LockError as error:
             self._raise_at_exit(error, exc_type)
+        except BaseException:  # interrupted before the release began: send it all the same
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """The handle's holder was interrupted (a signal) while it held the lock: release it."""
+        token = self.token
+        if token is not None:
+            self._reset()
+            _again(self._executor, Release(self.key, token, None))
 
     @property
     def outcomes(self) -> list:
@@ -157,6 +187,16 @@ class Lock(LockBase):
         answers are read first, waiting at most until their deadline ("timeout" if they miss it).
         """
         return self._executor.outcomes(self._last) if self._last is not None else []
+
+
+def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool = False,
+             max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None,
+             fencing: bool = False) -> Lock:
+    """``Lock(client, name, ttl, ...)`` made in one C call (``Redlock.lock``'s: a compiled subclass
+    of a compiled base is otherwise built through ``tp_init`` with a tuple and a dict)."""
+    lock = Lock.__new__(Lock)
+    lock._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
+    return lock
 
 
 # --- the sync driver -------------------------------------------------------------------------------

@@ -308,8 +308,8 @@ class AsyncExecutor:
                 head = queue[0]
                 if isinstance(head, _Job):
                     queue.popleft()
-                    if head.future.done() and not (head.abandoned and head.orphan is not None):
-                        continue
+                    if head.future.done() and head.orphan is None:
+                        continue  # cancelled before it started: withdrawn (a kept job goes on)
                     try:
                         self.executor.for_acquiring(self._lc.core)  # type: ignore[union-attr]
                         try:
@@ -326,9 +326,11 @@ class AsyncExecutor:
                     else:
                         if not head.future.done():
                             head.future.set_result(result)
-                        elif head.abandoned and head.undo is not None:
-                            head.undo(result)  # its caller was cancelled while it ran
-                        elif head.abandoned and head.orphan is not None:
+                        elif head.undo is not None:
+                            # Its caller was cancelled while it ran (the future is cancelled at
+                            # once, before the task runs again to say so): undo what it took.
+                            head.undo(result)
+                        elif head.orphan is not None:
                             head.orphan(result)  # a kept job: the rest of its caller's plan goes on
                     continue
                 batch = self._take_batch()
@@ -374,8 +376,10 @@ class AsyncExecutor:
             if req.ttl_ms and ttl_ms and req.ttl_ms != ttl_ms:
                 break
             queue.popleft()
-            if req.future.done() and not (req.abandoned and req.orphan is not None):
-                continue  # cancelled before its round: withdrawn (a kept release goes on)
+            if req.future.done() and req.orphan is None:
+                # Cancelled before its round: withdrawn. (The future is cancelled at once, before
+                # the caller's task runs again: a release with an orphan is kept all the same.)
+                continue
             ttl_ms = ttl_ms or req.ttl_ms
             batch.append(req)
         self.carried += max(0, len(batch) - 1)
@@ -442,7 +446,7 @@ class AsyncExecutor:
             if req.abandoned or req.future.done():
                 if req.ttl_ms and req.ok:
                     undo.append(req)
-                elif not req.ttl_ms and req.orphan is not None and req.abandoned:
+                elif not req.ttl_ms and req.orphan is not None:
                     req.orphan((req.rnd, req.ok))  # a kept release: the rest of its plan goes on
                 continue
             req.future.set_result(req)

@@ -59,14 +59,14 @@ class Lock(LockBase):
         runs for it, the acquisition is released behind its SETs: no key is left behind.
         ``token``: a value the caller chooses, unique to this acquisition (as for the sync handle).
         """
-        chosen, deadline, started = self._acquire_begin(blocking, timeout, token)
+        chosen = self._acquire_begin(blocking, timeout, token)
         first = None
         if self._lean_first(blocking):
             tok = new_token() if chosen is None else chosen
             first = await self._aexec.acquire_one(self.key, tok, self._ttl_ms)
-            if self._took(tok, first, None, started, 1):
+            if self._took(tok, first, None):
                 return True
-        return await drive(self._aexec, self._acquire_plan(blocking, deadline, chosen, started, first))
+        return await drive(self._aexec, self._acquire_plan(blocking, chosen, first))
 
     async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
