@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Generator, Tuple
 
-__all__ = ["Acquire", "Await", "Background", "Call", "Job", "Op", "Release", "Settle", "Sleep", "Wait", "Waiter"]
+__all__ = ["Acquire", "Await", "Background", "Call", "Done", "Job", "Op", "Release", "Settle", "Sleep", "Wait", "Waiter",
+           "advance"]
 
 
 class Acquire:
@@ -156,3 +157,21 @@ class Waiter:
         self.since = since
         self.member = member
         self.score = score
+
+
+class Done:
+    """What :func:`advance` returns once the plan returned: its result is ``value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def advance(plan: Generator[Any, Any, Any], value: Any, error: Any) -> Any:
+    """The plan's next step, given the last step's result ``value`` (or its exception ``error``,
+    thrown into the plan); :class:`Done` once the plan returned. A driver's one move."""
+    try:
+        return plan.send(value) if error is None else plan.throw(error)
+    except StopIteration as stop:
+        return Done(stop.value)

@@ -264,6 +264,32 @@ def _open(spec: Any, timeout: float, tries: int = 0) -> socket.socket:
     return sock
 
 
+class Backoff:
+    """When to try each master's notification connection again: a pause that doubles at each
+    failure (``_RECONNECT``), and the failures counted (a cluster's next seed node is tried after
+    each). Shared by the sync and the asyncio notifier."""
+
+    __slots__ = ("retry_at", "pause", "tries")
+
+    def __init__(self, n: int) -> None:
+        self.retry_at = [0.0] * n
+        self.pause = [_RECONNECT[0]] * n
+        #: Failed connects per master.
+        self.tries = [0] * n
+
+    def failed(self, i: int) -> float:
+        """Master ``i`` could not be reached or dropped us: when to try again (monotonic)."""
+        self.tries[i] += 1
+        pause = self.pause[i]
+        self.pause[i] = min(pause * 2, _RECONNECT[1])
+        self.retry_at[i] = monotonic() + pause
+        return self.retry_at[i]
+
+    def connected(self, i: int) -> None:
+        """Master ``i`` answered its handshake: the next failure pauses the least again."""
+        self.pause[i] = _RECONNECT[0]
+
+
 class _Conn:
     """One master's notification connection (used by the notifier thread only)."""
 
@@ -290,10 +316,7 @@ class Notifier:
         self._lock = threading.Lock()
         self.channels = Channels(courtesy)
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
-        self._retry_at = [0.0] * len(self._specs)
-        self._pause = [_RECONNECT[0]] * len(self._specs)
-        #: Failed connects per master (a cluster's next seed node is tried after each).
-        self._tries = [0] * len(self._specs)
+        self._backoff = Backoff(len(self._specs))
         self._thread: Optional[threading.Thread] = None
         self._poke_r, self._poke_w = socket.socketpair()
         self._poke_r.setblocking(False)
@@ -438,11 +461,12 @@ class Notifier:
         if conn is None:
             if not wanted:
                 return until
-            if now < self._retry_at[i]:
-                return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+            retry_at = self._backoff.retry_at[i]
+            if now < retry_at:
+                return retry_at if until is None else min(until, retry_at)
             try:
                 hello, kinds = handshake(self._specs[i], False)
-                conn = _Conn(_open(self._specs[i], self._timeout, self._tries[i]), len(kinds))
+                conn = _Conn(_open(self._specs[i], self._timeout, self._backoff.tries[i]), len(kinds))
                 conn.sock.sendall(hello + PRELOAD)
             except (OSError, SentinelError):
                 return self._failed(i, until)
@@ -466,11 +490,8 @@ class Notifier:
 
     def _failed(self, i: int, until: Optional[float]) -> Optional[float]:
         """Master ``i`` could not be reached: try again later (the waiters sleep their backoff)."""
-        self._tries[i] += 1
-        pause = self._pause[i]
-        self._pause[i] = min(pause * 2, _RECONNECT[1])
-        self._retry_at[i] = monotonic() + pause
-        return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+        retry_at = self._backoff.failed(i)
+        return retry_at if until is None else min(until, retry_at)
 
     def _drop(self, i: int) -> None:
         conn, self._conns[i] = self._conns[i], None
@@ -521,7 +542,7 @@ class Notifier:
                     continue
                 to_set += self.channels.on_reply(reply)
         if conn.hello == 0 and self._conns[i] is conn:
-            self._pause[i] = _RECONNECT[0]
+            self._backoff.connected(i)
         for event in to_set:
             event.set()
         return self._conns[i] is conn

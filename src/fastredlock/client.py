@@ -102,28 +102,7 @@ class Redlock(RedlockBase):
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
-
-    def lock(
-        self,
-        name: Union[str, bytes],
-        ttl: float = 10.0,
-        *,
-        auto_extend: bool = False,
-        max_hold: Optional[float] = None,
-        on_lost: Optional[Callable[[Lock], object]] = None,
-        fencing: bool = False,
-    ) -> Lock:
-        """Return a handle for the lock called ``name`` held for ``ttl`` seconds; nothing is sent yet.
-
-        :param auto_extend: the client's watchdog renews the lock about every ``ttl / 3`` while it
-            is held (all such locks of a client share one thread and one round per tick).
-        :param max_hold: with ``auto_extend``, stop renewing this many seconds after acquisition.
-        :param on_lost: ``on_lost(lock)`` runs (on the watchdog thread) if the lock is lost while
-            held: a renewal failed or its validity ran out.
-        :param fencing: take a fencing token at each acquisition (:attr:`Lock.fence`, strictly
-            increasing across holders of the name; one extra round).
-        """
-        return new_lock(self, name, ttl, auto_extend, max_hold, on_lost, fencing)
+    _new_lock = staticmethod(new_lock)
 
     def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
         """Try to acquire K independent locks in one round: K pipelined ``SET NX PX`` per master.

@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Optional, Tuple, Union
 
 from ._handle import SPLIT_RETRY, LockBase, fence_key
-from ._steps import Acquire, Await, Background, Job, Op, Release, Settle, Sleep, Wait
+from ._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from ._tokens import new_token
 from .errors import LockError
 from .protocol.family import SCRIPT
@@ -206,19 +206,15 @@ def drive(executor: Any, plan: Any) -> Any:
     An exception from a step (a master's error, ``KeyboardInterrupt``) is thrown into the plan,
     which cleans up (in the background) and lets it go on.
     """
-    value = None
-    error = None
-    while True:
-        try:
-            step = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        error = None
+    step = advance(plan, None, None)
+    while type(step) is not Done:
         try:
             value = _run(executor, step)
         except BaseException as exc:
-            error = exc
-            value = None
+            step = advance(plan, None, exc)
+        else:
+            step = advance(plan, value, None)
+    return step.value
 
 
 def _run(executor: Any, step: Any) -> Any:

@@ -19,7 +19,7 @@ import hiredis
 from .._steps import Waiter
 from .._tls import context_for
 from .._sentinel import SentinelError
-from .._wake import _RECONNECT, PRELOAD, Channels, address_of, channel_of, subscribe
+from .._wake import PRELOAD, Backoff, Channels, address_of, channel_of, subscribe
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -61,10 +61,7 @@ class AsyncNotifier:
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
         #: Per master: the task connecting it (None when connected or idle).
         self._connecting: List[Optional[asyncio.Task]] = [None] * len(self._specs)
-        self._retry_at = [0.0] * len(self._specs)
-        self._pause = [_RECONNECT[0]] * len(self._specs)
-        #: Failed connects per master (a cluster's next seed node is tried after each).
-        self._tries = [0] * len(self._specs)
+        self._backoff = Backoff(len(self._specs))
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
@@ -130,10 +127,11 @@ class AsyncNotifier:
                 continue
             if conn is None:
                 if self._connecting[i] is None:
-                    if now >= self._retry_at[i]:
+                    if now >= self._backoff.retry_at[i]:
                         self._connecting[i] = asyncio.get_running_loop().create_task(self._connect(i))
                     else:
-                        due = self._retry_at[i] if due is None else min(due, self._retry_at[i])
+                        retry_at = self._backoff.retry_at[i]
+                        due = retry_at if due is None else min(due, retry_at)
                 continue
             add = wanted - conn.subscribed
             remove = conn.subscribed - wanted
@@ -163,7 +161,7 @@ class AsyncNotifier:
             else:
                 # (a Sentinel master's address is asked here, blocking the loop for at most the
                 # connect timeout, as the lock rounds' own resolution does)
-                host, port = address_of(spec, self._tries[i], self._timeout)
+                host, port = address_of(spec, self._backoff.tries[i], self._timeout)
                 opened = loop.create_connection(made, host, port, ssl=ssl,
                                                 server_hostname=host if ssl is not None else None)
             _, conn = await asyncio.wait_for(opened, self._timeout)
@@ -181,10 +179,7 @@ class AsyncNotifier:
 
     def _failed(self, i: int) -> None:
         """Master ``i`` could not be reached or dropped us: try again after a pause."""
-        self._tries[i] += 1
-        pause = self._pause[i]
-        self._pause[i] = min(pause * 2, _RECONNECT[1])
-        self._retry_at[i] = monotonic() + pause
+        self._backoff.failed(i)
         if not self._closed:
             self._sync()
 
@@ -204,7 +199,7 @@ class AsyncNotifier:
                     conn.transport.close()
                     return
                 if not conn.hello:
-                    self._pause[conn.i] = _RECONNECT[0]
+                    self._backoff.connected(conn.i)
                 continue
             if conn.preload:
                 conn.preload = 0

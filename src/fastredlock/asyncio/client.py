@@ -20,7 +20,7 @@ from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
 from ._wake import AsyncNotifier
 from .family import ReadLock, RLock, Semaphore, WriteLock
-from .lock import Lock
+from .lock import Lock, new_lock
 from .watchdog import Watchdog
 
 __all__ = ["Redlock"]
@@ -38,6 +38,7 @@ class Redlock(RedlockBase):
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
+    _new_lock = staticmethod(new_lock)
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:
         super().__init__(masters, **options)
@@ -47,20 +48,6 @@ class Redlock(RedlockBase):
     def async_executor(self) -> AsyncExecutor:
         """The seam between this client's handles and its event loop (not for applications)."""
         return self._aexec
-
-    def lock(
-        self,
-        name: Union[str, bytes],
-        ttl: float = 10.0,
-        *,
-        auto_extend: bool = False,
-        max_hold: Optional[float] = None,
-        on_lost: Optional[Callable[[Lock], object]] = None,
-        fencing: bool = False,
-    ) -> Lock:
-        """Return a handle for the lock called ``name`` (see :meth:`fastredlock.Redlock.lock`);
-        ``on_lost`` may be a plain or an async callable (awaited on the watchdog task)."""
-        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
 
     async def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
         """Try to acquire K independent locks in one round (see :meth:`fastredlock.Redlock.acquire_many`)."""

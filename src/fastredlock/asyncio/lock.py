@@ -24,11 +24,11 @@ import logging
 from typing import Any, List, Optional, Union
 
 from .._handle import LockBase
-from .._steps import Acquire, Await, Background, Job, Op, Release, Settle, Sleep, Wait
+from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from .._tokens import new_token
 from ..errors import LockError, MasterOutcome
 
-__all__ = ["Lock", "drive"]
+__all__ = ["Lock", "drive", "new_lock"]
 
 log = logging.getLogger("fastredlock")
 
@@ -133,6 +133,12 @@ class Lock(LockBase):
         pass
 
 
+def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool = False,
+             max_hold: Optional[float] = None, on_lost: Optional[Any] = None, fencing: bool = False) -> Lock:
+    """``Lock(client, name, ...)``, as :meth:`fastredlock.asyncio.Redlock.lock` makes it."""
+    return Lock(client, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+
+
 # --- the asyncio driver ----------------------------------------------------------------------------
 async def drive(aexec: Any, plan: Any, owner: Any = None) -> Any:
     """Run ``plan`` (see :mod:`fastredlock._steps`) to its end on ``aexec``; its result.
@@ -143,24 +149,20 @@ async def drive(aexec: Any, plan: Any, owner: Any = None) -> Any:
     :func:`_finish`; ``owner``: the handle whose ``on_lost`` hears of a release that then finds
     the lock lost), and the caller gets its ``CancelledError`` at once.
     """
-    value = None
-    error = None
+    value = error = None
     while True:
-        try:
-            step = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        error = None
+        step = advance(plan, value, error)
+        if type(step) is Done:
+            return step.value
+        value = error = None
         try:
             value = await _run(aexec, step, plan, owner)
         except asyncio.CancelledError as exc:
             if PROTECT and (type(step) is Release or (type(step) is Op and step.protected)):
                 raise  # the plan goes on in the client's task (see _run): not thrown into it
             error = exc
-            value = None
         except BaseException as exc:
             error = exc
-            value = None
 
 
 async def _run(aexec: Any, step: Any, plan: Any, owner: Any = None) -> Any:
