@@ -85,11 +85,13 @@ def _leftovers(masters, count):
 def test_example_runs(example: Example, request):
     """The example runs to its end without an exception and leaves no lock behind."""
     if example.fragment is not None:
-        pytest.skip(f"fragment: {example.fragment}")
+        pytest.skip(f"{example.id} is a fragment: {example.fragment}")
     masters = request.getfixturevalue("doc_masters")
     request.getfixturevalue("clients")
     ports = [m.port for m in list(masters)[: example.masters]]
-    code = compile(example.bind(ports), example.id, "exec")
+    # Blank lines in front, so that a traceback's line numbers are the Markdown file's.
+    source = "\n" * example.line + example.bind(ports)
+    code = compile(source, str(example.path), "exec")
     threads_before = set(threading.enumerate())
     try:
         exec(code, {"__name__": "__doc_example__"})
