@@ -1,4 +1,4 @@
-"""Run every ```python block of README.md and docs/ against local masters (see examples.py).
+"""Run every ```python block of README.md and docs/ against local masters (see _doc_examples.py).
 
 Each example runs in this process, in a namespace of its own, with the ports 7001.. of its code
 rewritten to the masters started once for the session. Masters started a moment ago would have
@@ -11,6 +11,8 @@ counters, turn queues, python-redis-lock's wake-up lists), each with a TTL; then
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 
 import pytest
@@ -21,7 +23,8 @@ from fastredlock import compat
 from fastredlock.compat import _common as compat_common
 from fastredlock.testing import start_masters
 
-from .examples import MAX_MASTERS, Example, all_examples
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/docs: the example finder
+from _doc_examples import MAX_MASTERS, Example, all_examples  # noqa: E402
 
 EXAMPLES = all_examples()
 
