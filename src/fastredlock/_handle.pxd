@@ -31,11 +31,13 @@ cdef class LockBase:
     cdef public object _deadline  # the acquisition under way: its deadline (monotonic) or None
     cdef public double _started   # ... and when it began (0.0 without an on_event hook)
     cdef public bint _was_lost    # the release under way found the lock lost already
+    cdef public object _chosen    # the token the caller chose for the acquisition under way, or None
     cdef object __weakref__
 
     cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
                  bint fencing)
     cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
+    cpdef object _acquire_lean(self, bint blocking, object timeout, object token)
     @cython.locals(executor=Executor)
     cpdef bint _lean_first(self, bint blocking) except -1
     cpdef bint _took(self, object token, object rnd, object carrier) except -1

@@ -72,7 +72,7 @@ class LockBase:
     __slots__ = (
         "_client", "_executor", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
         "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_generation", "_carrier",
-        "_planned", "_deadline", "_started", "_was_lost", "__weakref__",
+        "_planned", "_deadline", "_started", "_was_lost", "_chosen", "__weakref__",
     )
 
     def __init__(
@@ -136,6 +136,8 @@ class LockBase:
         self._started = 0.0
         #: The release under way found the lock lost already (see _release_begin).
         self._was_lost = False
+        #: The token the caller chose for the acquisition under way (see _acquire_lean), or None.
+        self._chosen = None
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -196,6 +198,15 @@ class LockBase:
         self._started = monotonic() if self._executor.on_event is not None else 0.0
         return chosen
 
+    def _acquire_lean(self, blocking: bool, timeout: Optional[float], token: Any) -> Any:
+        """:meth:`_acquire_begin`; then the token of a lean first attempt if the first attempt is
+        one (:meth:`_lean_first`), else None (the chosen token is then in ``_chosen``)."""
+        chosen = self._acquire_begin(blocking, timeout, token)
+        self._chosen = chosen
+        if not self._lean_first(blocking):
+            return None
+        return new_token() if chosen is None else chosen
+
     def _lean_first(self, blocking: bool) -> bool:
         """Whether the first attempt is a plain lock's unqueued ``SET NX PX``, run by the front-end
         before any plan is made (the hot path): no fencing, not a family kind, and, when blocking,
@@ -216,7 +227,13 @@ class LockBase:
             return False
         self._valid_until = rnd.valid_until
         self._carrier = carrier
-        self._acquired(token, 1)
+        # _acquired(token, 1), inline (the hot path)
+        self.token = token
+        self._acquired_at = monotonic()
+        if self.auto_extend or self.on_lost is not None:
+            self._watch()
+        if self._executor.on_event is not None:
+            self._event(ACQUIRED, self._started, 1, True)
         return True
 
     def _acquired(self, token: bytes, attempts: int) -> None:
@@ -461,7 +478,9 @@ class LockBase:
         """Start releasing the held acquisition: its token. The handle holds nothing from here on
         (the release goes out even if its caller is interrupted); its carrier (the release goes
         through it) and whether it had been lost stay until :meth:`_released`."""
-        token = self._require_token()
+        token = self.token
+        if token is None or self._generation != fork_generation():
+            token = self._require_token()  # raises
         if self.auto_extend or self.on_lost is not None:  # (only those are ever watched)
             self._unwatch()
         self._was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
@@ -764,6 +783,7 @@ def _held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers)
         lock._deadline = None
         lock._started = 0.0
         lock._was_lost = False
+        lock._chosen = None
         result.append(lock)
     if executor.on_event is not None:
         _batch_events(executor.on_event, names, rounds, result)

@@ -4,10 +4,9 @@
 cimport cython
 from ._executor cimport Executor
 from ._handle cimport LockBase
-from ._tokens cimport new_token
 
 cdef class Lock(LockBase):
-    @cython.locals(executor=Executor, chosen=object, tok=object, first=object)
+    @cython.locals(tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
 
 @cython.locals(executor=Executor)

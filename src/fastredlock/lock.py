@@ -20,7 +20,6 @@ from typing import Any, Callable, Optional, Tuple, Union
 
 from ._handle import SPLIT_RETRY, LockBase, fence_key
 from ._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
-from ._tokens import new_token
 from .errors import LockError
 from .protocol.family import SCRIPT
 
@@ -63,10 +62,9 @@ class Lock(LockBase):
         its token, on the masters that may have taken it, so reusing the token of a live holder of
         the same name can release that holder. (As :meth:`fastredlock.asyncio.Lock.acquire`.)
         """
-        chosen = self._acquire_begin(blocking, timeout, token)
+        tok = self._acquire_lean(blocking, timeout, token)
         first = None
-        if self._lean_first(blocking):
-            tok = new_token() if chosen is None else chosen
+        if tok is not None:
             try:
                 carrier, first = self._executor.acquire_one(self.key, tok, self._ttl_ms)
                 if self._took(tok, first, carrier):
@@ -75,7 +73,7 @@ class Lock(LockBase):
                 if first is not None and first.ok and self.token is None:
                     _again(self._executor, Release(self.key, tok, None))
                 raise
-        return drive(self._executor, self._acquire_plan(blocking, chosen, first))
+        return drive(self._executor, self._acquire_plan(blocking, self._chosen, first))
 
     def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (by another handle, thread or

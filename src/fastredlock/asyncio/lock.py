@@ -25,7 +25,6 @@ from typing import Any, List, Optional, Union
 
 from .._handle import LockBase
 from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
-from .._tokens import new_token
 from ..errors import LockError, MasterOutcome
 
 __all__ = ["Lock", "drive", "new_lock"]
@@ -59,14 +58,13 @@ class Lock(LockBase):
         runs for it, the acquisition is released behind its SETs: no key is left behind.
         ``token``: a value the caller chooses, unique to this acquisition (as for the sync handle).
         """
-        chosen = self._acquire_begin(blocking, timeout, token)
+        tok = self._acquire_lean(blocking, timeout, token)
         first = None
-        if self._lean_first(blocking):
-            tok = new_token() if chosen is None else chosen
+        if tok is not None:
             first = await self._aexec.acquire_one(self.key, tok, self._ttl_ms)
             if self._took(tok, first, None):
                 return True
-        return await drive(self._aexec, self._acquire_plan(blocking, chosen, first))
+        return await drive(self._aexec, self._acquire_plan(blocking, self._chosen, first))
 
     async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
