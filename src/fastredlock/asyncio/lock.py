@@ -26,6 +26,7 @@ from typing import Any, List, Optional, Union
 from .._handle import LockBase
 from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from ..errors import LockError, MasterOutcome
+from ..events import LOST
 
 __all__ = ["Lock", "drive", "new_lock"]
 
@@ -245,8 +246,14 @@ async def _finish(aexec: Any, plan: Any, value: Any, owner: Any) -> None:
 
 
 async def _report(lock: Any, error: LockError) -> None:
+    """A release whose caller was cancelled found the lock lost (or unconfirmed): tell the log,
+    the ``lost`` event and ``on_lost``, since no caller is left to raise to."""
     log.warning("fastredlock: a release whose caller was cancelled found: %s", error)
-    if isinstance(lock, LockBase) and lock.on_lost is not None:
+    if not isinstance(lock, LockBase):
+        return
+    if lock._executor.on_event is not None:
+        lock._event(LOST, lock._acquired_at, 0, False)
+    if lock.on_lost is not None:
         try:
             result = lock.on_lost(lock)
             if result is not None and hasattr(result, "__await__"):
