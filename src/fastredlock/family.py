@@ -25,6 +25,7 @@ from .errors import LockError, LockNotAcquiredError
 from ._steps import Call, Job, Op, Settle
 from .lock import Lock, drive
 from .protocol.family import (
+    CoreStep,
     ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE,
     RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers,
     renewal_ms, script_template, tagged, template_step,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # type names only
 
 __all__ = ["RLock", "RWLock", "ReadLock", "Semaphore", "WriteLock"]
 
-Step = Tuple[str, tuple]
+Step = CoreStep
 
 
 def _rounds(result: Any) -> List[Any]:
@@ -66,7 +67,7 @@ def _shared(kind: str, base: bytes, make: Callable[[bytes], tuple], extra: Any =
 def _no_wait(step: Step) -> Step:
     """A script step written behind what came before, not awaited (a cleanup)."""
     op, args = step
-    return op, args[:len(args) - 1] + (False,)  # (no negative index: compiled without wraparound)
+    return CoreStep(op, args[:len(args) - 1] + (False,))  # (no negative index: compiled without wraparound)
 
 
 # --- the plans (what each kind sends, and what a round means) -----------------------------------------
