@@ -117,6 +117,12 @@ def test_batches(arun, aclient, masters, name, keys_on):
             assert locks is not None and len({lk.token for lk in locks}) == 1
             assert await dlm.release_many(locks) == [True] * 10
             assert sum(keys_on(masters, n) for n in names) == 0
+            # a batch's handles are whole handles: each extends and releases on its own
+            got = await dlm.acquire_many(names[:2], ttl=5.0)
+            await got[0].extend()
+            await got[0].release()
+            await got[1].release()
+            assert sum(keys_on(masters, n) for n in names) == 0
 
     arun(main())
 

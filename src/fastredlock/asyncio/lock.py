@@ -50,6 +50,17 @@ class Lock(LockBase):
         super().__init__(client, name, ttl, **options)
         self._aexec = client.async_executor
 
+    @classmethod
+    def held(cls, client: Any, *batch: Any) -> List[Optional["Lock"]]:
+        """The handles of a batch round (see :meth:`fastredlock._handle.LockBase.held`), bound to
+        the client's loop like any other."""
+        locks = LockBase.held.__func__(cls, client, *batch)  # type: ignore[attr-defined]
+        aexec = client.async_executor
+        for lock in locks:
+            if lock is not None:
+                lock._aexec = aexec
+        return locks
+
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None, *,
                       token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held (see :meth:`fastredlock.Lock.acquire`).
