@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from ._blocking import Connection
 from ._checks import check_number
