@@ -63,7 +63,9 @@ class BuildCore(build_ext):
     first. An editable install (README's commands, ``.ci/run``) builds in a fresh temporary
     directory each time, so setuptools alone would compile every module again on each
     ``pip install -e``: a module whose in-place ``.so`` is newer than its C source, the headers and
-    this file, and was built with the same flags, is reused instead.
+    this file, and was built with the same flags by the same interpreter, is reused instead (by a
+    wheel built from the same tree too: ``.ci/run``'s wheel audit). A fresh checkout or an sdist has
+    no in-place modules and compiles everything.
     """
 
     def finalize_options(self):
@@ -105,8 +107,8 @@ class BuildCore(build_ext):
         return None
 
     def _reusable(self, ext):
-        """The in-place ``.so`` of ``ext`` if an editable install may reuse it, else None."""
-        if not (self.editable_mode or self.inplace) or self.force or self._stamp != _STAMP:
+        """The in-place ``.so`` of ``ext`` (an editable install's) if this build may reuse it, else None."""
+        if self.force or self._stamp != _STAMP:
             return None
         built = os.path.join(*ext.name.split(".")[:-1], self.get_ext_filename(ext.name.split(".")[-1]))
         built = os.path.join("src", built)
