@@ -333,6 +333,7 @@ class Bench:
         return out
 
     def run_floor(self, rnd: int) -> Dict[str, Any]:
+        assert self.floor_binary is not None  # the floor runs only where redis-benchmark was found
         port = self.lock_masters[0].port
         result: Dict[str, Any] = {}
         for pipe in (1, 16):
@@ -524,7 +525,7 @@ class Bench:
                 else:
                     self.skipped["redis-benchmark"] = "redis-benchmark / valkey-benchmark not on PATH"
             rng = random.Random(self.args.seed)
-            plan = []
+            plan: List[Any] = []
             for rnd in range(1, self.s.rounds + 1):
                 batch = list(jobs)
                 rng.shuffle(batch)
