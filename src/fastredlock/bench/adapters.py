@@ -691,6 +691,7 @@ class RawMux(Adapter):
 ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
+    "fastredlock-pypy": FastredlockPython,  # the same adapter, its worker run by pypy3
     "fastredlock-cython-nowake": FastredlockCythonNoWake,
     "fastredlock-cython-n1": FastredlockCython,
     "fastredlock-read": FastredlockReadLock,
