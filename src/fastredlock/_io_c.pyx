@@ -54,6 +54,10 @@ from .protocol.session cimport Session
 from .protocol.plans cimport inspect_args
 from .protocol.link cimport Link
 from ._encode_c cimport Commands, _grow
+
+#: Session.pace's answers (protocol.session.PACE_OVER, PACE_EXPIRED).
+cdef double PACE_OVER = -1.0
+cdef double PACE_EXPIRED = -2.0
 from .protocol import outcomes as _oc
 from .protocol import replies as _replies
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
@@ -554,7 +558,7 @@ cdef class Core:
         poll and hand it what happens; return its Rounds, one per key (``rows``)."""
         cdef Session s = self._s
         cdef Py_ssize_t n, i
-        cdef double now, first, swept = -1.0, wait_ms
+        cdef double wait_ms
         cdef int timeout_ms
         cdef Commands enc = self._enc
         if s.maps_stale:
@@ -572,23 +576,15 @@ cdef class Core:
         while True:
             if s.redirected:
                 self._sync_redirected()
-            first = s.next_deadline()
-            if first < 0.0:
+            wait_ms = s.pace(frl_now())
+            if wait_ms == PACE_OVER:
                 break
-            now = frl_now()
-            if first > now:
-                wait_ms = ceil((first - now) * 1000.0)
-                timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
-            elif swept != first:
-                # A deadline passed: first read what already arrived (this thread may have been
-                # descheduled past it), then call late only what is still missing.
-                swept = first
-                timeout_ms = 0
-            else:
-                s.expire_due(now)
+            if wait_ms == PACE_EXPIRED:
                 for i in range(n):
                     self._sync(i)
                 continue
+            wait_ms = ceil(wait_ms)
+            timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
             self._poll(timeout_ms)
         rounds = s.finish(frl_now())
         self._tidy()

@@ -31,7 +31,7 @@ from .protocol.scripts import (
     FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL,
     RELEASE_SIGNAL_SHA,
 )
-from .protocol.session import Session
+from .protocol.session import PACE_EXPIRED, PACE_OVER, Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
 from fastredlock._sentinel import Resolver, resolve
 from fastredlock._cluster import refresh
@@ -307,27 +307,17 @@ class Core:
                 self._sync(link)
         if self._stepped:
             return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
-        swept = -1.0
         while True:
             if session.redirected:
                 self._sync_redirected()
-            first = session.next_deadline()
-            if first < 0.0:
+            wait_ms = session.pace(monotonic())
+            if wait_ms == PACE_OVER:
                 break
-            now = monotonic()
-            if first > now:
-                wait_ms = (first - now) * 1000.0 + 0.5
-            elif swept != first:
-                # A deadline passed: first read what already arrived (this thread may have been
-                # descheduled past it), then call late only what is still missing.
-                swept = first
-                wait_ms = 0.0
-            else:
-                session.expire_due(now)
+            if wait_ms == PACE_EXPIRED:
                 for link in self._links:
                     self._sync(link)
                 continue
-            self._poll(poller, wait_ms)
+            self._poll(poller, wait_ms + 0.5 if wait_ms > 0.0 else 0.0)
         rounds = session.finish(monotonic())
         self._tidy()
         return rounds

@@ -1,8 +1,9 @@
 """Command line: ``python -m fastredlock demo``, ``run``, ``audit``, ``inspect`` and ``bench``.
 
 ``run`` is :mod:`fastredlock.runner` (a command under a lock), ``audit`` is :mod:`fastredlock.audit`
-(are these masters a safe Redlock deployment?), ``inspect`` is :mod:`fastredlock.lockinfo` (is this
-lock held, where, by whom?), ``bench`` the comparison driver (:mod:`fastredlock.bench`).
+(are these masters a safe Redlock deployment?), ``inspect`` is :func:`inspect_main` over
+:mod:`fastredlock.lockinfo` (is this lock held, where, by whom?), ``bench`` the comparison driver
+(:mod:`fastredlock.bench`).
 
 The demo needs no Redis set up by hand: it starts five local masters (see :mod:`fastredlock.testing`),
 walks through acquire, extend and release while printing what each master answered, shows a second
@@ -11,8 +12,10 @@ client being refused, then stops the masters.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from . import CORE, LockNotAcquiredError, Redlock, __version__
 from .testing import find_server, server_version, start_masters
@@ -89,9 +92,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         return audit(argv[1:])
     if argv[:1] == ["inspect"]:
-        from .lockinfo import main as inspect
-
-        return inspect(argv[1:])
+        return inspect_main(argv[1:])
     parser = argparse.ArgumentParser(prog="fastredlock", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bench", add_help=False,
@@ -111,3 +112,65 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "demo":
         return demo(args.masters, args.ttl)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+# --- inspect ------------------------------------------------------------------------------------
+def _inspect_parser():
+    p = argparse.ArgumentParser(
+        prog="fastredlock inspect",
+        usage="%(prog)s [options] [URL ...] NAME",
+        description="Show whether a lock is held, on which masters, by whom and for how long, without "
+                    "taking it (one round of GET and PTTL per master; nothing is written).",
+        epilog="exit status: 0 free; 1 held by a quorum; 3 partially held (some masters, not a quorum); "
+               "4 unknown (too few masters answered); 2 bad usage.",
+    )
+    p.add_argument("args", nargs="+", metavar="URL... NAME",
+                   help="the masters (redis://[user:pass@]host:port[/db], rediss://, unix:///path; commas "
+                        "separate URLs too; default: $FASTREDLOCK_MASTERS), then the lock's name")
+    p.add_argument("--prefix", default="", help="the prefix your clients put before lock names (default none)")
+    p.add_argument("--timeout", type=float, default=1.0, metavar="S",
+                   help="per-master reply timeout and connect timeout, seconds (default 1)")
+    p.add_argument("--core", choices=("cython", "python"), default=None,
+                   help="force a core (default: the active one, fastredlock.CORE)")
+    p.add_argument("--drift-factor", type=float, default=0.01, help="the clients' drift_factor (default 0.01)")
+    p.add_argument("--kind", choices=("lock", "rlock", "rwlock", "semaphore"), default="lock",
+                   help="what NAME is: a plain lock (default), or a kind of the lock family "
+                        "(dlm.rlock, dlm.rwlock, dlm.semaphore: dlm.inspect_family's reads)")
+    p.add_argument("--limit", type=int, default=0, metavar="N", help="--kind semaphore: its number of permits")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: {name, state, held, holder, holders, quorum, validity, remaining, fence, "
+                        "masters: [{master, outcome, held, ttl_remaining, holder, fence, detail}], ...}")
+    return p
+
+
+def inspect_main(argv: Optional[List[str]] = None) -> int:
+    """``python -m fastredlock inspect``: print the inspection; the exit status says the state
+    (:data:`EXIT_STATUS`: 0 free, 1 held, 3 partial, 4 unknown; 2 bad usage)."""
+    from .client import Redlock
+    from .lockinfo import EXIT_STATUS, format_family, format_table
+
+    parser = _inspect_parser()
+    args = parser.parse_args(argv)
+    *given, name = args.args
+    urls = [u for item in (given or [os.environ.get("FASTREDLOCK_MASTERS", "")]) for u in item.replace(",", " ").split()]
+    if not urls:
+        parser.error("no masters: give URLs before the name, or set FASTREDLOCK_MASTERS")
+    try:
+        # No restart-aware handshake (INFO): an inspection takes nothing, so there is no vote to weigh.
+        dlm = Redlock(urls, io_timeout=args.timeout, connect_timeout=args.timeout, drift_factor=args.drift_factor,
+                      prefix=args.prefix, restart_aware=False, cooldown=0.0, same_server_ok=True, core=args.core)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    with dlm:
+        if args.kind == "lock":
+            info: Any = dlm.inspect(name)
+        else:
+            try:
+                info = dlm.inspect_family(name, args.kind, limit=args.limit)
+            except ValueError as exc:
+                parser.error(str(exc))
+    if args.json:
+        print(json.dumps(info.to_dict(), indent=2))
+    else:
+        print(format_table(info) if args.kind == "lock" else format_family(info))
+    return EXIT_STATUS[info.state]

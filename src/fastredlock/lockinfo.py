@@ -1,6 +1,7 @@
 """``dlm.inspect(name)``: is a lock held, on which masters, by whom and for how long, without taking it.
 
     python -m fastredlock inspect [--json] [--prefix P] redis://a:6379 redis://b:6379 redis://c:6379 NAME
+    (the command is :func:`fastredlock.cli.inspect_main`)
 
 An inspection is one round that writes nothing: ``GET``, ``PTTL`` of the lock key and ``GET`` of
 its fence counter, written back to back to every master at once (read-only commands: it works for
@@ -8,7 +9,8 @@ an ACL user limited to ``+get +pttl``). What the answers mean is the protocol's
 (:func:`fastredlock.protocol.plans.inspect_summary`: held by a quorum, partially held, free, or
 unknown when too few masters answered; how long a quorum keeps it, with the same drift allowance
 as an acquisition's validity); this module turns them into :class:`LockInfo` and
-:class:`MasterView`, shared by the sync and the asyncio client, and is the ``inspect`` command.
+:class:`MasterView`, shared by the sync and the asyncio client, and formats them for the ``inspect``
+command.
 
 What it never shows is the token: that is the secret that releases or extends the lock. A holder is
 shown as :func:`fastredlock.holder_of` its token, a digest of the token's client prefix (the same
@@ -17,9 +19,7 @@ library's, a compat shim's, a token chosen by the caller).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._tokens import holder_of
@@ -297,65 +297,3 @@ def format_family(info: FamilyInfo) -> str:
         extra = f"; {len(info.holders)} of {len(info.parts)} permits held"
     blocks.append(f"{name} ({info.kind}): {info.state}{extra}")
     return "\n".join(blocks)
-
-
-def _parser():
-    import argparse
-
-    p = argparse.ArgumentParser(
-        prog="fastredlock inspect",
-        usage="%(prog)s [options] [URL ...] NAME",
-        description="Show whether a lock is held, on which masters, by whom and for how long, without "
-                    "taking it (one round of GET and PTTL per master; nothing is written).",
-        epilog="exit status: 0 free; 1 held by a quorum; 3 partially held (some masters, not a quorum); "
-               "4 unknown (too few masters answered); 2 bad usage.",
-    )
-    p.add_argument("args", nargs="+", metavar="URL... NAME",
-                   help="the masters (redis://[user:pass@]host:port[/db], rediss://, unix:///path; commas "
-                        "separate URLs too; default: $FASTREDLOCK_MASTERS), then the lock's name")
-    p.add_argument("--prefix", default="", help="the prefix your clients put before lock names (default none)")
-    p.add_argument("--timeout", type=float, default=1.0, metavar="S",
-                   help="per-master reply timeout and connect timeout, seconds (default 1)")
-    p.add_argument("--core", choices=("cython", "python"), default=None,
-                   help="force a core (default: the active one, fastredlock.CORE)")
-    p.add_argument("--drift-factor", type=float, default=0.01, help="the clients' drift_factor (default 0.01)")
-    p.add_argument("--kind", choices=("lock", "rlock", "rwlock", "semaphore"), default="lock",
-                   help="what NAME is: a plain lock (default), or a kind of the lock family "
-                        "(dlm.rlock, dlm.rwlock, dlm.semaphore: dlm.inspect_family's reads)")
-    p.add_argument("--limit", type=int, default=0, metavar="N", help="--kind semaphore: its number of permits")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON: {name, state, held, holder, holders, quorum, validity, remaining, fence, "
-                        "masters: [{master, outcome, held, ttl_remaining, holder, fence, detail}], ...}")
-    return p
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m fastredlock inspect``: print the inspection; the exit status says the state
-    (:data:`EXIT_STATUS`: 0 free, 1 held, 3 partial, 4 unknown; 2 bad usage)."""
-    from .client import Redlock
-
-    parser = _parser()
-    args = parser.parse_args(argv)
-    *given, name = args.args
-    urls = [u for item in (given or [os.environ.get("FASTREDLOCK_MASTERS", "")]) for u in item.replace(",", " ").split()]
-    if not urls:
-        parser.error("no masters: give URLs before the name, or set FASTREDLOCK_MASTERS")
-    try:
-        # No restart-aware handshake (INFO): an inspection takes nothing, so there is no vote to weigh.
-        dlm = Redlock(urls, io_timeout=args.timeout, connect_timeout=args.timeout, drift_factor=args.drift_factor,
-                      prefix=args.prefix, restart_aware=False, cooldown=0.0, same_server_ok=True, core=args.core)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-    with dlm:
-        if args.kind == "lock":
-            info: Any = dlm.inspect(name)
-        else:
-            try:
-                info = dlm.inspect_family(name, args.kind, limit=args.limit)
-            except ValueError as exc:
-                parser.error(str(exc))
-    if args.json:
-        print(json.dumps(info.to_dict(), indent=2))
-    else:
-        print(format_table(info) if args.kind == "lock" else format_family(info))
-    return EXIT_STATUS[info.state]

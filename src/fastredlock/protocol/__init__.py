@@ -7,13 +7,21 @@ C; the pure install interprets the same files. The I/O twins (``fastredlock._io_
 ``fastredlock._io_py``) own sockets only and drive these objects.
 
 - :mod:`.outcomes`  per-master outcome codes and health counters
-- :mod:`.scripts`   the Lua scripts (owner-checked release/extend, fencing, batches)
+- :mod:`.scripts`   the Lua scripts (owner-checked release/extend, fencing, batches, turns)
 - :mod:`.resp`      RESP encoding and the reply guard (what a lock client accepts from a master)
 - :mod:`.replies`   command kinds and what a reply means for each (classification)
 - :mod:`.handshake` what a new connection sends first, and what its answers mean (INFO parsing)
 - :mod:`.voting`    restart-aware voting: when a master's OK does not count
 - :mod:`.health`    per-master counters and cool-downs
-- :mod:`.rounds`    a round's result (validity, ``valid_until``) and the owed-reply rules
+- :mod:`.result`    a round's result (:class:`~.result.Round`: outcomes, validity, ``valid_until``)
+- :mod:`.link`      one master's connection state: what it must send, what it still owes
+- :mod:`.session`   one core's round state machine over its links (start, feed, expire, finish)
+- :mod:`.cluster`   Redis Cluster: slots, the slot map, routing a round's commands to nodes
+- :mod:`.sentinel`  Sentinel: asking the sentinels for a master's address, and what they answer
 - :mod:`.plans`     the Redlock algorithm's decisions above one round (cleanup, fencing,
   extend-or-lose, renewal verdict, what an inspection's reads say)
+- :mod:`.family`    the lock family's scripts, keys and steps (reentrant, read-write, semaphore)
+
+The lock operations themselves (acquire with its retries, release, extend...) are plans over these
+rounds, in :mod:`fastredlock._handle`.
 """

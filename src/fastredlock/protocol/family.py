@@ -47,6 +47,7 @@ as if a writer held the lock (it waits, and is woken when the writer releases).
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 from .plans import may_hold
 from .scripts import ACQUIRE_QUEUED, RELEASE, UNQUEUE
@@ -276,9 +277,21 @@ def script_template(kind, script, keys, own_keys=0):
     return kind, sha_of(script), script, (b"%d" % (len(keys) + own_keys),) + tuple(keys)
 
 
+class CoreStep(NamedTuple):
+    """One step of a family plan: the core operation ``op`` (:data:`SCRIPT`: one script on every
+    master) and its arguments."""
+
+    op: str
+    args: tuple
+
+
+#: Builds a CoreStep from a tuple without the namedtuple's Python-level ``__new__`` (a hot path).
+_new_step = tuple.__new__
+
+
 def template_step(template, argv, ttl_ms=0, wait=True):
     """The plan step of a :func:`script_template` with the arguments ``argv`` (a tuple)."""
-    return SCRIPT, (template[0], template[1], template[2], template[3] + argv, ttl_ms, wait)
+    return _new_step(CoreStep, (SCRIPT, (template[0], template[1], template[2], template[3] + argv, ttl_ms, wait)))
 
 
 def script_step(kind, script, keys, argv, ttl_ms=0, wait=True):

@@ -47,6 +47,7 @@ cdef class Session:
     cdef public double decided_at
     cdef public double started
     cdef public double io_deadline
+    cdef public double swept        # the deadline a read of what had arrived already met (see pace)
     cdef public bytes payload
     cdef public object fallbacks
     cdef public object make_fallbacks
@@ -76,6 +77,7 @@ cdef class Session:
     cdef _stamp(self, double now)
     @cython.locals(first=double, decided=bint, link=Link)
     cpdef double next_deadline(self)
+    cpdef double pace(self, double now)
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
     @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,

@@ -55,6 +55,11 @@ from .cluster import ASKING, MAX_REDIRECTS, ClusterRoute, parse_redirect, refres
 from .sentinel import asks_again, resolved as sentinel_resolved
 
 
+#: :meth:`Session.pace`: the round is over; deadlines passed and were expired.
+PACE_OVER = -1.0
+PACE_EXPIRED = -2.0
+
+
 def _cmd(link, p):
     """The round's command at position ``p`` of ``link``'s queue (-1: an ``ASKING``)."""
     return p if link.cmds is None else link.cmds[p]
@@ -107,6 +112,8 @@ class Session:
         self.kind, self.k, self.rows, self.wait, self.acquisition = KIND_SCRIPT, 0, 0, False, False
         self.early_now = self.decided = False
         self.decided_at = self.started = self.io_deadline = 0.0
+        #: The deadline a read of what had arrived already met (see pace).
+        self.swept = -1.0
         self.payload, self.fallbacks, self.make_fallbacks, self.ttls_ms = b"", None, None, ()
         self.outcomes, self.details, self.values, self.modes = [], None, None, None
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
@@ -151,6 +158,7 @@ class Session:
                 self.bad[j] = 0
             self.undecided = rows
         self.started = now
+        self.swept = -1.0
         self.decided_at = now
         self.io_deadline = now + self.io_timeout
         self.modes = self.health.modes(now)
@@ -390,6 +398,26 @@ class Session:
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
         return first
+
+    def pace(self, now):
+        """The I/O twin's next move in the round it drives (both twins' loop, written once): how
+        many milliseconds to wait for readiness (0.0: do not wait, read what already arrived),
+        ``PACE_OVER`` (-1.0): the round is over, or ``PACE_EXPIRED`` (-2.0): deadlines passed and
+        their masters were called late; carry out what the links now ask for, then ask again.
+
+        A deadline that passes is first met by one read of what already arrived (the thread may
+        have been descheduled past it), and only then are the masters still missing called late.
+        """
+        first = self.next_deadline()
+        if first < 0.0:
+            return PACE_OVER
+        if first > now:
+            return (first - now) * 1000.0
+        if self.swept != first:
+            self.swept = first
+            return 0.0
+        self.expire_due(now)
+        return PACE_EXPIRED
 
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
