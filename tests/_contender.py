@@ -16,7 +16,7 @@ import os
 import threading
 import time
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 import socket
 
 from fastredlock import Redlock

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 from typing import Any, Tuple, Union
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from .protocol.resp import encode_command
 

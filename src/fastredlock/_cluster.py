@@ -25,7 +25,7 @@ import socket
 from time import monotonic
 from typing import Any, List, Optional, Tuple
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from ._sentinel import next_reply
 from ._tls import context_for

@@ -18,7 +18,7 @@ import socket
 from time import monotonic
 from typing import Callable, List, Optional, Sequence, Tuple
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.link import MAX_OWED, STALE_AFTER

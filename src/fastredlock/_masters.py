@@ -348,7 +348,8 @@ def _from_sentinel_dict(d: dict, what: str) -> MasterSpec:
 
 def _from_sentinel_object(sentinel: Any, service: Any, settings: dict) -> MasterSpec:
     """A ``redis.sentinel.Sentinel`` and a service name; ``settings``: the master's own."""
-    addresses, login = [], {}
+    addresses: List[Any] = []
+    login: dict = {}
     for client in sentinel.sentinels:
         kwargs = client.connection_pool.connection_kwargs
         addresses.append((kwargs.get("host"), kwargs.get("port", _SENTINEL_PORT)))

@@ -16,7 +16,7 @@ import socket
 from time import monotonic
 from typing import Any, List, Optional, Tuple
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from .protocol.sentinel import master_address, role_age_ms, sentinel_query
 

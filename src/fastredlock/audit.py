@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from ._blocking import Connection
 from ._checks import check_number
@@ -74,7 +74,12 @@ class _Conn(Connection):
             except SentinelError as exc:
                 raise ConnectionError(f"sentinel error: {exc}") from None
             spec = spec._replace(host=address[0], port=address[1])
-        super().__init__(spec.path if spec.path is not None else (spec.host, spec.port), timeout)
+        if spec.path is not None:
+            target: Any = spec.path
+        else:
+            assert spec.host is not None  # a TCP master always has one (parse_master)
+            target = (spec.host, spec.port)
+        super().__init__(target, timeout)
         if spec.password is not None:
             login = (spec.username, spec.password) if spec.username else (spec.password,)
             self._must("AUTH", *login)
@@ -149,9 +154,11 @@ class _Master:
         """Read the server's ``TIME``; of ``tries`` readings keep the one with the shortest round trip
         (it pins the server's reading closest to the local mid-point)."""
         best = None
-        for _ in range(tries if self.conn is not None else 0):
+        conn = self.conn
+        for _ in range(tries if conn is not None else 0):
+            assert conn is not None
             try:
-                before, after, reply = self.conn.timed("TIME")
+                before, after, reply = conn.timed("TIME")
             except OSError as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.close()
@@ -550,7 +557,7 @@ def format_table(verdicts: Sequence[Verdict]) -> str:
     for i, v in enumerate(verdicts):
         lines.append(f"{v.check:<{width_check}}  {v.master:<{width_master}}  {v.verdict:<7}  {v.found}")
         if i + 1 == len(verdicts) or verdicts[i + 1].check != v.check:  # the check's last line
-            advice = {}
+            advice: Dict[str, Any] = {}
             for w in verdicts:
                 if w.check == v.check and w.change:
                     advice.setdefault(w.change, "note" if w.verdict == PASS else "change")

@@ -175,15 +175,15 @@ class PrometheusCollector:
             yield family
         stats = self.client.stats()
         for field in _COUNTERS:
-            family = CounterMetricFamily(f"{p}_master_{field}", f"MasterStats.{field}", labels=["client", "master"])
+            counter = CounterMetricFamily(f"{p}_master_{field}", f"MasterStats.{field}", labels=["client", "master"])
             for s in stats:
-                family.add_metric([label, s.master], getattr(s, field))
-            yield family
+                counter.add_metric([label, s.master], getattr(s, field))
+            yield counter
         for field, name in _GAUGES:
-            family = GaugeMetricFamily(f"{p}_master_{name}", f"MasterStats.{field}", labels=["client", "master"])
+            gauge = GaugeMetricFamily(f"{p}_master_{name}", f"MasterStats.{field}", labels=["client", "master"])
             for s in stats:
-                family.add_metric([label, s.master], getattr(s, field))
-            yield family
+                gauge.add_metric([label, s.master], getattr(s, field))
+            yield gauge
 
 
 def instrument_prometheus(client: Any, registry: Any = None, *, client_label: str = "default",

@@ -126,7 +126,8 @@ def test_thread_that_exits_holding_leaves_no_hold_behind(dlm, name):
     t = threading.Thread(target=hold)
     t.start()
     t.join()
-    gc.collect()
+    for _ in range(3):  # PyPy (no reference counting): the dead thread's locals go at a collection
+        gc.collect()
     assert refs[0]() is None  # the dead thread's hold is gone with it
     assert lock.count == 0 and not lock.locked()
     assert not lock.acquire(blocking=False)  # and the masters still refuse anyone else

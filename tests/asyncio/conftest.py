@@ -26,6 +26,8 @@ def loop_kind(request) -> str:
     if request.param == "uvloop":
         if sys.platform == "win32":  # pragma: no cover
             pytest.skip("uvloop does not run on Windows")
+        if sys.implementation.name != "cpython":
+            pytest.skip("uvloop is CPython-only (the test extra installs it on CPython alone)")
         try:
             import uvloop  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the failure this guards against

@@ -227,7 +227,9 @@ def test_restart_aware_voting_distrusts_young_masters(arun, aclient, fault_maste
     arun(main())
 
 
-@pytest.mark.parametrize("case", ["garbage", "wrong type", "error", "truncated", "half then close", "never-ending line", "silent"])
+# (not "never-ending line": an in-process fake streaming at full speed starved the four good masters'
+# 50 ms rounds of the GIL; the stream's content is a protocol table, tests/protocol/test_hostile_replies.py)
+@pytest.mark.parametrize("case", ["garbage", "wrong type", "error", "truncated", "half then close", "silent"])
 def test_a_hostile_master_counts_as_no(arun, aclient, masters, name, keys_on, case):
     from fastredlock.testing import HOSTILE_REPLIES, FakeMaster
 

@@ -51,7 +51,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-import hiredis
+from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
 NAMES = 2  # lock names contended for (all threads of all processes share them)
 MODES = ("delayed", "voting", "persistent", "unsafe")

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from fastredlock import LockNotOwnedError
-from fastredlock.testing import restart, start_masters
+from fastredlock.testing import paused, restart, start_masters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, gone_within, timed, wait_gone  # noqa: E402
@@ -65,12 +65,20 @@ def test_restart_without_persistence_lets_second_client_in_without_voting(make_c
 
 
 def test_restart_with_persistence_keeps_the_lock(make_client, name, counter):
+    # wait_for_all: the claim is about writes the masters acknowledged, so the first client must have
+    # seen all five OKs before the kills (by default it returns at a quorum, and a master that had
+    # not yet written the SET when killed rightly forgets it: next test). io_timeout: an fsync per
+    # write is slow on a loaded machine, and a master whose OK came late would not count.
     with start_masters(5, persistent=True) as local:
-        first = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        first = make_client(local.urls, retry_count=0, restart_aware=False, wait_for_all=True,
+                            io_timeout=1.0).lock(name, ttl=10.0)
         assert first.acquire()
+        assert outcomes(first) == ["ok"] * 5
         assert counter.enter() == 1
         for m in local[:3]:
-            restart(m)  # kill -9: the AOF (fsynced on every write) brings the key back
+            restart(m)  # kill -9: the AOF (fsynced before each OK was sent) brings the key back
+        token = first.token.encode() if isinstance(first.token, str) else first.token
+        assert [m.command("GET", name) for m in local[:3]] == [token] * 3
         second = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
         assert second.acquire() is False
         assert outcomes(second) == ["no"] * 5
@@ -78,6 +86,22 @@ def test_restart_with_persistence_keeps_the_lock(make_client, name, counter):
         first.release()
         assert outcomes(first) == ["ok"] * 5  # reconnected; the scripts were reloaded by EVAL
         gone_within(local, name, bound(1))
+
+
+def test_restart_with_persistence_forgets_only_what_it_had_not_acknowledged(make_client, name):
+    """Why the test above once failed (a restarted master answered OK to the second client): the
+    first client returned at a quorum while master 0 had not yet handled its SET, and the kill -9
+    came first. That master never said OK, so the lock's quorum is intact and the second is refused."""
+    with start_masters(5, persistent=True) as local:
+        first = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        with paused(local[0]):  # its SET waits unread in the socket
+            assert first.acquire()
+            assert outcomes(first)[1:] == ["ok"] * 4
+            restart(local[0])  # kill -9 before it ever ran the SET, then back from its AOF
+        second = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        assert second.acquire() is False
+        assert outcomes(second) == ["ok"] + ["no"] * 4  # it forgot only the SET it never acknowledged
+        first.release()
 
 
 def test_delayed_restart_keeps_exclusion(make_client, fault_masters, name, counter):

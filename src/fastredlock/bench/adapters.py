@@ -134,7 +134,7 @@ class RawMuxAsync(Adapter):
 
     is_async = True
     thread_safe = False
-    dists = ("hiredis",)
+    dists: Tuple[str, ...] = ("hiredis",)
     module = "hiredis"
 
     async def setup(self) -> None:
@@ -212,7 +212,7 @@ class FastredlockAsync(Adapter):
     the default event loop."""
 
     is_async = True
-    dists = ("fastredlock", "hiredis")
+    dists: Tuple[str, ...] = ("fastredlock", "hiredis")
     module = "fastredlock"
 
     async def setup(self) -> None:
@@ -691,6 +691,7 @@ class RawMux(Adapter):
 ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-cython": FastredlockCython,
     "fastredlock-python": FastredlockPython,
+    "fastredlock-pypy": FastredlockPython,  # the same adapter, its worker run by pypy3
     "fastredlock-cython-nowake": FastredlockCythonNoWake,
     "fastredlock-cython-n1": FastredlockCython,
     "fastredlock-read": FastredlockReadLock,
@@ -734,11 +735,13 @@ class Runner:
 
     def __init__(self, cls: Callable[..., Adapter], urls: List[str], ttl: float) -> None:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        #: the adapter: its acquire/release (and acquire_batch...) are its own, not Adapter's
+        self.ad: Any
         if getattr(cls, "is_async", False):
             self.loop = getattr(cls, "new_loop", asyncio.new_event_loop)()
             asyncio.set_event_loop(self.loop)
             self.ad = cls(urls, ttl)
-            self.loop.run_until_complete(self.ad.setup())  # type: ignore[attr-defined]
+            self.loop.run_until_complete(self.ad.setup())
         else:
             self.ad = cls(urls, ttl)
 

@@ -38,6 +38,8 @@ class Config:
     reference: bool = False
     fast: bool = False  # one of fastredlock's cores
     native: bool = False  # the C floor: run by the driver itself (floor.py), not by worker.py
+    #: another interpreter runs its worker (found on PATH; the configuration is skipped without it)
+    interpreter: Optional[str] = None
 
     @property
     def isolated(self) -> bool:
@@ -49,6 +51,10 @@ CONFIGS: List[Config] = [
            "one multiplexed round, C core, EVALSHA", scenarios=FAST, fast=True),
     Config("fastredlock-python", "fastredlock (pure core)",
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
+    # PyPy's JIT on the pure core (the one PyPy installs): sequential cycles beside CPython's two cores
+    Config("fastredlock-pypy", "fastredlock (pure core) on PyPy",
+           "one multiplexed round, pure-Python core under pypy3's JIT, EVALSHA", scenarios=("seq5", "seq1"),
+           fast=True, interpreter="pypy3"),
     Config("fastredlock-cython-nowake", "fastredlock (Cython core), wake=False",
            "waiters poll (retry_delay + jitter) instead of being woken by the release", scenarios=("turns",), fast=True),
     Config("fastredlock-cython-n1", "fastredlock (Cython core), N=1",

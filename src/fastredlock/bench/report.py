@@ -18,6 +18,11 @@ def med(xs: Iterable[Optional[float]]) -> Optional[float]:
     return statistics.median(v) if v else None
 
 
+def per_1000(x: Optional[float]) -> Optional[float]:
+    """``x / 1000`` (microseconds to milliseconds), None kept (no sample)."""
+    return None if x is None else x / 1000
+
+
 def fnum(x: Optional[float], digits: int = 0) -> str:
     if x is None:
         return "–"
@@ -98,7 +103,7 @@ class Report:
         for c in CONFIGS:
             if c.id in b.info:
                 vers = ", ".join(f"{k} {v}" for k, v in b.info[c.id].get("versions", {}).items() if v)
-                iso = f"`python -S`, PYTHONPATH={b.peer_dirs.get(c.group)}" if c.isolated else "this environment"
+                iso = f"`python -S`, PYTHONPATH={b.peer_dirs.get(c.group or '')}" if c.isolated else "this environment"
                 lines.append(f"| {c.label} | {vers} | {iso} |")
         lines.append("")
         lines.append("Compare ratios within one run; absolute numbers move ±30% between runs on a noisy machine.")
@@ -204,7 +209,8 @@ class Report:
                 fnum(med(x["failed_rate"] for x in r), 1),
                 fnum(med(x["jain"] for x in r), 3),
                 f"{min(x['share_min'] for x in r) * 100:.0f}%..{max(x['share_max'] for x in r) * 100:.0f}%",
-                f"{fnum(med(x['wait_p50_us'] for x in r) / 1000, 1)} / {fnum(med(x['wait_p99_us'] for x in r) / 1000, 1)}",
+                f"{fnum(per_1000(med(x['wait_p50_us'] for x in r)), 1)} / "
+                f"{fnum(per_1000(med(x['wait_p99_us'] for x in r)), 1)}",
                 f"**{sum(x['doubles'] for x in r)}**" if sum(x["doubles"] for x in r) else "0",
                 ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())) or "0",
                 str(sum(s.get("leftover_keys", 0) for s in ok)),
@@ -320,12 +326,12 @@ class Report:
                        f"({fnum(statistics.median(r['tls'] for r in ref))} vs "
                        f"{fnum(statistics.median(r['plain'] for r in ref))} req/s); "
                        f"ours ÷ redis-benchmark's = {ours / bench_ratio:.2f}.")
-        peers = [med(s["result"]["rate"] for s in self.ok(c.id, "tls5")) for c in CONFIGS
+        rates = [med(s["result"]["rate"] for s in self.ok(c.id, "tls5")) for c in CONFIGS
                  if "tls5" in c.scenarios and not c.fast and not c.reference]
-        peers = [p for p in peers if p]
-        if peers and rate["fastredlock-cython-tls"]:
-            out.append(f"fastredlock (Cython) over TLS ÷ the best TLS peer: "
-                       f"{rate['fastredlock-cython-tls'] / max(peers):.1f}x.")  # type: ignore[operator]
+        peers = [p for p in rates if p]
+        ours_tls = rate["fastredlock-cython-tls"]
+        if peers and ours_tls:
+            out.append(f"fastredlock (Cython) over TLS ÷ the best TLS peer: {ours_tls / max(peers):.1f}x.")
         return out + [""]
 
     def skipped(self) -> List[str]:

@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import fastredlock
+
 from . import floor as _floor
 from .configs import BY_ID, CONFIGS, Config, PEER_GROUPS, SCENARIO_NAMES, Settings
 from .progress import Progress, say
@@ -47,7 +49,11 @@ class Worker:
     def __init__(self, cfg: Config, job: Dict[str, Any], peer_dirs: Dict[str, str]) -> None:
         env = dict(os.environ)
         args = [sys.executable]
-        if cfg.isolated:
+        if cfg.interpreter:  # PyPy: no site-packages (CPython's are not its own); this fastredlock's source
+            args = [shutil.which(cfg.interpreter) or cfg.interpreter, "-S"]
+            env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(fastredlock.__file__)))
+            env.pop("PYTHONHOME", None)
+        elif cfg.isolated:
             args.append("-S")  # no site-packages: the peer sees only its own folder
             env["PYTHONPATH"] = peer_dirs[cfg.group]  # type: ignore[index]
             env.pop("PYTHONHOME", None)
@@ -333,6 +339,7 @@ class Bench:
         return out
 
     def run_floor(self, rnd: int) -> Dict[str, Any]:
+        assert self.floor_binary is not None  # the floor runs only where redis-benchmark was found
         port = self.lock_masters[0].port
         result: Dict[str, Any] = {}
         for pipe in (1, 16):
@@ -452,6 +459,8 @@ class Bench:
             reason = self.check_cython()
             if reason:
                 return c, reason
+        if c.interpreter and shutil.which(c.interpreter) is None:
+            return c, f"{c.interpreter} is not on PATH (Debian: apt-get install {c.interpreter})"
         if c.native:
             try:
                 r = _floor.run_floor(self.urls(c), cycles=10, batch=1, warmup=0, timeout=120)
@@ -524,7 +533,7 @@ class Bench:
                 else:
                     self.skipped["redis-benchmark"] = "redis-benchmark / valkey-benchmark not on PATH"
             rng = random.Random(self.args.seed)
-            plan = []
+            plan: List[Any] = []
             for rnd in range(1, self.s.rounds + 1):
                 batch = list(jobs)
                 rng.shuffle(batch)

@@ -105,7 +105,7 @@ def close_clients() -> None:
         clients = list(_clients.values())
         _clients.clear()
         _generation += 1
-        stale = []
+        stale: list = []
         for loop in list(_aio_clients):
             if not loop.is_running():
                 stale.extend(_aio_clients.pop(loop).values())

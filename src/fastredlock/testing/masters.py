@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from .._blocking import Connection
 from .net import HOST
@@ -38,6 +38,9 @@ __all__ = [
 PERSISTENCE_ARGS: Tuple[str, ...] = ("--appendonly", "yes", "--appendfsync", "always")
 
 _live: "set[LocalMaster]" = set()
+
+
+_M = TypeVar("_M", bound="LocalMaster")  # start() returns the subclass it was called on
 
 
 class LocalMaster:
@@ -77,7 +80,7 @@ class LocalMaster:
         return self.proc.pid if self.proc is not None else None
 
     # --- lifecycle --------------------------------------------------------------------------
-    def start(self, timeout: float = 10.0) -> "LocalMaster":
+    def start(self: "_M", timeout: float = 10.0) -> "_M":
         """Start the server and wait until it answers PING."""
         os.makedirs(self.dir, exist_ok=True)
         self.proc = subprocess.Popen(
@@ -150,7 +153,7 @@ class LocalMaster:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
 
-    def restart(self) -> "LocalMaster":
+    def restart(self: "_M") -> "_M":
         """Kill the server and start a new one on the same port (empty, as after a crash)."""
         self.kill()
         return self.start()
