@@ -47,8 +47,7 @@ import time
 from time import monotonic
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-import hiredis
-
+from . import _reader as hiredis
 from ._fork import fork_generation
 from ._steps import Waiter
 from ._sentinel import Resolver, SentinelError

@@ -14,8 +14,7 @@ import asyncio
 from time import monotonic
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
-import hiredis
-
+from .. import _reader as hiredis
 from .._steps import Waiter
 from .._tls import context_for
 from .._sentinel import SentinelError
