@@ -130,7 +130,7 @@ class Executor:
         #: The watchdog, once a lock was watched (None before, and in a fork child).
         self.watchdog: Any = None
         #: The client's ``on_event`` hook, or None (the handles check this field; see fastredlock.events).
-        self.on_event = None
+        self.on_event: Optional[Callable[[Any], object]] = None
         #: The client's notifier (wake on release, see fastredlock._wake), or None (``wake=False``).
         self.notifier: Any = None
         #: The notifier's ``channels.released_at`` (the names whose next acquisition owes a courtesy
@@ -201,10 +201,8 @@ class Executor:
         A round in flight (another thread's): the request rides in the next one. Else it is a
         round of its own, run here: the lean path of a thread alone.
         """
-        combiner = self.combiner
-        if not self._auto_pipeline:
-            combiner = None
-        elif not combiner.enter():  # a round is in flight: ride in the next one
+        combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
+        if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, ttl_ms)
             combiner.submit(req)
             return _carrier(req.core, req.rnd), req.rnd
@@ -234,10 +232,8 @@ class Executor:
         """``(round, ok)`` of one owner-checked release on every master (``ok``: a quorum still
         held ``token``), through the core that carries the acquisition's SETs while it does.
         Rides in the next shared round if one is in flight, like :meth:`acquire_one`."""
-        combiner = self.combiner
-        if not self._auto_pipeline:
-            combiner = None
-        elif not combiner.enter():  # a round is in flight: ride in the next one
+        combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
+        if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, 0, _carrying_core(carrier))
             combiner.submit(req)
             return req.rnd, req.ok

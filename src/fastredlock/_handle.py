@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import random
 from time import monotonic
-from typing import Any, Callable, Generator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Generator, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ._checks import check_number, check_timeout, key_of, token_of
 from ._fork import fork_generation
@@ -49,6 +49,7 @@ _new_event = tuple.__new__
 FENCE_SUFFIX = b":fastredlock-fence"
 
 Plan = Generator[Any, Any, Any]
+_Handle = TypeVar("_Handle", bound="LockBase")
 
 
 def fence_key(key: bytes) -> bytes:
@@ -132,12 +133,12 @@ class LockBase:
         #: releases and extensions are the rounds their plan names, not the plain lock's.
         self._planned = False
         #: The acquisition under way: its deadline (monotonic, or None) and start (for events).
-        self._deadline = None
+        self._deadline: Optional[float] = None
         self._started = 0.0
         #: The release under way found the lock lost already (see _release_begin).
         self._was_lost = False
         #: The token the caller chose for the acquisition under way (see _acquire_lean), or None.
-        self._chosen = None
+        self._chosen: Optional[bytes] = None
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -456,6 +457,8 @@ class LockBase:
     # --- adopt: a lock acquired elsewhere --------------------------------------------------------
     def _adopt_plan(self, token: Union[str, bytes], ttl: Optional[float]) -> Plan:
         """Take over the acquisition of this name made with ``token`` (see ``adopt``)."""
+        if self._planned:  # a share or a count is not handed over by token
+            raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
         token = token_of(token)
@@ -626,9 +629,9 @@ class LockBase:
     # --- for the client and its watchdog (not for applications) -------------------------------
     @classmethod
     def held(
-        cls, client: Any, names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
+        cls: Type[_Handle], client: Any, names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
         tokens: Sequence[bytes], rounds: Sequence[Any], carriers: Sequence[Any],
-    ) -> List[Optional["LockBase"]]:
+    ) -> List[Optional[_Handle]]:
         """The result of a batch round (``acquire_many``, ``lock_all``): per name, a held handle
         (its round granted it; ``carriers``: the executor's), or None.
 

@@ -16,7 +16,7 @@ import os
 import select
 import socket
 from time import monotonic
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
 
@@ -46,7 +46,7 @@ _STALE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNABORTED, er
 if hasattr(select, "poll"):
     _POLLIN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
     _POLLOUT = select.POLLOUT
-    _new_poller = select.poll
+    _new_poller: Callable[[], Any] = select.poll
 else:  # Windows: no poll(2); select() over the same register/poll interface
     _POLLIN, _POLLOUT = 1, 4
 
@@ -82,7 +82,7 @@ def _connect(spec) -> Tuple[socket.socket, bool]:
     """A non-blocking socket connecting to ``spec``; whether the connect is still in progress."""
     if spec.path is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        addr: object = spec.path
+        addr: Any = spec.path
     else:
         info = socket.getaddrinfo(spec.host, spec.port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         family, _, _, _, addr = info[0]
@@ -293,7 +293,7 @@ class Core:
 
     # --- the round ----------------------------------------------------------------------------------
     def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
-               ttls_ms: Sequence[int], wait: bool = True) -> List[Round]:
+               ttls_ms: Sequence[int], wait: bool = True) -> List[Any]:
         session = self._session
         if session.maps_stale:
             self._refresh(monotonic())

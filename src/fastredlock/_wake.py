@@ -504,6 +504,7 @@ class Notifier:
         """Read what ``sock`` has and set the events it names; False if the connection was dropped."""
         i = next(j for j, c in enumerate(self._conns) if c is not None and c.sock is sock)
         conn = self._conns[i]
+        assert conn is not None  # (found just above)
         try:
             data = sock.recv(65536)
             while getattr(sock, "pending", None) is not None and sock.pending():

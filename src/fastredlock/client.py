@@ -167,7 +167,8 @@ class Redlock(RedlockBase):
         if not rnd.ok:
             return None
         rounds = [rnd] * len(keys)
-        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [executor.carrier(core, rnd)] * len(keys))
+        held = Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [executor.carrier(core, rnd)] * len(keys))
+        return [lock for lock in held if lock is not None]  # (all of them: the round held every key)
 
     def inspect(self, name: Union[str, bytes]) -> LockInfo:
         """Tell whether the lock called ``name`` is held, on which masters, by whom and for how

@@ -53,7 +53,7 @@ def _rounds(result: Any) -> List[Any]:
 _SHARED: Dict[Any, tuple] = {}
 
 
-def _shared(kind: str, base: bytes, make: Callable[[bytes], tuple], extra: Any = None) -> tuple:
+def _shared(kind: str, base: bytes, make: Callable[..., tuple], extra: Any = None) -> tuple:
     """``make(base)``, kept for the next handle of ``kind`` on the key ``base`` (a bounded cache)."""
     entry = (kind, base, extra)
     found = _SHARED.get(entry)
@@ -71,7 +71,13 @@ def _no_wait(step: Step) -> Step:
 
 
 # --- the plans (what each kind sends, and what a round means) -----------------------------------------
-class _Plan:
+if TYPE_CHECKING:  # the mixins are only ever mixed with a handle: type them as one
+    from ._handle import LockBase as _Handle
+else:
+    _Handle = object
+
+
+class _Plan(_Handle):
     """The defaults of a plan: one script round per acquisition; a failed one that may have landed
     somewhere is cleaned up by the kind's release, written behind it."""
 
@@ -92,10 +98,6 @@ class _Plan:
         """Called by each kind's ``__init__`` after the handle's: the rounds are the plan's."""
         self._planned = True
         self._base = self.key  # the name's key; the kind's keys carry its hash tag
-
-    def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
-        """Not offered for the lock family (a share or a count is not handed over by token)."""
-        raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         """``(keys, tokens)`` an attempt may set that the plain owner-checked release undoes (the
@@ -133,7 +135,7 @@ class _Plan:
 
     def _planned_job(self, token: bytes) -> Any:
         """The rounds of an attempt of several steps, on one core: ``(held, its round)``."""
-        step = self._acquire_step(token)
+        step: Optional[Step] = self._acquire_step(token)
         while step is not None:
             rounds = _rounds((yield Call(step[0], *step[1])))
             ok, rnd, cleanup, step = self._granted(rounds, token)
@@ -254,7 +256,7 @@ class _PermitPlan(_Plan):
         # a permit costs what a plain lock does. Refused, the same attempt tries every slot.
         if self.slot is None:
             self.slot = random.randrange(self.limit)
-        return ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms)
+        return CoreStep(ACQUIRE_MANY, ([self._slots[self.slot]], [token], self._ttl_ms))
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
         return self._slots, [token] * self.limit
@@ -265,10 +267,10 @@ class _PermitPlan(_Plan):
             if rnd.ok:
                 return True, rnd, [], None
             cleanup = [_no_wait(self._release_step(token))] if may_hold(rnd.outcomes) else []
-            return False, rnd, cleanup, (ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
+            return False, rnd, cleanup, CoreStep(ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
         held = choose_permit(rounds, random.randrange(len(rounds)))
         left = permit_leftovers(rounds, held)
-        cleanup = [(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
+        cleanup = [CoreStep(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
         if held < 0:
             return False, max(rounds, key=lambda rnd: rnd.successes), cleanup, None
         self.slot = held

@@ -183,7 +183,7 @@ class FamilyInfo(NamedTuple):
     #: The single-holder parts (see above).
     parts: Tuple[LockInfo, ...]
     #: rlock: how many times its owner entered (on most masters that answered), else None.
-    count: Optional[int]
+    count: Optional[int]  # type: ignore[assignment] # the public name shadows tuple.count, on purpose
     #: rwlock: reader shares that a quorum of masters hold at least (shares whose TTL ran out are
     #: counted until the next script on the name prunes them), else None.
     readers: Optional[int]

@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, cast
 
 from .protocol.plans import LOST, RENEWED, RETRY, renewal_verdict  # noqa: F401 (LOST, RETRY: the verdicts)
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock
-    from .lock import Lock
+    from ._handle import LockBase as Lock  # either front-end's handle
+    from .lock import Lock as SyncLock
 
 log = logging.getLogger("fastredlock")
 
@@ -87,7 +88,8 @@ def after_renewal(items: List[tuple], rounds: List[Any], locks: Dict[int, List[A
     released (or acquired again) while the round was in flight are left alone."""
     lost = []
     for item, rnd in zip(items, rounds):
-        entry, token = item[0], item[1]
+        entry: List[Any] = item[0]
+        token = item[1]
         lock = entry[0]
         if locks.get(id(lock)) is not entry:
             continue  # released while the round was in flight
@@ -178,7 +180,7 @@ class Watchdog:
         if renew:
             lost.extend(self._renew(renew))
         for lock in lost:
-            lock.lose()
+            cast("SyncLock", lock).lose()  # this thread watches the sync client's handles
 
     def _renew(self, items: List[tuple]) -> List["Lock"]:
         """Extend all due locks in one round; return those that are now lost."""

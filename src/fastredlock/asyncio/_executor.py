@@ -42,7 +42,7 @@ def _ignore_result(fut: asyncio.Future) -> None:
 class _Request:
     """One lock's acquire (``ttl_ms`` > 0) or owner-checked release (``ttl_ms`` 0) waiting for a round."""
 
-    def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: asyncio.Future, orphan: Any = None) -> None:
+    def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: Any, orphan: Any = None) -> None:
         self.key = key
         self.token = token
         self.ttl_ms = ttl_ms

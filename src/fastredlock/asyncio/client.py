@@ -107,7 +107,8 @@ class Redlock(RedlockBase):
         rnd = await aexec.job(plan, undo)
         if not rnd.ok:
             return None
-        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, [rnd] * len(keys), [None] * len(keys))
+        held = Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, [rnd] * len(keys), [None] * len(keys))
+        return [lock for lock in held if lock is not None]  # (all of them: the round held every key)
 
     async def inspect(self, name: Union[str, bytes]) -> LockInfo:
         """Tell whether the lock called ``name`` is held, on which masters, by whom and for how

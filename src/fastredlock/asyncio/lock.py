@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Sequence, Union
 
-from .._handle import LockBase
+from .._handle import LockBase, _held_locks
 from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from ..errors import LockError, MasterOutcome
 from ..events import LOST
@@ -51,10 +51,12 @@ class Lock(LockBase):
         self._aexec = client.async_executor
 
     @classmethod
-    def held(cls, client: Any, *batch: Any) -> List[Optional["Lock"]]:
+    def held(cls, client: Any, names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
+             tokens: Sequence[bytes], rounds: Sequence[Any], carriers: Sequence[Any]) -> List[Optional["Lock"]]:
         """The handles of a batch round (see :meth:`fastredlock._handle.LockBase.held`), bound to
         the client's loop like any other."""
-        locks = LockBase.held.__func__(cls, client, *batch)  # type: ignore[attr-defined]
+        locks: List[Optional[Lock]] = _held_locks(cls, client, list(names), list(keys), ttl, ttl_ms, list(tokens),
+                                                   list(rounds), list(carriers))
         aexec = client.async_executor
         for lock in locks:
             if lock is not None:
@@ -159,7 +161,8 @@ async def drive(aexec: Any, plan: Any, owner: Any = None) -> Any:
     :func:`_finish`; ``owner``: the handle whose ``on_lost`` hears of a release that then finds
     the lock lost), and the caller gets its ``CancelledError`` at once.
     """
-    value = error = None
+    value: Any = None
+    error: Optional[BaseException] = None
     while True:
         step = advance(plan, value, error)
         if type(step) is Done:

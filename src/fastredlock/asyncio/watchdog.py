@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 
 from ..watchdog import after_renewal, entry_of, renewal_args, triage
 
@@ -96,4 +96,4 @@ class Watchdog:
                 rounds = await client.async_executor.run("extend_many", *renewal_args(renew))
             lost.extend(after_renewal(renew, rounds, self._locks, client.quorum, client.retry_delay))
         for lock in lost:
-            await lock.lose()
+            await cast("Lock", lock).lose()  # (the decisions are the sync watchdog's, for any handle)
