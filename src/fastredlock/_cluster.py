@@ -92,7 +92,7 @@ def refresh(session: Any, i: int) -> Optional[int]:
     map and hand it to the session (which makes links for new nodes); return how many links the
     session has now, or None when no node answered (asked again after the rate limit)."""
     spec = session.links[i].spec
-    route = session.routes[[r.master for r in session.routes].index(i)]
+    route = session.routing.route_of(i)
     known = sorted(route.nodes, key=lambda a: route.nodes[a] not in route.slots)
     nodes = known + [s for s in spec.cluster.seeds if s not in route.nodes]
     try:

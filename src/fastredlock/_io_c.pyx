@@ -327,7 +327,7 @@ cdef class Core:
         self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
-        if self._s.routes is not None:
+        if self._s.routing is not None:
             self._refresh(0.0)
 
     cdef int _grow_links(self) except -1:
@@ -493,7 +493,7 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        if self._s.routes is not None:  # a cluster: one script per key (slot)
+        if self._s.routing is not None:  # a cluster: one script per key (slot)
             self._enc.release_each(kbs, tbs)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:

@@ -125,7 +125,7 @@ class Core:
         self._tls_session: list = []
         self._resolvers: list = []
         self._grow()
-        if session.routes is not None:
+        if session.routing is not None:
             self._refresh(0.0)
         #: Some master is a Sentinel one (a round then writes to it last: see _sync_sentinels_last).
         self._sentinels = any(r is not None for r in self._resolvers)
@@ -243,7 +243,7 @@ class Core:
         each master in one script call (``RELEASE_MANY``), far cheaper for the master.
         """
         k = len(keys)
-        if k < 2 or self._session.routes is not None:  # a cluster: one script per key (slot)
+        if k < 2 or self._session.routing is not None:  # a cluster: one script per key (slot)
             return self.release_each(keys, tokens, wait)
         args = (b"%d" % k, *keys, *tokens)
         return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)

@@ -18,7 +18,7 @@ from fastredlock._cores import NO_EXTENSIONS
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 MODULES = ("session", "link", "result", "voting", "health", "resp", "replies", "handshake", "outcomes", "plans",
-           "sentinel", "scripts", "family")
+           "cluster", "sentinel", "scripts", "family")
 #: Fixtures that start or use servers: none of them belongs in this directory.
 SERVERS = {"masters", "fault_masters", "dlm", "one_dlm", "make_client", "make_one_client", "core"}
 HERE = os.path.dirname(os.path.abspath(__file__))

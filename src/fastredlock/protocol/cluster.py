@@ -4,6 +4,15 @@ A cluster is **one master** of the Redlock: it casts one vote per key, the answe
 owns the key's slot. Its nodes are links of their own in the session (see :mod:`.session`), each
 carrying only the commands of the keys it owns, all multiplexed in the round's one poll loop.
 
+**Who owns what.** This module holds every routing rule: :class:`ClusterRoute` is one cluster's
+slot map, and :class:`ClusterRouting` applies the maps to a round (it makes the node links,
+splits the round's commands by slot, gives them to the nodes, follows redirections, says when a
+map is asked again). The :class:`~.session.Session` owns one ClusterRouting (None without cluster
+masters), calls it at the points of a round where a cluster differs, and keeps what the I/O
+twins read (``maps_stale``, ``redirected``) and the methods they call (``add_node``,
+``learned``, ``refresh_tried``, ``stale_routes``). Asking a node for the map is I/O:
+:mod:`fastredlock._cluster`'s.
+
 **Slots.** A key's slot is CRC16-XMODEM of the key (or of its hash tag: the bytes between the
 first ``{`` and the next ``}``, when not empty) modulo 16384, as Redis defines it. The fence
 counter's key carries the lock key's hash tag (see :mod:`.scripts`), so a script never spans
@@ -215,6 +224,202 @@ class ClusterRoute:
     def due(self, now):
         """Whether the map should be asked again now."""
         return self.stale and now >= self.refresh_at
+
+
+class ClusterRouting:
+    """The cluster masters of one :class:`~.session.Session`: their routes, and the round's
+    commands split by slot and given to the node links that own them.
+
+    The session owns one (None when no master is a cluster) and calls it only where a link is a
+    cluster's (``link.cmds`` is not None) or a round begins. It shares the session's list of
+    links, to which it appends the node links it makes (with ``make_link``, the
+    :class:`~.link.Link` class: :mod:`.link` imports :mod:`.handshake`, which imports this module,
+    so this one imports neither). It sets none of the session's state: what the session must
+    know comes back as a value (a command it could not route, a redirection followed, a slot
+    map to ask again).
+    """
+
+    def __init__(self, links, make_link):
+        #: The session's links (the same list): the N masters', then the cluster nodes'.
+        self.links = links
+        self.make_link = make_link
+        #: Per cluster master, its :class:`ClusterRoute`.
+        self.routes = []
+        for link in links:
+            if link.spec.cluster is not None:
+                link.cmds = []  # the cluster's own link carries nothing: its nodes do
+                self.routes.append(ClusterRoute(link.index))
+        #: The round's commands as ``(bytes, slot)`` (see :func:`split_commands`), how many, and
+        #: the redirections followed so far in the round.
+        self.split = None
+        self.k = 0
+        self.redirects = 0
+
+    def route_of(self, i):
+        """The :class:`ClusterRoute` of cluster master ``i``."""
+        for route in self.routes:
+            if route.master == i:
+                return route
+        raise IndexError("master %d is not a cluster" % i)
+
+    # --- the slot maps ------------------------------------------------------------------------
+    def add_node(self, i, address, restart_aware, preload):
+        """The index of the link of cluster master ``i``'s node at ``address`` (``(host, port)``),
+        made (like the master's own, but at that address) and appended to the links if new."""
+        route = self.route_of(i)
+        index = route.nodes.get(address, -1)
+        if index >= 0:
+            return index
+        base = self.links[i]
+        link = self.make_link(len(self.links), base.spec._replace(host=address[0], port=address[1]), restart_aware,
+                              preload)
+        link.master = i
+        link.cmds = []
+        link.clock.address = address
+        self.links.append(link)
+        route.nodes[address] = link.index
+        return link.index
+
+    def learned(self, i, ranges, now, restart_aware, preload):
+        """Cluster master ``i``'s slot map (:func:`parse_slots`); links are made for the nodes it
+        names first."""
+        for first, last, primary, replicas in ranges:
+            self.add_node(i, primary, restart_aware, preload)
+            for address in replicas:
+                self.add_node(i, address, restart_aware, preload)
+        self.route_of(i).learned(ranges, now)
+
+    def refresh_tried(self, i, now):
+        """Asking cluster master ``i``'s nodes for the slot map failed: not again before the rate limit."""
+        route = self.route_of(i)
+        route.stale = True
+        route.refresh_at = now + _REFRESH_EVERY
+
+    def failed(self, i, now):
+        """Cluster master ``i``'s slot map proved wrong (or a node failed): ask it again soon."""
+        self.route_of(i).failed(now)
+
+    def due(self, now):
+        """The cluster masters whose slot map should be asked again now."""
+        due = []
+        for route in self.routes:
+            if route.due(now):
+                due.append(route.master)
+        return due
+
+    def stale(self):
+        """Whether some cluster's slot map is to be asked again (now or after the rate limit)."""
+        for route in self.routes:
+            if route.stale:
+                return True
+        return False
+
+    # --- the round ----------------------------------------------------------------------------
+    def split_round(self, payload, k):
+        """A round of the ``k`` commands in ``payload`` begins: split them by slot
+        (:class:`CrossSlotError` before anything changed)."""
+        self.split = split_commands(payload, k)
+        self.k = k
+        self.redirects = 0
+
+    def assign(self, now):
+        """Give each node link the commands of the slots it owns (``link.cmds``). Returns None, or
+        the commands no known node serves, as ``(command, master, detail)``: their slot maps are
+        asked again, and the session records them as that master's connection error."""
+        split = self.split
+        unrouted = None
+        for link in self.links:
+            if link.cmds is not None:
+                link.cmds = []
+        for route in self.routes:
+            slots = route.slots
+            for j in range(self.k):
+                slot = split[j][1]
+                owner = slots[slot] if slot >= 0 else -1
+                if owner >= 0:
+                    link = self.links[owner]
+                    link.cmds.append(j)
+                else:
+                    route.failed(now)
+                    if unrouted is None:
+                        unrouted = []
+                    unrouted.append((j, route.master,
+                                     "slot %d: no node known to serve it (the slot map is asked again)" % slot))
+        return unrouted
+
+    def payload(self, link, fallbacks):
+        """The bytes of a node link's commands: their EVAL forms from ``fallbacks`` (one bytes per
+        command of the round) unless it is None."""
+        if len(link.cmds) == 1 and link.cmds[0] >= 0 and fallbacks is None:
+            return self.split[link.cmds[0]][0]
+        parts = []
+        for j in link.cmds:
+            if j < 0:
+                parts.append(ASKING)
+            elif fallbacks is not None:
+                parts.append(fallbacks[j])
+            else:
+                parts.append(self.split[j][0])
+        return b"".join(parts)
+
+    def redirect(self, link, error, wait, io_deadline, connect_timeout, now):
+        """An error reply to ``link``'s next command (a node's). ``-MOVED``/``-ASK``: resend the
+        command where it is told, within the round's deadline (``io_deadline``; a node link it
+        opens gets ``connect_timeout`` more; ``wait``: the round waits for its answer).
+
+        Returns 1: the command was resent (the twin must serve the node link it went to); 0: the
+        reply answers the command (an error reply); -1: the same, and the slot map is to be asked
+        again (an owner the map does not know, too many redirections, ``-CLUSTERDOWN``).
+        """
+        where = parse_redirect(error)
+        if where is None:
+            if refreshes(error):
+                self.failed(link.master, now)
+                return -1
+            return 0
+        route = self.route_of(link.master)
+        target = route.nodes.get(where[2], -1)
+        if target < 0 or self.redirects >= MAX_REDIRECTS * self.k:
+            route.failed(now)
+            return -1
+        self.redirects += 1
+        j = link.cmds[link.pop_cmd()]
+        ask = where[0]
+        if not ask:
+            route.slots[where[1]] = target  # MOVED: the owner changed for good
+        node = self.links[target]
+        data = self.split[j][0]
+        if not node.polled:  # not (or no longer) waited for in this round
+            node.expect(0)
+            node.cmds = []
+            node.best_effort = False
+            node.waited = wait
+            node.deadline = io_deadline
+            node.polled = True
+        if ask:
+            data = ASKING + data
+            node.cmds.append(-1)
+            node.requeue(len(node.cmds) - 1)
+        node.cmds.append(j)
+        node.requeue(len(node.cmds) - 1)
+        if not node.open:
+            node.payload = data
+            node.request_open(data)
+            node.reused = False
+            node.deadline = io_deadline + connect_timeout
+        elif node.skip >= 0:
+            node.payload += data  # written once the handshake is answered
+        else:
+            node.out += data
+        return 1
+
+
+def requeue_asking(link, j):
+    """Command ``j`` of a node link's queue is sent again (as EVAL, after NOSCRIPT): if it came
+    by ``-ASK``, its ``ASKING`` goes first again (the importing node takes it only right behind)."""
+    if j > 0 and link.cmds[j - 1] < 0:
+        link.requeue(j - 1)
+        link.out += ASKING
 
 
 def node_verified(clock, reply, now, vote):

@@ -1,6 +1,7 @@
 cimport cython
 from .health cimport Health
 from .link cimport Link, Owed
+from .cluster cimport ClusterRouting, requeue_asking
 
 # the outcome codes, counters and kinds used here: C ints when compiled (imported from the
 # modules that define them)
@@ -21,11 +22,9 @@ cdef bint _waits_for(Link link, bint decided) except -1
 cdef class Session:
     cdef public list links
     cdef public Py_ssize_t n
-    cdef public object routes
-    cdef public object split
-    cdef public Py_ssize_t redirects
-    cdef public bint maps_stale
-    cdef public bint redirected
+    cdef public ClusterRouting routing  # the cluster masters' routing; None: no master is a cluster
+    cdef public bint maps_stale         # some cluster's slot map may be due (the twin calls stale_routes)
+    cdef public bint redirected         # a command went to another node link since the twin last looked
     cdef public bint preload
     cdef public Py_ssize_t quorum
     cdef public double io_timeout
@@ -64,10 +63,9 @@ cdef class Session:
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now)
     cdef object _fallback_payload(self)
-    @cython.locals(link=Link, j=Py_ssize_t, slot=Py_ssize_t, owner=Py_ssize_t, split=list)
+    cdef _map_failed(self, Py_ssize_t i, double now)
+    @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(parts=list, j=Py_ssize_t)
-    cdef bytes _node_payload(self, Link link, bint fallback)
     @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
@@ -100,7 +98,7 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1

@@ -31,11 +31,15 @@ role; a ``-READONLY``/``-LOADING`` reply closes the link so the next connect ask
 :mod:`.sentinel`).
 
 **Cluster masters.** A cluster is one master (one vote per key) whose nodes are extra links, past
-the N masters' own (``link.master`` is the vote a link casts). A round splits its commands by key
-slot (:func:`.cluster.split_commands`): each node link carries only the commands of the slots it
-owns (``link.cmds``), in one write; ``-MOVED``/``-ASK`` move a command to another node link within
-the round (see :mod:`.cluster`). A session without cluster masters never looks at any of this
-(``routes`` is None).
+the N masters' own (``link.master`` is the vote a link casts); each node link carries only the
+commands of the slots it owns (``link.cmds``), in one write. The routing rules (splitting a
+round's commands by slot, giving them to node links, following ``-MOVED``/``-ASK``, when a slot
+map is asked again) are :class:`.cluster.ClusterRouting`'s: :attr:`Session.routing` holds one, and
+the session calls it where a link is a cluster's or a round begins; the methods the twins call
+(:meth:`Session.add_node`, :meth:`~Session.learned`, :meth:`~Session.refresh_tried`,
+:meth:`~Session.stale_routes`; the flags :attr:`~Session.maps_stale` and
+:attr:`~Session.redirected`) stay the session's and delegate. A session without cluster masters
+never looks at any of this (``routing`` is None).
 """
 from array import array
 
@@ -51,7 +55,7 @@ from .replies import (
     KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, unexpected, what,
 )
 from .result import decide, set_outcome, settle_sink
-from .cluster import ASKING, MAX_REDIRECTS, ClusterRoute, parse_redirect, refreshes, split_commands
+from .cluster import ClusterRouting, requeue_asking
 from .sentinel import asks_again, resolved as sentinel_resolved
 
 
@@ -80,19 +84,15 @@ class Session:
         self.preload = preload
         self.links = [Link(i, spec, restart_aware, preload) for i, spec in enumerate(specs)]
         self.n = len(self.links)
-        #: Per cluster master, its :class:`~.cluster.ClusterRoute`; None: no master is a cluster.
-        self.routes = None
+        #: The cluster masters' routing (:class:`~.cluster.ClusterRouting`, sharing ``links``);
+        #: None: no master is a cluster.
+        self.routing = None
         for link in self.links:
             if link.spec.cluster is not None:
-                link.cmds = []  # the cluster's own link carries nothing: its nodes do
-                if self.routes is None:
-                    self.routes = []
-                self.routes.append(ClusterRoute(link.index))
-        #: The round's commands as ``(bytes, slot)`` (cluster masters only), and redirections so far.
-        self.split = None
-        self.redirects = 0
+                self.routing = ClusterRouting(self.links, Link)
+                break
         #: Some cluster's slot map may be due to be asked again (the twin then calls stale_routes).
-        self.maps_stale = self.routes is not None
+        self.maps_stale = self.routing is not None
         #: A command was redirected to another node since the twin last looked (it syncs them all).
         self.redirected = False
         self.quorum = self.n // 2 + 1
@@ -130,9 +130,8 @@ class Session:
         twin must do (see :mod:`.link`).
         """
         n = self.n
-        if self.routes is not None:
-            self.split = split_commands(payload, k)  # CrossSlotError before anything changed
-            self.redirects = 0
+        if self.routing is not None:
+            self.routing.split_round(payload, k)  # CrossSlotError before anything changed
         self.kind = kind
         self.k = k
         self.rows = rows
@@ -163,7 +162,7 @@ class Session:
         self.io_deadline = now + self.io_timeout
         self.modes = self.health.modes(now)
         fresh_deadline = self.io_deadline + self.connect_timeout
-        if self.routes is not None:
+        if self.routing is not None:
             self._route(now)
         for link in self.links:
             link.retried = False
@@ -171,136 +170,43 @@ class Session:
             self._start(link, fresh_deadline)
         self._stamp(now)
 
-    # --- cluster masters ------------------------------------------------------------------------
+    # --- cluster masters (the rules: .cluster.ClusterRouting) --------------------------------------
     def add_node(self, i, address):
         """The link of cluster master ``i``'s node at ``address`` (``(host, port)``), made if new."""
-        route = self._route_of(i)
-        index = route.nodes.get(address, -1)
-        if index >= 0:
-            return index
-        base = self.links[i]
-        link = Link(len(self.links), base.spec._replace(host=address[0], port=address[1]), self.restart_aware,
-                    self.preload)
-        link.master = i
-        link.cmds = []
-        link.clock.address = address
-        self.links.append(link)
-        route.nodes[address] = link.index
-        return link.index
+        return self.routing.add_node(i, address, self.restart_aware, self.preload)
 
     def learned(self, i, ranges, now):
         """Cluster master ``i``'s slot map (:func:`.cluster.parse_slots`); links are made for the
         nodes it names first (the twin then opens them as for any link)."""
-        for first, last, primary, replicas in ranges:
-            self.add_node(i, primary)
-            for address in replicas:
-                self.add_node(i, address)
-        self._route_of(i).learned(ranges, now)
+        self.routing.learned(i, ranges, now, self.restart_aware, self.preload)
 
     def refresh_tried(self, i, now):
         """Asking cluster master ``i``'s nodes for the slot map failed: not again before the rate limit."""
-        route = self._route_of(i)
-        route.stale = True
-        route.refresh_at = now + 0.1
+        self.routing.refresh_tried(i, now)
 
     def stale_routes(self, now):
         """The cluster masters whose slot map should be asked again now (the twin asks only while
         :attr:`maps_stale`)."""
-        due = []
-        stale = False
-        if self.routes is not None:
-            for route in self.routes:
-                stale = stale or route.stale
-                if route.due(now):
-                    due.append(route.master)
-        self.maps_stale = stale
+        if self.routing is None:
+            self.maps_stale = False
+            return []
+        due = self.routing.due(now)
+        self.maps_stale = self.routing.stale()
         return due
 
     def _map_failed(self, i, now):
         """Cluster master ``i``'s slot map proved wrong (or a node failed): ask it again soon."""
-        self._route_of(i).failed(now)
+        self.routing.failed(i, now)
         self.maps_stale = True
 
-    def _route_of(self, i):
-        for route in self.routes:
-            if route.master == i:
-                return route
-        raise IndexError("master %d is not a cluster" % i)
-
     def _route(self, now):
-        """Give each cluster node link the commands of the slots it owns (``link.cmds``)."""
-        split = self.split
-        for link in self.links:
-            if link.cmds is not None:
-                link.cmds = []
-        for route in self.routes:
-            slots = route.slots
-            for j in range(self.k):
-                slot = split[j][1]
-                owner = slots[slot] if slot >= 0 else -1
-                if owner >= 0:
-                    link = self.links[owner]
-                    link.cmds.append(j)
-                else:
-                    self._map_failed(route.master, now)
-                    self._record_cmd(j, route.master, CONN_ERROR,
-                                     "slot %d: no node known to serve it (the slot map is asked again)" % slot)
-
-    def _node_payload(self, link, fallback):
-        """The bytes of a node link's commands (their EVAL forms with ``fallback``)."""
-        if len(link.cmds) == 1 and link.cmds[0] >= 0 and not fallback:
-            return self.split[link.cmds[0]][0]
-        parts = []
-        for j in link.cmds:
-            if j < 0:
-                parts.append(ASKING)
-            elif fallback:
-                parts.append(self._fallback_payload()[j])
-            else:
-                parts.append(self.split[j][0])
-        return b"".join(parts)
-
-    def _redirect(self, link, error, now):
-        """A ``-MOVED``/``-ASK`` answer to the link's next command: resend it where it is told
-        (within the round's deadline); False if it cannot be (then it is an error reply)."""
-        where = parse_redirect(error)
-        if where is None:
-            return False
-        route = self._route_of(link.master)
-        target = route.nodes.get(where[2], -1)
-        if target < 0 or self.redirects >= MAX_REDIRECTS * self.k:
-            self._map_failed(link.master, now)
-            return False
-        self.redirects += 1
-        self.redirected = True
-        j = link.cmds[link.pop_cmd()]
-        if not where[0]:
-            route.slots[where[1]] = target  # MOVED: the owner changed for good
-        node = self.links[target]
-        data = self.split[j][0]
-        if not node.polled:  # not (or no longer) waited for in this round
-            node.expect(0)
-            node.cmds = []
-            node.best_effort = False
-            node.waited = self.wait
-            node.deadline = self.io_deadline
-            node.polled = True
-        if where[0]:
-            data = ASKING + data
-            node.cmds.append(-1)
-            node.requeue(len(node.cmds) - 1)
-        node.cmds.append(j)
-        node.requeue(len(node.cmds) - 1)
-        if not node.open:
-            node.payload = data
-            node.request_open(data)
-            node.reused = False
-            node.deadline = self.io_deadline + self.connect_timeout
-        elif node.skip >= 0:
-            node.payload += data  # written once the handshake is answered
-        else:
-            node.out += data
-        return True
+        """Give each cluster node link the commands of the slots it owns; a command no known node
+        serves is that cluster's connection error."""
+        unrouted = self.routing.assign(now)
+        if unrouted is not None:
+            self.maps_stale = True
+            for j, i, detail in unrouted:
+                self._record_cmd(j, i, CONN_ERROR, detail)
 
     def _fallback_payload(self):
         if self.fallbacks is None:
@@ -337,11 +243,12 @@ class Session:
         link.best_effort = mode == TIMED_OUT
         link.waited = self.wait and not link.best_effort
         if self.make_fallbacks is None or (link.waited and not link.use_eval):
-            link.payload = self.payload if cmds is None else self._node_payload(link, False)
+            link.payload = self.payload if cmds is None else self.routing.payload(link, None)
         else:
             # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
             # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
-            link.payload = b"".join(self._fallback_payload()) if cmds is None else self._node_payload(link, True)
+            link.payload = (b"".join(self._fallback_payload()) if cmds is None
+                            else self.routing.payload(link, self._fallback_payload()))
             link.use_eval = False
         if not link.open:
             link.request_open(link.payload)
@@ -601,18 +508,18 @@ class Session:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
                 j = link.pop_cmd()
                 link.fallback_sent += 1
-                if j > 0 and link.cmds is not None and link.cmds[j - 1] < 0:
-                    # It came by -ASK: the importing node takes it only right behind ASKING.
-                    link.requeue(j - 1)
-                    link.out += ASKING
+                if link.cmds is not None:
+                    requeue_asking(link, j)  # if it came by -ASK, ASKING goes first again
                 link.requeue(j)
                 link.out += self._fallback_payload()[_cmd(link, j)]
                 return True
             if link.cmds is not None:
-                if self._redirect(link, error, now):
+                moved = self.routing.redirect(link, error, self.wait, self.io_deadline, self.connect_timeout, now)
+                if moved > 0:
+                    self.redirected = True  # the twin serves the node links it went to
                     return True
-                if refreshes(error):
-                    self._map_failed(link.master, now)
+                if moved < 0:
+                    self.maps_stale = True
             if link.spec.sentinel is not None and asks_again(error):
                 # Demoted (READONLY) or restarting (LOADING): ask the sentinels at the next connect.
                 self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
