@@ -88,7 +88,9 @@ from time import monotonic
 from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
 
 from ..errors import LockError
-from ._common import Masters, arelease_token, encode_key, error_outcomes, one_server_message, redis_errors, release_token, usable_ttl
+from ._common import (
+    Masters, arelease_token, encode_key, error_outcomes, one_server_message, redis_errors, release_token, usable_ttl,
+)
 
 __all__ = [
     "AIORedlock",
