@@ -145,20 +145,26 @@ async def check_one_resource_twice(manager):
     await manager.destroy()
 
 
+def manager_of(masters):
+    """A manager with aioredlock's defaults but short pauses between its three attempts (the
+    acceptance tests' second lock of a held resource makes all three)."""
+    return Aioredlock(masters, retry_delay_min=0.01, retry_delay_max=0.03)
+
+
 CHECKS = {"simple": check_simple_lock, "two-resources": check_two_resources, "same-resource": check_one_resource_twice}
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 @pytest.mark.parametrize("form", ["dict", "uri", "tuple", "aioredis-pool", "connections-pool", "redis-asyncio"])
 def test_acceptance_on_one_master(shim_core, masters, arun, form, check):
-    arun(CHECKS[check](Aioredlock(_one(masters[0], form))))
+    arun(CHECKS[check](manager_of(_one(masters[0], form))))
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 @pytest.mark.parametrize("form", ["dict", "uri", "uri-query", "aioredis-pool", "redis-asyncio"])
 def test_acceptance_on_two_dbs_of_one_server(shim_core, masters, arun, form, check, caplog):
     with caplog.at_level(logging.WARNING, logger="fastredlock.compat.aioredlock"):
-        manager = Aioredlock(_two_dbs(masters[0], form))
+        manager = manager_of(_two_dbs(masters[0], form))
     warned = [r for r in caplog.records if r.name == "fastredlock.compat.aioredlock"]
     assert len(warned) == 1 and "dbs of one server" in warned[0].getMessage(), caplog.records
     arun(CHECKS[check](manager))
