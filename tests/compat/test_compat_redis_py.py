@@ -465,3 +465,23 @@ def test_no_expiry_script_digest_matches_the_server(masters):
     from fastredlock.protocol.scripts import ACQUIRE_NO_EXPIRY, ACQUIRE_NO_EXPIRY_SHA
 
     assert masters[0].command("SCRIPT", "LOAD", ACQUIRE_NO_EXPIRY) == ACQUIRE_NO_EXPIRY_SHA
+
+
+def test_no_timeout_attempt_the_server_did_not_answer_leaves_no_key(api, name):
+    """A key without expiry left by a failed attempt would lock the name for good: an attempt
+    whose SET the server has not answered in time is undone behind that SET, on its connection."""
+    with start_masters(1) as (master,):
+        r = api.client(master)
+        lock = api.Lock(r, name)
+        assert api.run(lock.acquire(blocking=False))  # connected (and the script known) first
+        api.run(lock.release())
+        master.pause()
+        try:
+            assert not api.run(lock.acquire(blocking=False))  # no answer within io_timeout
+        finally:
+            master.resume()
+        api.sleep(0.2)  # the server runs the SET it had received, then the release behind it
+        assert api.run(r.get(name)) is None
+        assert api.run(lock.acquire(blocking=False))  # and the name is free
+        assert api.run(r.ttl(name)) == -1
+        api.run(lock.release())
