@@ -18,9 +18,10 @@ import math
 from typing import Any, Optional, Tuple
 
 from ..errors import LockNotOwnedError
-from ..protocol.family import acquisition_step
+from ..protocol.family import acquisition_step, script_step
 from ..protocol.plans import may_hold
-from ..protocol.scripts import ACQUIRE_NO_EXPIRY
+from ..protocol.replies import KIND_SCRIPT
+from ..protocol.scripts import ACQUIRE_NO_EXPIRY, QUIET, RELEASE
 
 __all__ = ["Held", "aacquire", "acquire", "arelease", "release"]
 
@@ -55,7 +56,9 @@ def acquire(dlm: Any, key: bytes, token: bytes) -> Held:
     if rnd.ok:
         return Held(key, token, carrier)
     if may_hold(rnd.outcomes):
-        executor.release_one(key, token, carrier)
+        # Undone quietly (no turn given, nobody woken: it never held the lock), written behind its
+        # SET on the same connection and not awaited, as the engine undoes its own failed attempts.
+        executor.script_one(script_step(KIND_SCRIPT, RELEASE, [key], [token, QUIET], 0, False)[1], carrier)
     return Held(key, None, None, tuple(executor.outcomes(rnd)))
 
 
