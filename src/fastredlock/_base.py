@@ -75,6 +75,8 @@ class RedlockBase:
     #: The classes of the lock family this client hands out: ``(RLock, Semaphore, ReadLock,
     #: WriteLock)`` of :mod:`fastredlock.family` or of :mod:`fastredlock.asyncio.family`.
     _family: Tuple[Any, ...] = ()
+    #: ``new_lock(client, name, ttl, auto_extend, max_hold, on_lost, fencing)``: the front-end's handle.
+    _new_lock: Any = None
 
     def __init__(
         self,
@@ -195,6 +197,29 @@ class RedlockBase:
         """
         now = monotonic()
         return [MasterStats(spec.label, *row) for spec, row in zip(self._specs, self.executor.health.snapshot(now))]
+
+    def lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 10.0,
+        *,
+        auto_extend: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Any], object]] = None,
+        fencing: bool = False,
+    ) -> Any:
+        """Return a handle for the lock called ``name`` held for ``ttl`` seconds; nothing is sent yet.
+
+        :param auto_extend: the client's watchdog renews the lock about every ``ttl / 3`` while it
+            is held (all such locks of a client share one thread and one round per tick).
+        :param max_hold: with ``auto_extend``, stop renewing this many seconds after acquisition.
+        :param on_lost: ``on_lost(lock)`` runs (on the watchdog thread, or task: an async callable
+            is awaited) if the lock is lost while held: a renewal failed, its validity ran out, or a
+            release whose caller was cancelled found it gone.
+        :param fencing: take a fencing token at each acquisition (:attr:`Lock.fence`, strictly
+            increasing across holders of the name; one extra round).
+        """
+        return self._new_lock(self, name, ttl, auto_extend, max_hold, on_lost, fencing)
 
     def rlock(self, name: Union[str, bytes], ttl: float = 10.0, *, auto_extend: bool = False,
               max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> Any:

@@ -304,6 +304,10 @@ class Executor:
             for spec, code, detail in zip(self._specs, rnd.outcomes, details)
         ]
 
+    def settle_time(self) -> float:
+        """The longest a caller waits for a round's stragglers before their outcomes are reported."""
+        return self._io_timeout + self._connect_timeout + 1.0
+
     def down_note(self, outcomes: Sequence[MasterOutcome]) -> str:
         """``"; a quorum was impossible: k of N masters down (a, b)"`` when it was, else ``""``."""
         down = [o.master for o in outcomes if o.outcome in _DOWN_NAMES]

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import hiredis
 
 from ._fork import fork_generation
+from ._steps import Waiter
 from ._sentinel import Resolver, SentinelError
 from ._tls import context_for
 from .protocol.handshake import handshake
@@ -263,6 +264,32 @@ def _open(spec: Any, timeout: float, tries: int = 0) -> socket.socket:
     return sock
 
 
+class Backoff:
+    """When to try each master's notification connection again: a pause that doubles at each
+    failure (``_RECONNECT``), and the failures counted (a cluster's next seed node is tried after
+    each). Shared by the sync and the asyncio notifier."""
+
+    __slots__ = ("retry_at", "pause", "tries")
+
+    def __init__(self, n: int) -> None:
+        self.retry_at = [0.0] * n
+        self.pause = [_RECONNECT[0]] * n
+        #: Failed connects per master.
+        self.tries = [0] * n
+
+    def failed(self, i: int) -> float:
+        """Master ``i`` could not be reached or dropped us: when to try again (monotonic)."""
+        self.tries[i] += 1
+        pause = self.pause[i]
+        self.pause[i] = min(pause * 2, _RECONNECT[1])
+        self.retry_at[i] = monotonic() + pause
+        return self.retry_at[i]
+
+    def connected(self, i: int) -> None:
+        """Master ``i`` answered its handshake: the next failure pauses the least again."""
+        self.pause[i] = _RECONNECT[0]
+
+
 class _Conn:
     """One master's notification connection (used by the notifier thread only)."""
 
@@ -289,10 +316,7 @@ class Notifier:
         self._lock = threading.Lock()
         self.channels = Channels(courtesy)
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
-        self._retry_at = [0.0] * len(self._specs)
-        self._pause = [_RECONNECT[0]] * len(self._specs)
-        #: Failed connects per master (a cluster's next seed node is tried after each).
-        self._tries = [0] * len(self._specs)
+        self._backoff = Backoff(len(self._specs))
         self._thread: Optional[threading.Thread] = None
         self._poke_r, self._poke_w = socket.socketpair()
         self._poke_r.setblocking(False)
@@ -301,9 +325,9 @@ class Notifier:
         self._generation = fork_generation()
 
     # --- for the waiters -------------------------------------------------------------------------
-    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
-        """Listen for releases of ``key``: ``(channel, event, since, member, score)``; the event is
-        set by a message; ``member``/``score``: the waiter's place in the masters' queues (see
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Waiter:
+        """Listen for releases of ``key``: a :class:`~fastredlock._steps.Waiter` whose event is
+        set by a message; ``member``/``score``: its place in the masters' queues (see
         :meth:`Channels.member`; ``deadline``: when it gives up, monotonic)."""
         if self._generation != fork_generation():
             self._after_fork()
@@ -312,7 +336,7 @@ class Notifier:
         with self._lock:
             member, score = self.channels.member(deadline)
             if self._closed:
-                return channel, event, monotonic(), member, score  # never set: it sleeps its backoff
+                return Waiter(channel, event, monotonic(), member, score)  # never set: it sleeps its backoff
             new = self.channels.join(channel, event, member)
             if self._thread is None:
                 new = True
@@ -320,12 +344,12 @@ class Notifier:
                 self._thread.start()
         if new:  # (a channel already wanted needs nothing of the thread)
             self._poke()
-        return channel, event, monotonic(), member, score
+        return Waiter(channel, event, monotonic(), member, score)
 
-    def leave(self, channel: bytes, event: threading.Event, member: Optional[bytes] = None) -> None:
-        """The waiter of ``event`` returned: stop listening for it."""
+    def leave(self, waiter: Waiter) -> None:
+        """``waiter`` returned: stop listening for it."""
         with self._lock:
-            self.channels.leave(channel, event, monotonic(), member)
+            self.channels.leave(waiter.channel, waiter.event, monotonic(), waiter.member)
         # No poke when the channel goes idle: the thread looks at the wanted channels at least
         # every LINGER seconds while it listens, so the channel is unsubscribed within two
         # lingers. (A poke here would wake the thread, and it would take the GIL from the waiter
@@ -437,11 +461,12 @@ class Notifier:
         if conn is None:
             if not wanted:
                 return until
-            if now < self._retry_at[i]:
-                return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+            retry_at = self._backoff.retry_at[i]
+            if now < retry_at:
+                return retry_at if until is None else min(until, retry_at)
             try:
                 hello, kinds = handshake(self._specs[i], False)
-                conn = _Conn(_open(self._specs[i], self._timeout, self._tries[i]), len(kinds))
+                conn = _Conn(_open(self._specs[i], self._timeout, self._backoff.tries[i]), len(kinds))
                 conn.sock.sendall(hello + PRELOAD)
             except (OSError, SentinelError):
                 return self._failed(i, until)
@@ -465,11 +490,8 @@ class Notifier:
 
     def _failed(self, i: int, until: Optional[float]) -> Optional[float]:
         """Master ``i`` could not be reached: try again later (the waiters sleep their backoff)."""
-        self._tries[i] += 1
-        pause = self._pause[i]
-        self._pause[i] = min(pause * 2, _RECONNECT[1])
-        self._retry_at[i] = monotonic() + pause
-        return self._retry_at[i] if until is None else min(until, self._retry_at[i])
+        retry_at = self._backoff.failed(i)
+        return retry_at if until is None else min(until, retry_at)
 
     def _drop(self, i: int) -> None:
         conn, self._conns[i] = self._conns[i], None
@@ -520,7 +542,7 @@ class Notifier:
                     continue
                 to_set += self.channels.on_reply(reply)
         if conn.hello == 0 and self._conns[i] is conn:
-            self._pause[i] = _RECONNECT[0]
+            self._backoff.connected(i)
         for event in to_set:
             event.set()
         return self._conns[i] is conn

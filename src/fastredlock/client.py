@@ -22,7 +22,7 @@ from .protocol.plans import may_hold
 from ._checks import key_of
 from ._tokens import new_token, new_tokens
 from .family import RLock, ReadLock, Semaphore, WriteLock
-from .lock import Lock, fence_key
+from .lock import Lock, fence_key, new_lock
 from .lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ._wake import Notifier
 from .watchdog import Watchdog
@@ -102,28 +102,7 @@ class Redlock(RedlockBase):
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
-
-    def lock(
-        self,
-        name: Union[str, bytes],
-        ttl: float = 10.0,
-        *,
-        auto_extend: bool = False,
-        max_hold: Optional[float] = None,
-        on_lost: Optional[Callable[[Lock], object]] = None,
-        fencing: bool = False,
-    ) -> Lock:
-        """Return a handle for the lock called ``name`` held for ``ttl`` seconds; nothing is sent yet.
-
-        :param auto_extend: the client's watchdog renews the lock about every ``ttl / 3`` while it
-            is held (all such locks of a client share one thread and one round per tick).
-        :param max_hold: with ``auto_extend``, stop renewing this many seconds after acquisition.
-        :param on_lost: ``on_lost(lock)`` runs (on the watchdog thread) if the lock is lost while
-            held: a renewal failed or its validity ran out.
-        :param fencing: take a fencing token at each acquisition (:attr:`Lock.fence`, strictly
-            increasing across holders of the name; one extra round).
-        """
-        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+    _new_lock = staticmethod(new_lock)
 
     def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
         """Try to acquire K independent locks in one round: K pipelined ``SET NX PX`` per master.

@@ -8,9 +8,11 @@ module is the sync front-end. Each kind is a :class:`fastredlock.Lock` whose rou
 the watchdog (``auto_extend``), events and errors are the plain lock's. The handle's :attr:`key` is
 the key whose wake channel its releases publish on (waiters listen there).
 
-The plan mixins (``_RLockPlan``, ``_PermitPlan``, ``_ReadPlan``, ``_WritePlan``) say what to send and
-what a round means; :class:`_Planned` runs them on a core of the client (the asyncio front-end,
-:mod:`fastredlock.asyncio.family`, runs the same plans on its loop).
+The plan mixins (``_RLockPlan``, ``_PermitPlan``, ``_ReadPlan``, ``_WritePlan``) say what to send,
+what a round means, and hold each operation's plan (see :mod:`fastredlock._handle`); the classes
+here mix them with the sync :class:`~fastredlock.Lock`, and :mod:`fastredlock.asyncio.family`
+mixes the same ones with the asyncio handle. :class:`RLockBase` is the reentrant lock's owner
+logic, shared the same way.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .errors import LockError, LockNotAcquiredError
-from .lock import Lock
+from ._steps import Call, Job, Op, Settle
+from .lock import Lock, drive
 from .protocol.family import (
     ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE,
     RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers,
@@ -106,11 +109,65 @@ class _Plan:
             return bool(rnd.ok), rnd, [], None
         return False, rnd, [_no_wait(self._release_step(token))], None
 
+    # --- the plans (both front-ends run them; see fastredlock._handle) ---------------------------
+    def _attempt_planned(self, token: bytes) -> Any:
+        """One attempt: the kind's rounds; a failure that may have landed somewhere is released
+        behind them, not awaited. Returns whether it holds."""
+        undo = lambda: Op(*self._release_step(token), None, True)  # noqa: E731 (made only if needed)
+        if self._one_round:
+            # One script round decided by the default _granted: the executor's lean path.
+            op, args = self._acquire_step(token)
+            carrier, rnd = yield Op(op, args, None, False, self._plain_keys(token), undo)
+            ok = bool(rnd.ok)
+            if not ok and may_hold(rnd.outcomes):
+                op, args = _no_wait(self._release_step(token))
+                yield Op(op, args, carrier)
+        else:
+            ok, rnd, carrier = yield Job(self._planned_job(token), self._plain_keys(token), undo)
+        self._last = rnd
+        if ok:
+            self._valid_until = rnd.valid_until
+            self._carrier = carrier
+        return ok
+
+    def _planned_job(self, token: bytes) -> Any:
+        """The rounds of an attempt of several steps, on one core: ``(held, its round)``."""
+        step = self._acquire_step(token)
+        while step is not None:
+            rounds = _rounds((yield Call(step[0], *step[1])))
+            ok, rnd, cleanup, step = self._granted(rounds, token)
+            for op, args in cleanup:
+                yield Call(op, *args)
+        return ok, rnd
+
 
 class _RLockPlan(_Plan):
     """A reentrant lock's hash: first acquisition with count 1 (the key must be absent)."""
 
     count: int
+
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)  # type: ignore[call-arg]
+        self._rlock_init()
+
+    def _reenter_plan(self) -> Any:
+        """One round that counts one more entry (and renews the TTL); False (the count rolled back
+        where it was written) if a quorum did not confirm it."""
+        token = self._require_token()
+        _carrier, rnd = yield Op(*self._count_step(token, self.count + 1), self._carrier)
+        if self._entered(rnd):
+            return True
+        yield Op(*self._leave_step(token, self.count, False), self._carrier)
+        return False
+
+    def _leave_plan(self) -> Any:
+        """One round that counts one entry less (the count stays above zero; protected)."""
+        token = self._require_token()
+        self.count -= 1
+        _carrier, rnd = yield Op(*self._leave_step(token, self.count), self._carrier, True)
+        self._last = rnd
+        if not rnd.ok:
+            raise self._release_unconfirmed(rnd, (yield Settle(rnd)))
 
     def _rlock_init(self) -> None:
         self._planned_init()
@@ -174,6 +231,10 @@ class _PermitPlan(_Plan):
     slot: Optional[int]
     _slots: List[bytes]
     _one_round = False  # a probe, then maybe every slot (its own _granted)
+
+    def __init__(self, client: Any, name: Union[str, bytes], limit: int, ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)  # type: ignore[call-arg]
+        self._permit_init(limit)
 
     def _permit_init(self, limit: Any) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int):
@@ -268,6 +329,10 @@ def _rw_write_shared(base: bytes) -> tuple:
 
 
 class _ReadPlan(_RWPlan):
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)  # type: ignore[call-arg]
+        self._rw_init()
+
     """A reader's share: its own key (``{key}:read:<token>``), its token listed in the readers' set.
     (The templates' key lists end before the share key: each step names it, then the arguments.)"""
 
@@ -287,6 +352,16 @@ class _WritePlan(_RWPlan):
 
     _mark_id: bytes
     _mark_ms: int
+
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)  # type: ignore[call-arg]
+        self._write_init()
+
+    def _gave_up(self, waiter: Any) -> Any:
+        """A writer that gives up clears its mark (new readers are let in again). (Its attempts
+        are never queued: no ``waiter`` to take out of the queues.)"""
+        op, args = self._unmark_step()
+        _carrier, _rnd = yield Op(op, args)
 
     def _write_init(self) -> None:
         self._rw_init()
@@ -322,55 +397,7 @@ def mark_ms(client: Any) -> int:
 
 
 # --- the sync front-end ---------------------------------------------------------------------------------
-class _Planned(Lock):
-    """A :class:`Lock` whose rounds are its plan's, run on a core of the client."""
-
-    def _attempt_planned(self, token: bytes) -> bool:
-        executor = self._executor
-        if self._one_round:  # type: ignore[attr-defined]
-            # One script round (the default _granted): the executor's lean path; a failure that
-            # may have landed somewhere is released behind it through its carrier, not awaited.
-            step = self._acquire_step(token)  # type: ignore[attr-defined]
-            carrier, rnd = executor.script_one(step[1], None, self._plain_keys(token))  # type: ignore[attr-defined]
-            self._last = rnd
-            if rnd.ok:
-                self._valid_until = rnd.valid_until
-                self._carrier = carrier
-                return True
-            if may_hold(rnd.outcomes):
-                executor.script_one(_no_wait(self._release_step(token))[1], carrier)  # type: ignore[attr-defined]
-            return False
-        # acquiring: the restart grace applies (restart-aware voting), and an interrupted round's
-        # plain keys are released
-        with executor.core(acquiring=self._plain_keys(token)) as core:  # type: ignore[attr-defined]
-            step = self._acquire_step(token)  # type: ignore[attr-defined]
-            while step is not None:
-                rounds = _rounds(getattr(core, step[0])(*step[1]))
-                ok, rnd, cleanup, step = self._granted(rounds, token)  # type: ignore[attr-defined]
-                for op, args in cleanup:
-                    getattr(core, op)(*args)
-            if ok:
-                self._valid_until = rnd.valid_until
-                self._carrier = executor.carrier(core, rnd)
-        self._last = rnd
-        return ok
-
-    def _release_planned(self, token: bytes, carrier: Any) -> Tuple[Any, bool]:
-        return self._run_step(self._release_step(token), carrier)  # type: ignore[attr-defined]
-
-    def _run_step(self, step: Step, carrier: Any = None) -> Tuple[Any, bool]:
-        """``(round, ok)`` of one plan step on a core (the one that carries ``carrier``, if any)."""
-        op, args = step
-        if op == SCRIPT:
-            rnd = self._executor.script_one(args, carrier)[1]
-        else:
-            with self._executor.core(carrying=(carrier,)) as core:
-                rnd = getattr(core, op)(*args)
-        return rnd, bool(rnd.ok)
-
-
-
-class Semaphore(_PermitPlan, _Planned):
+class Semaphore(_PermitPlan, Lock):
     """One permit of the semaphore ``name``; get one from :meth:`Redlock.semaphore`.
 
     The :class:`Lock` API: :meth:`acquire` takes one permit (its own token, TTL, extension,
@@ -379,34 +406,14 @@ class Semaphore(_PermitPlan, _Planned):
     Take one handle per permit holder (thread).
     """
 
-    def __init__(self, client: "Redlock", name: Union[str, bytes], limit: int, ttl: float, **options: Any) -> None:
-        super().__init__(client, name, ttl, **options)
-        self._permit_init(limit)
 
-
-class ReadLock(_ReadPlan, _Planned):
+class ReadLock(_ReadPlan, Lock):
     """The read side of a :class:`RWLock` (many readers hold it at once, never with a writer)."""
 
-    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
-        super().__init__(client, name, ttl, **options)
-        self._rw_init()
 
-
-class WriteLock(_WritePlan, _Planned):
-    """The write side of a :class:`RWLock` (one writer, and no reader, holds it)."""
-
-    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
-        super().__init__(client, name, ttl, **options)
-        self._write_init()
-
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
-                token: Union[str, bytes, None] = None) -> bool:
-        """As :meth:`Lock.acquire`; while it waits for readers to leave, its mark keeps new readers
-        out. A writer that gives up clears its mark."""
-        ok = super().acquire(blocking, timeout, token)
-        if not ok:
-            self._run_step(self._unmark_step())
-        return ok
+class WriteLock(_WritePlan, Lock):
+    """The write side of a :class:`RWLock` (one writer, and no reader, holds it); while it waits
+    for readers to leave, its mark keeps new readers out. A writer that gives up clears its mark."""
 
 
 class RWLock:
@@ -438,31 +445,8 @@ class RWLock:
         return f"<RWLock read={self.read!r} write={self.write!r}>"
 
 
-class _Reentry(_RLockPlan, _Planned):
+class _Reentry(_RLockPlan, Lock):
     """One owner's hold of a reentrant lock (what :class:`RLock` keeps per thread or task)."""
-
-    def __init__(self, client: "Redlock", name: Union[str, bytes], ttl: float, **options: Any) -> None:
-        super().__init__(client, name, ttl, **options)
-        self._rlock_init()
-
-    def reenter(self) -> bool:
-        """One round that counts one more entry (and renews the TTL); False (the count rolled back
-        where it was written) if a quorum did not confirm it."""
-        token = self._require_token()
-        rnd, _ok = self._run_step(self._count_step(token, self.count + 1), self._carrier)
-        if self._entered(rnd):
-            return True
-        self._run_step(self._leave_step(token, self.count, False), self._carrier)
-        return False
-
-    def leave(self) -> None:
-        """One round that counts one entry less (the count stays above zero)."""
-        token = self._require_token()
-        self.count -= 1
-        rnd, ok = self._run_step(self._leave_step(token, self.count), self._carrier)
-        self._last = rnd
-        if not ok:
-            raise self._release_unconfirmed(rnd, self._executor.outcomes(rnd))
 
 
 class _Owner:
@@ -485,7 +469,7 @@ def _thread_owner() -> _Owner:
         return owner
 
 
-class RLock:
+class RLockBase:
     """A reentrant lock: its owner (the thread that acquired it; for asyncio, the task) may acquire
     it again while it holds it, and each acquisition needs its release; the lock is freed on the
     masters when the count reaches zero. Get one from :meth:`Redlock.rlock`.
@@ -495,7 +479,8 @@ class RLock:
     any other client is. The methods act for the calling owner.
     """
 
-    _hold_class: Any = _Reentry
+    #: The class of an owner's hold (a sync or asyncio lock handle mixed with _RLockPlan).
+    _hold_class: Any = None
 
     def __init__(self, client: Any, name: Union[str, bytes], ttl: float, *, auto_extend: bool = False,
                  max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None) -> None:
@@ -536,14 +521,14 @@ class RLock:
             raise LockError(f"reentrant lock {self.name!r} is not held by this owner", self.name)
         return hold
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+    def _acquire_plan(self, blocking: bool, timeout: Optional[float]) -> Any:
         """Acquire it, or enter it once more if the caller holds it already (one round; a re-entry
-        that a quorum did not confirm returns False and the count stays). See :meth:`Lock.acquire`."""
+        that a quorum did not confirm returns False and the count stays)."""
         hold = self._hold()
         if self._held(hold):
-            return hold.reenter()
+            return (yield from hold._reenter_plan())
         hold = self._new_hold()
-        if not hold.acquire(blocking, timeout):
+        if not (yield from hold._acquiring(blocking, timeout)):
             self._last = hold
             return False
         self._took(hold)
@@ -564,19 +549,14 @@ class RLock:
         del self._holds[self._owner()][self.key]
         hold.count = 0
 
-    def release(self) -> None:
-        """Leave it once; the last release frees it on the masters (and wakes waiters). Raises as
-        :meth:`Lock.release` does, and :class:`LockError` if the caller does not hold it."""
+    def _release_plan(self) -> Any:
+        """Leave it once; the last release frees it on the masters (and wakes waiters)."""
         hold = self._mine()
         if hold.count > 1:
-            hold.leave()
+            yield from hold._leave_plan()
             return
         self._drop(hold)
-        hold.release()
-
-    def extend(self, ttl: Optional[float] = None) -> None:
-        """Reset the TTL of the caller's hold (see :meth:`Lock.extend`)."""
-        self._mine().extend(ttl)
+        yield from hold._release_plan()
 
     @property
     def count(self) -> int:
@@ -601,6 +581,36 @@ class RLock:
         hold = self._hold() or getattr(self, "_last", None)
         return hold.outcomes if hold is not None else []
 
+    def __repr__(self) -> str:
+        return f"<RLock {self.name!r} ttl={self.ttl:g}s count={self.count}>"
+
+
+class RLock(RLockBase):
+    """A reentrant lock: its owner (the thread that acquired it; for asyncio, the task) may acquire
+    it again while it holds it, and each acquisition needs its release; the lock is freed on the
+    masters when the count reaches zero. Get one from :meth:`Redlock.rlock`.
+
+    Every :class:`RLock` of a client for one name shares the owners' holds, so nested code that
+    calls ``dlm.rlock(name)`` again re-enters. Another owner (thread, task, process) is refused as
+    any other client is. The methods act for the calling owner.
+    """
+
+    _hold_class = _Reentry
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Acquire it, or enter it once more if the caller holds it already (one round; a re-entry
+        that a quorum did not confirm returns False and the count stays). See :meth:`Lock.acquire`."""
+        return drive(self._client.executor, self._acquire_plan(blocking, timeout))
+
+    def release(self) -> None:
+        """Leave it once; the last release frees it on the masters (and wakes waiters). Raises as
+        :meth:`Lock.release` does, and :class:`LockError` if the caller does not hold it."""
+        drive(self._client.executor, self._release_plan())
+
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """Reset the TTL of the caller's hold (see :meth:`Lock.extend`)."""
+        self._mine().extend(ttl)
+
     def __enter__(self) -> "RLock":
         if not self.acquire():
             raise LockNotAcquiredError(f"could not acquire reentrant lock {self.name!r}", self.name, self.outcomes)
@@ -608,6 +618,3 @@ class RLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return f"<RLock {self.name!r} ttl={self.ttl:g}s count={self.count}>"

@@ -1,44 +1,18 @@
 # Compiled with Cython for the C build (pure-Python mode: lock.py is the source); the pure install
-# interprets lock.py. Typed attributes and a typed executor make Lock.acquire/release one C call
-# into the executor's compiled hot path.
+# interprets lock.py. The sync handle's hot path (a lean first attempt, a plain release) is then one
+# C call into the executor's compiled hot path.
 cimport cython
 from ._executor cimport Executor
+from ._handle cimport LockBase
 from ._tokens cimport new_token
-from ._fork cimport fork_generation
-from ._checks cimport key_of
 
-cdef class Lock:
-    cdef public object _client
-    cdef public Executor _executor
-    cdef public object name
-    cdef public bytes key
-    cdef public double ttl
-    cdef public object _ttl_ms
-    cdef public object token
-    cdef public double _valid_until
-    cdef public object _last
-    cdef public object fence
-    cdef public bint fencing
-    cdef public bint auto_extend
-    cdef public object max_hold
-    cdef public object on_lost
-    cdef public bint _lost
-    cdef public double _acquired_at
-    cdef public Py_ssize_t _generation
-    cdef public object _carrier
-    cdef public bint _planned     # a kind of the lock family (fastredlock.family): its rounds are its plan's
-    cdef object __weakref__
-
-    @cython.locals(executor=Executor, attempts=Py_ssize_t, ok=bint, chosen=object, notifier=object, waiter=object,
-                queued=bint)
+cdef class Lock(LockBase):
+    @cython.locals(executor=Executor, chosen=object, tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
-    cpdef _reset(self)
-    cpdef bytes _require_token(self)
 
-@cython.locals(lock=Lock, result=list, j=Py_ssize_t, valid_until=double, have_validity=bint, generation=Py_ssize_t)
-cpdef list _held_locks(object cls, object client, list names, list keys, double ttl, object ttl_ms, list tokens,
-                       list rounds, list carriers)
-@cython.locals(lock=Lock, handles=list, keys=list, tokens=list, carriers=list)
-cpdef tuple _release_args_of(object locks)
-@cython.locals(lock=Lock, j=Py_ssize_t)
-cpdef _released_all(list handles, object rounds)
+@cython.locals(executor=Executor)
+cpdef tuple _release_now(Executor executor, object key, object token, object carrier, object signal)
+
+@cython.locals(lock=Lock)
+cpdef Lock new_lock(object client, object name, object ttl, bint auto_extend=*, object max_hold=*, object on_lost=*,
+                    bint fencing=*)

@@ -67,6 +67,7 @@ class Histogram:
         self.count = 0
 
     def observe(self, value: float) -> None:
+        """Count ``value`` in its bucket and add it to the sum."""
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.sum += value
         self.count += 1
@@ -148,9 +149,11 @@ class PrometheusCollector:
         self.prefix = prefix
 
     def describe(self) -> List[Any]:
+        """Describe nothing up front: an unchecked collector, since the masters are only known at collection."""
         return []  # unchecked collector: the masters are only known at collection
 
     def collect(self) -> Iterator[Any]:
+        """Yield the metric families of one scrape: lock events, waits, holds, attempts and per-master stats."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         p, label = self.prefix, self.client_label

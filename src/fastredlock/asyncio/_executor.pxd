@@ -13,6 +13,7 @@ cdef class _Request:
     cdef public object rnd
     cdef public bint ok
     cdef public bint abandoned
+    cdef public object orphan
 
 @cython.final
 cdef class _Job:
@@ -20,6 +21,7 @@ cdef class _Job:
     cdef public object future
     cdef public object undo
     cdef public bint abandoned
+    cdef public object orphan
 
 @cython.final
 cdef class AsyncExecutor:
@@ -35,6 +37,9 @@ cdef class AsyncExecutor:
     cdef list _idle_waiters
     cdef bint _closed
     cdef public Py_ssize_t carried
+    cdef object _new_watchdog
+    cdef public object watchdog
+    cdef set _tasks
 
     cdef LoopCore _bind(self)
     cdef _enqueue(self, object item)

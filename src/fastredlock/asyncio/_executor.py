@@ -17,6 +17,7 @@ released behind it (cancelled in a release, the release still goes out).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
 
@@ -25,6 +26,8 @@ from ..protocol.plans import may_hold, release_decided
 from ._loop_io import LoopCore
 
 __all__ = ["AsyncExecutor", "MAX_BATCH"]
+
+log = logging.getLogger("fastredlock")
 
 #: Most single-lock requests one round carries (the rest wait for the next round).
 MAX_BATCH = 64
@@ -39,28 +42,33 @@ def _ignore_result(fut: asyncio.Future) -> None:
 class _Request:
     """One lock's acquire (``ttl_ms`` > 0) or owner-checked release (``ttl_ms`` 0) waiting for a round."""
 
-    def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: asyncio.Future) -> None:
+    def __init__(self, key: bytes, token: bytes, ttl_ms: int, future: asyncio.Future, orphan: Any = None) -> None:
         self.key = key
         self.token = token
         self.ttl_ms = ttl_ms
         self.future = future
         self.rnd: Any = None
         self.ok = False
-        #: The task that asked was cancelled after its round took the request.
+        #: The task that asked was cancelled after its round took the request (or, for a kept
+        #: release, before).
         self.abandoned = False
+        #: A release kept for a cancelled caller: called with ``(round, ok)`` once it is done.
+        self.orphan = orphan
 
 
 class _Job:
     """An operation that needs the core alone (an extension, a fenced acquisition, a batch)."""
 
     def __init__(self, run: Callable[[LoopCore], Awaitable[Any]], future: asyncio.Future,
-                 undo: Optional[Callable[[Any], None]] = None) -> None:
+                 undo: Optional[Callable[[Any], None]] = None, orphan: Any = None) -> None:
         self.run = run
         self.future = future
         #: Undoes the result if the caller is gone (see AsyncExecutor.job).
         self.undo = undo
-        #: The caller was cancelled while the job ran.
+        #: The caller was cancelled while the job ran (or, for a kept job, before).
         self.abandoned = False
+        #: A job kept for a cancelled caller (a release): called with its result once it is done.
+        self.orphan = orphan
 
 
 class AsyncExecutor:
@@ -70,8 +78,14 @@ class AsyncExecutor:
         bookkeeping (``ttl_ms``, ``health``, ``quorum``, ``outcomes``...) is shared.
     """
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Any, watchdog: Optional[Callable[[], Any]] = None) -> None:
         self.executor = executor
+        self._new_watchdog = watchdog
+        #: The watchdog task's owner, once a lock was watched (see watch).
+        self.watchdog: Any = None
+        #: Tasks the client owns (the rest of a cancelled caller's release, background clean-ups):
+        #: aclose() waits for them.
+        self._tasks: set = set()
         self.n: int = executor.n
         self.quorum: int = executor.quorum
         self._wait_for_all = bool(executor._wait_for_all)
@@ -108,12 +122,16 @@ class AsyncExecutor:
         req = await self._submit(key, token, ttl_ms)
         return req.rnd
 
-    async def release_one(self, key: bytes, token: bytes) -> Tuple[Any, bool]:
-        """``(round, ok)`` of one owner-checked release (``ok``: a quorum still held ``token``)."""
-        req = await self._submit(key, token, 0)
+    async def release_one(self, key: bytes, token: bytes, orphan: Any = None) -> Tuple[Any, bool]:
+        """``(round, ok)`` of one owner-checked release (``ok``: a quorum still held ``token``).
+
+        ``orphan``: the release is kept if its caller is cancelled (it goes out all the same) and
+        ``orphan((round, ok))`` is called once it is done; the caller gets its CancelledError at
+        once (or, if its own task is running the round, as soon as the round ends)."""
+        req = await self._submit(key, token, 0, orphan)
         return req.rnd, req.ok
 
-    async def _submit(self, key: bytes, token: bytes, ttl_ms: int) -> _Request:
+    async def _submit(self, key: bytes, token: bytes, ttl_ms: int, orphan: Any = None) -> _Request:
         lc = self._bind()
         if not self._busy and self._runner is None:
             # Nothing in flight: a round of one, run by the caller's own task (no hand-off).
@@ -139,23 +157,30 @@ class AsyncExecutor:
             if cancelled is not None:
                 if req.ttl_ms and req.ok:
                     self._undo(req)  # nobody will hold it
+                elif orphan is not None:
+                    orphan((req.rnd, req.ok))  # the release went out: the rest of its plan goes on
                 raise cancelled
             return req
-        req = _Request(key, token, ttl_ms, self._loop.create_future())  # type: ignore[union-attr]
+        req = _Request(key, token, ttl_ms, self._loop.create_future(), orphan)  # type: ignore[union-attr]
         self._enqueue(req)
         try:
             await req.future
         except asyncio.CancelledError:
             if not self._closed:
                 if req.future.cancelled():
-                    try:
-                        self._queue.remove(req)  # no round took it yet: withdrawn
-                    except ValueError:
-                        req.abandoned = True  # its round undoes it (see _finish_batch)
+                    if orphan is not None:
+                        req.abandoned = True  # kept: it goes out in its turn (see _finish_batch)
+                    else:
+                        try:
+                            self._queue.remove(req)  # no round took it yet: withdrawn
+                        except ValueError:
+                            req.abandoned = True  # its round undoes it (see _finish_batch)
                 elif req.ttl_ms and req.ok:
                     # The round was done, but the task was cancelled before it could take the
                     # result: nobody will hold this acquisition.
                     self._undo(req)
+                elif orphan is not None:
+                    orphan((req.rnd, req.ok))  # done before the task could take it
             raise
         return req
 
@@ -166,28 +191,92 @@ class AsyncExecutor:
         return await self.job(lambda lc: lc.run(op, *args))
 
     async def job(self, run: Callable[[LoopCore], Awaitable[Any]],
-                  undo: Optional[Callable[[Any], None]] = None) -> Any:
+                  undo: Optional[Callable[[Any], None]] = None, orphan: Any = None) -> Any:
         """Run ``await run(loop_core)`` with the core alone, in its turn; its result.
 
         ``undo(result)``: called if the caller is cancelled and the job completes anyway (it had
         started, or had just finished): it undoes what nobody will use (e.g. releases a lock that
-        was taken for nobody).
+        was taken for nobody). ``orphan(result)``: the job is kept if its caller is cancelled
+        before it started (a release must go out), and this is called with its result.
         """
         self._bind()
-        job = _Job(run, self._loop.create_future(), undo)  # type: ignore[union-attr]
+        job = _Job(run, self._loop.create_future(), undo, orphan)  # type: ignore[union-attr]
         self._enqueue(job)
         try:
             return await job.future
         except asyncio.CancelledError:
             if not self._closed:
                 if job.future.cancelled():
-                    try:
-                        self._queue.remove(job)  # not started: withdrawn
-                    except ValueError:
-                        job.abandoned = True  # running: it runs to its end, then is undone
-                elif undo is not None and job.future.exception() is None:
-                    undo(job.future.result())  # done, but the caller is gone
+                    if orphan is not None:
+                        job.abandoned = True  # kept: it runs in its turn, then orphan(result)
+                    else:
+                        try:
+                            self._queue.remove(job)  # not started: withdrawn
+                        except ValueError:
+                            job.abandoned = True  # running: it runs to its end, then is undone
+                elif job.future.exception() is None:
+                    if undo is not None:
+                        undo(job.future.result())  # done, but the caller is gone
+                    elif orphan is not None:
+                        orphan(job.future.result())
             raise
+
+    async def run_protected(self, op: str, args: tuple, orphan: Any) -> Any:
+        """The round of core operation ``op`` that releases something (a family release): kept,
+        and ``orphan(round)`` called, if its caller is cancelled (see :meth:`release_one`)."""
+        async def run(lc: LoopCore) -> Any:
+            return (await lc.run(op, *args))[0]
+        return await self.job(run, None, orphan)
+
+    async def run_acquiring(self, op: str, args: tuple, undo: Callable[[], None]) -> Any:
+        """The round of core operation ``op`` that may take a lock; ``undo()`` is called if it did
+        (``ok``) but its caller was cancelled meanwhile."""
+        async def run(lc: LoopCore) -> Any:
+            return (await lc.run(op, *args))[0]
+        return await self.job(run, lambda rnd: undo() if rnd.ok else None)
+
+    async def job_plan(self, plan: Any, undo: Callable[[], None]) -> Tuple[bool, Any]:
+        """``(ok, round)`` of a job plan (a generator of :class:`fastredlock._steps.Call` steps,
+        see :mod:`fastredlock._steps`) run with the core alone; ``undo()`` is called if it held
+        (``ok``) but its caller was cancelled meanwhile."""
+        async def run(lc: LoopCore) -> Tuple[bool, Any]:
+            value = None
+            while True:
+                try:
+                    call = plan.send(value)
+                except StopIteration as stop:
+                    return stop.value
+                rounds = await lc.run(call.op, *call.args)
+                value = rounds[0] if len(rounds) == 1 else rounds  # as the sync core returns it
+        return await self.job(run, lambda result: undo() if result[0] else None)
+
+    async def outcomes(self, rnd: Any) -> List[Any]:
+        """The per-master outcomes of ``rnd`` once its stragglers answered (or their deadlines passed)."""
+        await self.settled(rnd, self.executor.settle_time())
+        return self.executor.outcomes(rnd, False)
+
+    def spawn(self, coro: Any) -> "asyncio.Task[Any]":
+        """Run ``coro`` in a task the client owns: :meth:`aclose` waits for it; its errors are logged."""
+        task = self._loop.create_task(coro)  # type: ignore[union-attr]
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("fastredlock: a task of the client failed", exc_info=task.exception())
+
+    def watch(self, lock: Any) -> None:
+        """Hand a freshly acquired lock to the watchdog (made on first use)."""
+        if self.watchdog is None:
+            self.watchdog = self._new_watchdog()  # type: ignore[misc]
+        self.watchdog.watch(lock)
+
+    def unwatch(self, lock: Any) -> None:
+        """Stop renewing or watching ``lock`` (a no-op if it was not watched)."""
+        if self.watchdog is not None:
+            self.watchdog.unwatch(lock)
 
     def release_later(self, key: bytes, token: bytes) -> None:
         """Release ``key`` (held with ``token``) in a coming round, behind everything written before
@@ -219,8 +308,8 @@ class AsyncExecutor:
                 head = queue[0]
                 if isinstance(head, _Job):
                     queue.popleft()
-                    if head.future.done():
-                        continue
+                    if head.future.done() and head.orphan is None:
+                        continue  # cancelled before it started: withdrawn (a kept job goes on)
                     try:
                         self.executor.for_acquiring(self._lc.core)  # type: ignore[union-attr]
                         try:
@@ -237,8 +326,12 @@ class AsyncExecutor:
                     else:
                         if not head.future.done():
                             head.future.set_result(result)
-                        elif head.abandoned and head.undo is not None:
-                            head.undo(result)  # its caller was cancelled while it ran
+                        elif head.undo is not None:
+                            # Its caller was cancelled while it ran (the future is cancelled at
+                            # once, before the task runs again to say so): undo what it took.
+                            head.undo(result)
+                        elif head.orphan is not None:
+                            head.orphan(result)  # a kept job: the rest of its caller's plan goes on
                     continue
                 batch = self._take_batch()
                 try:
@@ -283,7 +376,9 @@ class AsyncExecutor:
             if req.ttl_ms and ttl_ms and req.ttl_ms != ttl_ms:
                 break
             queue.popleft()
-            if req.future.done():  # cancelled before its round: withdrawn
+            if req.future.done() and req.orphan is None:
+                # Cancelled before its round: withdrawn. (The future is cancelled at once, before
+                # the caller's task runs again: a release with an orphan is kept all the same.)
                 continue
             ttl_ms = ttl_ms or req.ttl_ms
             batch.append(req)
@@ -351,6 +446,8 @@ class AsyncExecutor:
             if req.abandoned or req.future.done():
                 if req.ttl_ms and req.ok:
                     undo.append(req)
+                elif not req.ttl_ms and req.orphan is not None:
+                    req.orphan((req.rnd, req.ok))  # a kept release: the rest of its plan goes on
                 continue
             req.future.set_result(req)
         for req in undo:
@@ -366,10 +463,16 @@ class AsyncExecutor:
         if self._closed:
             return
         if self._loop is asyncio.get_running_loop():
-            while self._busy or self._runner is not None:  # the round in flight, and the queue
+            while self._busy or self._runner is not None or self._tasks:  # the round in flight, the
+                # queue, and the client's tasks (the rest of cancelled callers' releases)
+                if self._tasks:
+                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                    continue
                 fut = self._loop.create_future()
                 self._idle_waiters.append(fut)
                 await fut
+        if self.watchdog is not None:
+            await self.watchdog.stop()
         self._closed = True
         for item in list(self._queue):
             if not item.future.done():

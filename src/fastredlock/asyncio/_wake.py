@@ -16,9 +16,10 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import hiredis
 
+from .._steps import Waiter
 from .._tls import context_for
 from .._sentinel import SentinelError
-from .._wake import _RECONNECT, PRELOAD, Channels, address_of, channel_of, subscribe
+from .._wake import PRELOAD, Backoff, Channels, address_of, channel_of, subscribe
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -60,16 +61,13 @@ class AsyncNotifier:
         self._conns: List[Optional[_Conn]] = [None] * len(self._specs)
         #: Per master: the task connecting it (None when connected or idle).
         self._connecting: List[Optional[asyncio.Task]] = [None] * len(self._specs)
-        self._retry_at = [0.0] * len(self._specs)
-        self._pause = [_RECONNECT[0]] * len(self._specs)
-        #: Failed connects per master (a cluster's next seed node is tried after each).
-        self._tries = [0] * len(self._specs)
+        self._backoff = Backoff(len(self._specs))
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
     # --- for the waiting tasks (on the client's loop) ---------------------------------------------
-    def join(self, key: bytes, deadline: Optional[float] = None) -> Tuple[Any, ...]:
-        """Listen for releases of ``key``: ``(channel, event, since, member, score)`` (see
+    def join(self, key: bytes, deadline: Optional[float] = None) -> Waiter:
+        """Listen for releases of ``key``: a :class:`~fastredlock._steps.Waiter` (see
         :meth:`fastredlock._wake.Notifier.join`); the event is set by a message."""
         channel = channel_of(key)
         event = asyncio.Event()
@@ -77,11 +75,11 @@ class AsyncNotifier:
         if not self._closed:
             self.channels.join(channel, event, member)
             self._sync()
-        return channel, event, monotonic(), member, score
+        return Waiter(channel, event, monotonic(), member, score)
 
-    def leave(self, channel: bytes, event: asyncio.Event, member: Optional[bytes] = None) -> None:
-        """The waiter of ``event`` returned: stop listening for it."""
-        self.channels.leave(channel, event, monotonic(), member)
+    def leave(self, waiter: Waiter) -> None:
+        """``waiter`` returned: stop listening for it."""
+        self.channels.leave(waiter.channel, waiter.event, monotonic(), waiter.member)
         self._sync()
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:
@@ -129,10 +127,11 @@ class AsyncNotifier:
                 continue
             if conn is None:
                 if self._connecting[i] is None:
-                    if now >= self._retry_at[i]:
+                    if now >= self._backoff.retry_at[i]:
                         self._connecting[i] = asyncio.get_running_loop().create_task(self._connect(i))
                     else:
-                        due = self._retry_at[i] if due is None else min(due, self._retry_at[i])
+                        retry_at = self._backoff.retry_at[i]
+                        due = retry_at if due is None else min(due, retry_at)
                 continue
             add = wanted - conn.subscribed
             remove = conn.subscribed - wanted
@@ -162,7 +161,7 @@ class AsyncNotifier:
             else:
                 # (a Sentinel master's address is asked here, blocking the loop for at most the
                 # connect timeout, as the lock rounds' own resolution does)
-                host, port = address_of(spec, self._tries[i], self._timeout)
+                host, port = address_of(spec, self._backoff.tries[i], self._timeout)
                 opened = loop.create_connection(made, host, port, ssl=ssl,
                                                 server_hostname=host if ssl is not None else None)
             _, conn = await asyncio.wait_for(opened, self._timeout)
@@ -180,10 +179,7 @@ class AsyncNotifier:
 
     def _failed(self, i: int) -> None:
         """Master ``i`` could not be reached or dropped us: try again after a pause."""
-        self._tries[i] += 1
-        pause = self._pause[i]
-        self._pause[i] = min(pause * 2, _RECONNECT[1])
-        self._retry_at[i] = monotonic() + pause
+        self._backoff.failed(i)
         if not self._closed:
             self._sync()
 
@@ -203,7 +199,7 @@ class AsyncNotifier:
                     conn.transport.close()
                     return
                 if not conn.hello:
-                    self._pause[conn.i] = _RECONNECT[0]
+                    self._backoff.connected(conn.i)
                 continue
             if conn.preload:
                 conn.preload = 0

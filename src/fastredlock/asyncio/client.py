@@ -20,7 +20,7 @@ from ..protocol.plans import may_hold
 from ._executor import AsyncExecutor
 from ._wake import AsyncNotifier
 from .family import ReadLock, RLock, Semaphore, WriteLock
-from .lock import Lock
+from .lock import Lock, new_lock
 from .watchdog import Watchdog
 
 __all__ = ["Redlock"]
@@ -38,25 +38,16 @@ class Redlock(RedlockBase):
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
+    _new_lock = staticmethod(new_lock)
 
     def __init__(self, masters: Iterable[Any], **options: Any) -> None:
         super().__init__(masters, **options)
-        self._aexec = AsyncExecutor(self.executor)
-        self._dog: Optional[Watchdog] = None
+        self._aexec = AsyncExecutor(self.executor, lambda: Watchdog(self))
 
-    def lock(
-        self,
-        name: Union[str, bytes],
-        ttl: float = 10.0,
-        *,
-        auto_extend: bool = False,
-        max_hold: Optional[float] = None,
-        on_lost: Optional[Callable[[Lock], object]] = None,
-        fencing: bool = False,
-    ) -> Lock:
-        """Return a handle for the lock called ``name`` (see :meth:`fastredlock.Redlock.lock`);
-        ``on_lost`` may be a plain or an async callable (awaited on the watchdog task)."""
-        return Lock(self, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+    @property
+    def async_executor(self) -> AsyncExecutor:
+        """The seam between this client's handles and its event loop (not for applications)."""
+        return self._aexec
 
     async def acquire_many(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> List[Optional[Lock]]:
         """Try to acquire K independent locks in one round (see :meth:`fastredlock.Redlock.acquire_many`)."""
@@ -87,7 +78,7 @@ class Redlock(RedlockBase):
         if not held:
             return []
         for lock in held:
-            self._unwatch(lock)
+            self._aexec.unwatch(lock)
         rounds = None
         try:
             rounds = await self._aexec.run("release_many", keys, tokens)
@@ -135,8 +126,8 @@ class Redlock(RedlockBase):
     async def aclose(self) -> None:
         """Stop the watchdog, let queued work finish, close every connection. Locks still held
         stay until their TTL."""
-        if self._dog is not None:
-            await self._dog.stop()
+        if self._aexec.watchdog is not None:
+            await self._aexec.watchdog.stop()
         if self.executor.notifier is not None:
             await self.executor.notifier.aclose()
         await self._aexec.aclose()
@@ -148,17 +139,8 @@ class Redlock(RedlockBase):
         await self.aclose()
 
     # --- for the handles (not for applications) -----------------------------------------------
-    def _watchdog(self) -> Watchdog:
-        if self._dog is None:
-            self._dog = Watchdog(self)
-        return self._dog
-
-    def _unwatch(self, lock: Lock) -> None:
-        if self._dog is not None:
-            self._dog.unwatch(lock)
-
     def _new_notifier(self) -> AsyncNotifier:
         return AsyncNotifier(self._specs, self.connect_timeout, self.courtesy)
 
     def _new_watchdog(self, ref: "weakref.ref[Any]") -> Any:
-        raise RuntimeError("the asyncio client's watchdog is a task (see Redlock._watchdog)")
+        raise RuntimeError("the asyncio client's watchdog is a task (see AsyncExecutor.watch)")

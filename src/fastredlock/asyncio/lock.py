@@ -1,309 +1,107 @@
 # cython: annotation_typing=False
-"""``Lock`` for asyncio: the sync handle's state and checks, with awaitable operations.
+"""``Lock`` for asyncio: the shared handle (:class:`fastredlock._handle.LockBase`), awaitable.
 
-A subclass of :class:`fastredlock.Lock`: construction, the checks of its arguments, ``validity``,
-``locked()``, ``lost``, ``check()``, ``token``, ``fence`` and its repr are the sync handle's. What
-talks to the masters is awaitable and runs on the client's event loop (see
-:mod:`fastredlock.asyncio._executor`): ``acquire``, ``release``, ``extend``, ``lose``, and
-``async with``. The Redlock plans (:mod:`fastredlock.protocol.plans`) decide as they do for the
-sync handle.
+Construction, the checks of its arguments, ``validity``, ``locked()``, ``lost``, ``check()``,
+``token``, ``fence``, its repr and every operation's plan are the base's, shared with the sync
+:class:`fastredlock.Lock` (neither handle subclasses the other). What talks to the masters is
+awaitable and runs on the client's event loop: each method hands its plan to :func:`drive`, which
+awaits the plan's rounds on the client's asyncio executor (:mod:`fastredlock.asyncio._executor`,
+through its public methods only) and its pauses with ``asyncio``.
+
+Cancellation (``task.cancel()``, ``asyncio.wait_for``, ``asyncio.timeout``, a ``TaskGroup``):
+
+* the caller gets its ``CancelledError`` at once, every time (never swallowed);
+* once a release was asked for, it reaches the masters anyway: the executor keeps the request
+  and the rest of the release's plan (its events, the wake-up of waiters, ``on_lost`` if the lock
+  turns out to have been lost) runs in a task the client owns, which ``aclose()`` waits for;
+* an acquisition interrupted after a ``SET`` went out is released behind it (in the background);
+* a queued waiter interrupted leaves the masters' queues in the background.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from time import monotonic
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import Any, List, Optional, Union
 
-from ..errors import LockError, MasterOutcome
-from ..lock import SPLIT_RETRY, Lock as _SyncLock, fence_key
-from ..protocol.family import owner_step, queueable, unqueue_step
-from ..protocol.plans import fence_of, fenced_held, may_hold
-from ..protocol.scripts import RELEASE
-from .._checks import check_timeout, token_of
+from .._handle import LockBase
+from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from .._tokens import new_token
-from ..events import ACQUIRED, LOST, REFUSED, RELEASED
+from ..errors import LockError, MasterOutcome
 
-if TYPE_CHECKING:  # type names only
-    from .client import Redlock
-
-__all__ = ["Lock"]
+__all__ = ["Lock", "drive", "new_lock"]
 
 log = logging.getLogger("fastredlock")
 
+#: Test-only switch: False makes a cancelled caller's release be withdrawn as before the
+#: cancellation contract (the negative control of tests/asyncio/test_cancellation.py).
+PROTECT = True
 
-class Lock(_SyncLock):
+
+class Lock(LockBase):
     """A handle on the lock called ``name``; get one from :meth:`fastredlock.asyncio.Redlock.lock`.
 
     Use it from the event loop its client belongs to. A handle holds at most one acquisition at a
     time; take one handle per task.
     """
 
-    # --- acquire ----------------------------------------------------------------------------
-    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None, *,  # type: ignore[override]
+    __slots__ = ("_aexec",)
+
+    def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
+        super().__init__(client, name, ttl, **options)
+        self._aexec = client.async_executor
+
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None, *,
                       token: Union[str, bytes, None] = None) -> bool:
         """Try to acquire the lock; return whether it is now held (see :meth:`fastredlock.Lock.acquire`).
 
         Between attempts the task sleeps (``asyncio.sleep``) ``retry_delay`` plus a random jitter,
-        less if a release of the name is heard (the client's ``wake``).
-        Cancelled while a round runs for it, the round ends and the acquisition is released behind
-        its SETs: no key is left behind. ``token``: a value the caller chooses, unique to this
-        acquisition (as for the sync handle).
+        less if a release of the name is heard (the client's ``wake``). Cancelled while a round
+        runs for it, the acquisition is released behind its SETs: no key is left behind.
+        ``token``: a value the caller chooses, unique to this acquisition (as for the sync handle).
         """
-        if self.token is not None and not self._lost:
-            raise LockError("this handle already holds the lock; release it first", self.name)
-        chosen = None if token is None else token_of(token)
-        deadline = None
-        if timeout is not None:
-            if not blocking:
-                raise ValueError("timeout cannot be used with blocking=False")
-            deadline = monotonic() + check_timeout(timeout)
-        self._reset()
-        aexec = self._client._aexec
-        started = monotonic() if self._executor.on_event is not None else 0.0
-        notifier = self._executor.notifier
-        waiter = None
-        plain = blocking and notifier is not None and not self._planned and not self.fencing
-        queued = False
-        try:
-            if blocking and self._executor.owed:
-                pause = notifier.pause_before(self.key)  # courtesy: the woken waiters go first
-                if pause > 0:
-                    waiter = notifier.join(self.key, deadline)
-                    queued = plain and queueable(self.key)  # (its place is taken now: see fastredlock.Lock._courtesy)
-                    if deadline is not None:
-                        pause = min(pause, deadline - monotonic())
-                    if await _wait(waiter[1], pause) and not queued:
-                        spread = notifier.spread(waiter[2], deadline)  # the newest waiter: among the last
-                        if spread > 0:
-                            await asyncio.sleep(spread)
-            if (plain and waiter is None and self._executor.contended and self.key in self._executor.contended
-                    and queueable(self.key)):
-                waiter = notifier.join(self.key, deadline)  # queued from the first attempt
-                queued = True
-            attempts = 0
-            while True:
-                attempts += 1
-                token = new_token() if chosen is None else chosen
-                if self.fencing:
-                    ok = await self._attempt_fenced(token)
-                elif self._planned:
-                    ok = await self._attempt_planned(token)
-                elif queued:
-                    ok = await self._attempt_queued(token, waiter)
-                else:
-                    rnd = await aexec.acquire_one(self.key, token, self._ttl_ms)
-                    self._last = rnd
-                    ok = rnd.ok
-                    if ok:
-                        self._valid_until = rnd.valid_until
-                if ok:
-                    self.token = token
-                    self._acquired_at = monotonic()
-                    if self.auto_extend or self.on_lost is not None:
-                        self._client._watchdog().watch(self)
-                    if self._executor.on_event is not None:
-                        self._event(ACQUIRED, started, attempts, True)
-                    return True
-                delay = self._next_delay(attempts, deadline) if blocking else -1.0
-                if delay < 0:
-                    if queued:  # gave up: out of the queues (a no-wait round)
-                        await _unqueue(aexec, self.key, waiter[3])
-                    if self._executor.on_event is not None:
-                        self._event(REFUSED, started, attempts, False)
-                    return False
-                if notifier is not None and waiter is None:
-                    waiter = notifier.join(self.key, deadline)  # a release heard during the sleep ends it
-                    queued = plain and queueable(self.key)
-                    if queued and self._client.retry_count is None:
-                        # That attempt at once: it takes this waiter's place in the queues (see
-                        # fastredlock.Lock.acquire).
-                        continue
-                elif (queued and self._last is not None and self._last.successes > 0
-                      and self._client.retry_count is None):
-                    # a split round, released quietly on both sides: retry soon (see fastredlock.Lock.acquire)
-                    delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
-                await self._pause_async(delay, deadline, waiter, queued)
-        finally:
-            if waiter is not None:
-                notifier.leave(waiter[0], waiter[1], waiter[3])
+        chosen = self._acquire_begin(blocking, timeout, token)
+        first = None
+        if self._lean_first(blocking):
+            tok = new_token() if chosen is None else chosen
+            first = await self._aexec.acquire_one(self.key, tok, self._ttl_ms)
+            if self._took(tok, first, None):
+                return True
+        return await drive(self._aexec, self._acquire_plan(blocking, chosen, first))
 
-    async def _attempt_queued(self, token: bytes, waiter: Any) -> bool:  # type: ignore[override]
-        """One attempt as a queued waiter (see :meth:`fastredlock.Lock._attempt_queued`)."""
-        aexec = self._client._aexec
-        executor = self._executor
-        key = self.key
-        step = self._queued_step(token, waiter)
-
-        async def plan(lc: Any) -> Any:
-            executor.for_acquiring(lc.core)
-            rnd = (await lc.run(step[0], *step[1]))[0]
-            if rnd.ok and rnd.successes < executor.n:
-                unqueue = unqueue_step(key, waiter[3])
-                await lc.run(unqueue[0], *unqueue[1])
-            elif not rnd.ok and may_hold(rnd.outcomes):
-                await lc.run("release", key, token, False, True)  # quiet: it never held the lock
-            return rnd
-
-        def undo(rnd: Any) -> None:  # cancelled: the lock taken for nobody goes
-            if rnd.ok:
-                release = owner_step(RELEASE, [key], [token])
-                asyncio.ensure_future(aexec.run(release[0], *release[1]))
-
-        rnd = await aexec.job(plan, undo=undo)
-        if rnd.ok:
-            self._valid_until = rnd.valid_until
-        self._last = rnd
-        return bool(rnd.ok)
-
-    async def _pause_async(self, delay: float, deadline: Optional[float], waiter: Any = None,
-                           queued: bool = False) -> None:
-        """Sleep (on the loop) ``delay`` seconds before the next attempt, or less if ``waiter``'s
-        event says the lock was released meanwhile. A ``queued`` waiter woken by a release goes at
-        once (see :meth:`fastredlock.Lock._pause`)."""
-        if waiter is not None:
-            if await _wait(waiter[1], delay) and not queued:
-                # Woken by a release: spread the retries (see fastredlock.Lock._pause).
-                spread = self._executor.notifier.spread(waiter[2], deadline)
-                if spread > 0:
-                    await asyncio.sleep(spread)
-        elif delay > 0:
-            await asyncio.sleep(delay)
-
-    async def _attempt_fenced(self, token: bytes) -> bool:  # type: ignore[override]
-        """Two rounds with the core alone: SET NX + read counters, then max+1 to a quorum."""
-        key, ttl_ms = self.key, self._ttl_ms
-        retention_ms = int(self._client.fence_retention * 1000)
-
-        async def plan(lc: Any) -> bool:
-            fkey = fence_key(key)
-            first = (await lc.run("acquire_fenced", key, fkey, token, ttl_ms))[0]
-            self._last = first
-            if first.ok:
-                fence = fence_of(first.values)
-                second = (await lc.run("write_fence", key, fkey, token, fence, retention_ms))[0]
-                valid_until = first.valid_until  # validity runs from before the first round
-                if fenced_held(second.ok, valid_until, monotonic()):
-                    self.fence = fence
-                    self._valid_until = valid_until
-                    return True
-                self._last = second
-            if may_hold(first.outcomes):
-                await lc.run("release", key, token, False, True)  # quiet: it never held the lock
-            return False
-
-        aexec = self._client._aexec
-        # cancelled while the rounds ran: the lock taken for nobody is released behind them
-        return await aexec.job(plan, undo=lambda held: held and aexec.release_later(key, token))
-
-    # --- adopt ----------------------------------------------------------------------------------
-    async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:  # type: ignore[override]
+    async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
-        token, ttl_ms = self._adoption_args(token, ttl)
-        rnd = (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
-        if not self._adopted(rnd, token, ttl, ttl_ms):
-            raise self._token_not_held(rnd, await self._outcomes_of(rnd), "; it was not taken over")
-        if self.auto_extend or self.on_lost is not None:
-            self._client._watchdog().watch(self)
+        await drive(self._aexec, self._adopt_plan(token, ttl))
 
-    # --- release and extend -------------------------------------------------------------------
-    async def release(self, token: Union[str, bytes, None] = None) -> None:  # type: ignore[override]
+    async def release(self, token: Union[str, bytes, None] = None) -> None:
         """Release the lock on every master (see :meth:`fastredlock.Lock.release`).
 
-        Cancelled while its round runs, the release still goes out (and the handle holds nothing).
+        Cancelled meanwhile, at any await point and however often, the caller gets its
+        ``CancelledError`` at once and the release still goes out: the client finishes it (its
+        events; ``on_lost`` if the lock was found lost), and ``aclose()`` waits for it.
         """
-        if token is not None:
-            await self._release_token_async(token)
-            return
-        token = self._require_token()
-        client = self._client
-        client._unwatch(self)
-        was_lost = self.lost
-        try:
-            if self._planned:
-                rnd, ok = await self._release_planned(token, None)
-            else:
-                rnd, ok = await client._aexec.release_one(self.key, token)
-        finally:
-            self.token = None
-            self.fence = None
-            self._carrier = None
-            self._valid_until = 0.0
-        if rnd.details is not None and self._executor.notifier is not None:
-            self._executor.notifier.released(self.key, rnd.details)  # waiters heard it: they go first
-        self._last = rnd
-        if self._executor.on_event is not None:
-            self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
-        if was_lost:
-            self._lost = False
-            raise self._lost_before_release(await self._outcomes_of(rnd))
-        if not ok:
-            raise self._release_unconfirmed(rnd, await self._outcomes_of(rnd))
+        await drive(self._aexec, self._release_plan(token, None), self)
 
-    async def _release_token_async(self, token: Union[str, bytes]) -> None:
-        token = token_of(token)
-        own = token == self.token
-        if own:
-            self._client._unwatch(self)
-        try:
-            if self._planned:
-                rnd, ok = await self._release_planned(token, None)
-            else:
-                rnd, ok = await self._client._aexec.release_one(self.key, token)
-        finally:
-            if own:
-                self._reset()
-        self._last = rnd
-        if self._executor.on_event is not None:
-            self._event(RELEASED, self._acquired_at if own else monotonic(), 0, ok)
-        if not ok:
-            raise self._token_not_held(rnd, await self._outcomes_of(rnd))
-
-    async def extend(self, ttl: Optional[float] = None) -> None:  # type: ignore[override]
+    async def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the time to live to ``ttl`` seconds (see :meth:`fastredlock.Lock.extend`); if a
         quorum did not confirm it, the lock is lost: released, ``on_lost`` called, and
         :class:`LockLostError` raised."""
-        token, ttl_ms = self._extension_args(ttl)
-        rnd = await self._extend_async(token, ttl_ms)
-        if self._extended(rnd, ttl, ttl_ms):
-            return
-        await self.lose()
-        raise self._extension_failed(rnd, await self._outcomes_of(rnd))
+        await drive(self._aexec, self._extend_plan(ttl))
 
-    async def _extend_async(self, token: bytes, ttl_ms: Any) -> Any:
-        """The round of one extension of ``token`` (the watchdog's renewal too)."""
-        if self._planned:
-            op, args = self._extend_step(token, ttl_ms)
-            return (await self._client._aexec.run(op, *args))[0]
-        return (await self._client._aexec.run("extend", self.key, token, ttl_ms))[0]
-
-    async def lose(self) -> None:  # type: ignore[override]
+    async def lose(self) -> None:
         """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once
         (awaited if it is a coroutine function). Called by the watchdog and by :meth:`extend`."""
-        if self._lost:
-            return
-        self._lost = True
-        self._valid_until = 0.0
-        self._client._unwatch(self)
-        if self._executor.on_event is not None:
-            self._event(LOST, self._acquired_at, 0, False)
-        token = self.token
-        if token is not None:
-            try:
-                if self._planned:
-                    await self._release_planned(token, None)
-                else:
-                    await self._client._aexec.release_one(self.key, token)
-            except Exception:  # pragma: no cover - a failed cleanup still leaves the TTL as a bound
-                log.warning("fastredlock: could not release lost lock %r", self.name, exc_info=True)
-        if self.on_lost is not None:
-            try:
-                result = self.on_lost(self)
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                log.exception("fastredlock: on_lost callback of lock %r raised", self.name)
+        await drive(self._aexec, self._lose_plan(), self)
+
+    async def _extend_async(self, token: bytes, ttl_ms: Any) -> Any:
+        """The round of one renewal of ``token`` (the watchdog's)."""
+        op, args = self._extend_op(token, ttl_ms)
+        return (await self._aexec.run(op, *args))[0]
+
+    def _watch(self) -> None:
+        self._aexec.watch(self)
+
+    def _unwatch(self) -> None:
+        self._aexec.unwatch(self)
 
     # --- outcomes ------------------------------------------------------------------------------
     @property
@@ -314,12 +112,7 @@ class Lock(_SyncLock):
 
     async def settled_outcomes(self) -> List[MasterOutcome]:
         """:attr:`outcomes` once the stragglers' answers are in (or their deadlines passed)."""
-        return await self._outcomes_of(self._last) if self._last is not None else []
-
-    async def _outcomes_of(self, rnd: Any) -> List[MasterOutcome]:
-        client = self._client
-        await client._aexec.settled(rnd, client.io_timeout + client.connect_timeout + 1.0)
-        return self._executor.outcomes(rnd, False)
+        return await self._aexec.outcomes(self._last) if self._last is not None else []
 
     # --- context manager --------------------------------------------------------------------
     async def __aenter__(self) -> "Lock":
@@ -340,24 +133,139 @@ class Lock(_SyncLock):
         pass
 
 
-async def _unqueue(aexec: Any, key: bytes, member: bytes) -> None:
-    """Take a queued waiter that gave up out of the masters' queues (best effort: see
-    :meth:`fastredlock.Lock._unqueue`). A cancelled waiter does not: its entry goes with the
-    queue's expiry, or costs one turn if a release names it first."""
-    step = unqueue_step(key, member)
-    try:
-        await aexec.run(step[0], *step[1])
-    except Exception:  # the masters' queues expire anyway (a closed client, a lost master)
-        log.debug("fastredlock: could not leave the queues of %r", key, exc_info=True)
+def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool = False,
+             max_hold: Optional[float] = None, on_lost: Optional[Any] = None, fencing: bool = False) -> Lock:
+    """``Lock(client, name, ...)``, as :meth:`fastredlock.asyncio.Redlock.lock` makes it."""
+    return Lock(client, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
 
 
-async def _wait(event: asyncio.Event, delay: float) -> bool:
-    """Wait until ``event`` is set or ``delay`` seconds passed, then clear it; whether it was set."""
-    if not event.is_set() and delay > 0:
+# --- the asyncio driver ----------------------------------------------------------------------------
+async def drive(aexec: Any, plan: Any, owner: Any = None) -> Any:
+    """Run ``plan`` (see :mod:`fastredlock._steps`) to its end on ``aexec``; its result.
+
+    An exception from a step is thrown into the plan, which cleans up (in the background) and lets
+    it go on. A cancellation during a protected step (a release) is not: the step's request stays
+    with the executor, the rest of the plan goes on in a task the client owns (see
+    :func:`_finish`; ``owner``: the handle whose ``on_lost`` hears of a release that then finds
+    the lock lost), and the caller gets its ``CancelledError`` at once.
+    """
+    value = error = None
+    while True:
+        step = advance(plan, value, error)
+        if type(step) is Done:
+            return step.value
+        value = error = None
         try:
-            await asyncio.wait_for(event.wait(), delay)
-        except asyncio.TimeoutError:
-            pass
-    woken = event.is_set()
-    event.clear()
-    return woken
+            value = await _run(aexec, step, plan, owner)
+        except asyncio.CancelledError as exc:
+            if PROTECT and (type(step) is Release or (type(step) is Op and step.protected)):
+                raise  # the plan goes on in the client's task (see _run): not thrown into it
+            error = exc
+        except BaseException as exc:
+            error = exc
+
+
+async def _run(aexec: Any, step: Any, plan: Any, owner: Any = None) -> Any:
+    """One step of a plan, on the client's loop (see :mod:`fastredlock._steps`)."""
+    kind = type(step)
+    if kind is Acquire:
+        return None, await aexec.acquire_one(step.key, step.token, step.ttl_ms)
+    if kind is Release:
+        return await aexec.release_one(step.key, step.token, _orphan(aexec, plan, owner) if PROTECT else None)
+    if kind is Op:
+        if step.protected:
+            rnd = await aexec.run_protected(step.op, step.args, _orphan(aexec, plan, owner) if PROTECT else None)
+            return None, rnd
+        if step.acquiring is not None:
+            undo = step.undo
+            rnd = await aexec.run_acquiring(step.op, step.args, lambda: _background(aexec, _step_of(undo)))
+            return None, rnd
+        return None, (await aexec.run(step.op, *step.args))[0]
+    if kind is Job:
+        undo = step.undo
+        ok, rnd = await aexec.job_plan(step.plan, lambda: _background(aexec, _step_of(undo)))
+        return ok, rnd, None
+    if kind is Wait:
+        event = step.event
+        if not event.is_set() and step.delay > 0:
+            try:
+                await asyncio.wait_for(event.wait(), step.delay)
+            except asyncio.TimeoutError:
+                pass
+        woken = event.is_set()
+        event.clear()
+        return woken
+    if kind is Sleep:
+        await asyncio.sleep(step.delay)
+        return None
+    if kind is Settle:
+        return await aexec.outcomes(step.rnd)
+    if kind is Background:
+        _background(aexec, step.step)
+        return None
+    if kind is Await:
+        await step.awaitable
+        return None
+    raise TypeError(f"not a plan step: {step!r}")  # pragma: no cover - a bug in a plan
+
+
+def _step_of(undo: Any) -> Any:
+    """An ``undo`` of a step: a step, or a callable that makes it (made only when needed)."""
+    return undo() if callable(undo) else undo
+
+
+def _orphan(aexec: Any, plan: Any, owner: Any) -> Any:
+    """What the executor calls with a protected step's result when its caller was cancelled: the
+    rest of ``plan`` runs in a task the client owns."""
+    return lambda value: aexec.spawn(_finish(aexec, plan, value, owner))
+
+
+async def _finish(aexec: Any, plan: Any, value: Any, owner: Any) -> None:
+    """Run the rest of a plan whose caller was cancelled during its release; a lock found lost
+    then is reported (``on_lost``, the ``lost`` event, the log), since nobody is left to raise to."""
+    try:
+        step = plan.send(value)
+    except StopIteration:
+        return
+    except LockError as exc:
+        await _report(owner, exc)
+        return
+    value = error = None
+    while True:
+        try:
+            try:
+                value = await _run(aexec, step, plan, owner)
+            except Exception as exc:
+                error = exc
+            step = plan.send(value) if error is None else plan.throw(error)
+            error = None
+        except StopIteration:
+            return
+        except LockError as exc:
+            await _report(owner, exc)
+            return
+
+
+async def _report(lock: Any, error: LockError) -> None:
+    log.warning("fastredlock: a release whose caller was cancelled found: %s", error)
+    if isinstance(lock, LockBase) and lock.on_lost is not None:
+        try:
+            result = lock.on_lost(lock)
+            if result is not None and hasattr(result, "__await__"):
+                await result
+        except Exception:
+            log.exception("fastredlock: on_lost callback of lock %r raised", lock.name)
+
+
+def _background(aexec: Any, step: Any) -> None:
+    """Run ``step`` in a task the client owns (a clean-up nobody waits for); errors are logged."""
+    if step is None:
+        return
+    aexec.spawn(_quietly(aexec, step))
+
+
+async def _quietly(aexec: Any, step: Any) -> None:
+    try:
+        await _run(aexec, step, None)
+    except Exception:
+        log.debug("fastredlock: a clean-up step failed", exc_info=True)

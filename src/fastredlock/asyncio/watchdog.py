@@ -93,7 +93,7 @@ class Watchdog:
             if any(item[0][0]._planned for item in renew):  # the lock family: a round per lock
                 rounds = [await item[0][0]._extend_async(item[1], item[2]) for item in renew]
             else:
-                rounds = await client._aexec.run("extend_many", *renewal_args(renew))
+                rounds = await client.async_executor.run("extend_many", *renewal_args(renew))
             lost.extend(after_renewal(renew, rounds, self._locks, client.quorum, client.retry_delay))
         for lock in lost:
             await lock.lose()

@@ -77,7 +77,7 @@ async def aacquire(dlm: Any, key: bytes, token: bytes) -> Held:
 
     Cancelled while its round runs, the round still completes and a key it set is released.
     """
-    aexec = dlm._aexec  # the asyncio client's executor: see the module docstring (engine support)
+    aexec = dlm.async_executor  # the seam between the client's handles and its event loop
     executor = dlm.executor
     step = _step(key, token)
 

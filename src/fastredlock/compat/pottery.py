@@ -165,6 +165,7 @@ class ContextTimer:
         self._stopped = 0.0
 
     def start(self) -> None:
+        """Start the timer; a timer starts once (``RuntimeError`` otherwise), as pottery's."""
         if self._stopped:
             raise RuntimeError("timer has already been stopped")
         if self._started:
@@ -172,6 +173,7 @@ class ContextTimer:
         self._started = timeit.default_timer()
 
     def stop(self) -> None:
+        """Stop the started timer; ``elapsed()`` then stays fixed (``RuntimeError`` if not running)."""
         if self._stopped:
             raise RuntimeError("timer has already been stopped")
         if not self._started:

@@ -178,6 +178,7 @@ class ReentrantRedLock(RedLock):
         self._acquired = 0
 
     def acquire(self) -> bool:
+        """Take the lock, or count one more hold if this object has it already; return whether it is held."""
         if self._acquired:
             self._acquired += 1
             return True
@@ -187,6 +188,7 @@ class ReentrantRedLock(RedLock):
         return acquired
 
     def release(self) -> Any:
+        """Drop one hold; release the lock on the masters when the last hold goes (``False`` if none was held)."""
         if not self._acquired:
             return False
         self._acquired -= 1
