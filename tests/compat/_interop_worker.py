@@ -12,7 +12,8 @@ only; with a ``role`` in SPEC, the wake-up run of :func:`wake` instead); SIDE ``
 SPEC a JSON object with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``,
 ``ttl_ms``, ``start_at`` and, for the shim, ``core``; with ``"unprotected": true`` the shim side locks
 another resource than the original (the negative control: a shim whose keys differ from the
-original's, so the two exclude nobody).
+original's, so the two exclude nobody); with ``"no_timeout": true`` redis-py's locks (and the shim's)
+are made without ``timeout``: keys without expiry.
 Inside the lock the worker INCRs a counter on a separate master and checks it
 reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
 often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
@@ -134,7 +135,7 @@ def lockers(lib: str, side: str, spec: dict):
         else:
             from fastredlock.compat.redis_py import Lock
         r = Redis(host="127.0.0.1", port=ports[0], socket_timeout=1)
-        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=Lock)
+        lock = r.lock(resource, timeout=None if spec.get("no_timeout") else ttl_ms / 1000, lock_class=Lock)
         return (lambda: lock.acquire(blocking=False)), lock.release
     if lib == "redis-py-aio":
         import asyncio
@@ -147,7 +148,7 @@ def lockers(lib: str, side: str, spec: dict):
             from fastredlock.compat.redis_py import AsyncLock as AIOLock
         loop = asyncio.new_event_loop()  # the worker's loop, for its whole run
         r = AIORedis(host="127.0.0.1", port=ports[0], socket_timeout=1)
-        lock = r.lock(resource, timeout=ttl_ms / 1000, lock_class=AIOLock)
+        lock = r.lock(resource, timeout=None if spec.get("no_timeout") else ttl_ms / 1000, lock_class=AIOLock)
         return (lambda: loop.run_until_complete(lock.acquire(blocking=False))), (
             lambda: loop.run_until_complete(lock.release()))
     raise SystemExit(f"unknown library {lib!r}")

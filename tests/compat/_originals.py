@@ -46,9 +46,13 @@ once against the shim, on the same fresh local server. What is adapted, and why:
   files use (``r``, ``decoded_r``, ``_get_client``, ``create_redis`` with its single/pool params,
   the ``onlynoncluster`` marker, ``skip_if_server_version_lt``), and the sync file imports
   ``_get_client`` from it instead of from the package's ``.conftest``;
-- tests that assert what a shim documents as different (redis-py's ``TTL == -1`` for a lock without
-  timeout) are listed in ``Original.differences`` with the reason: the shim must fail exactly those,
-  with the listed evidence in the failure message, and pass every other test the original passes.
+- tests that patch or read the original's private internals (redis-py's fake clocks, which replace
+  its private module attributes ``redis.lock.mod_time`` and ``redis.asyncio.lock.asyncio``;
+  python-redis-lock's renewal thread and its log lines) are listed in ``Original.differences`` or
+  :data:`DIFFERENCES` with the reason: the shim must fail exactly those (with the listed evidence in
+  the failure message, where one is given), and pass every other test the original passes;
+- aioredlock's sdist ships no tests: ``test_compat_aioredlock_acceptance.py`` checks the behaviours of
+  its repository's acceptance tests (tag v0.7.3), written from reading them, in every connection form.
 """
 from __future__ import annotations
 
@@ -118,7 +122,7 @@ ORIGINALS: Dict[str, Original] = {
     # redis-server on a Unix socket (process-tests' TestProcess) and runs helper.py in subprocesses,
     # also under gevent and eventlet monkey-patching (its tox.ini pins both; their current releases
     # here, the old pins do not build on this Python).
-    "python-redis-lock": Original("python-redis-lock", "4.0.0", "fastredlock.compat.redis_lock",
+    "python-redis-lock": Original("python-redis-lock", "4.0.1", "fastredlock.compat.redis_lock",
                                   ("tests/test_redis_lock.py",), (_REDIS_PY,),
                                   suite_deps=("process-tests==3.0.0", "gevent==26.9.0", "eventlet==0.41.3"),
                                   support=("tests/conftest.py", "tests/helper.py", "tests/config.py")),
@@ -145,22 +149,30 @@ DIFFERENCES: Dict[str, Dict[str, str]] = {
     },
 }
 
-#: redis-py's lock suites assert ``TTL == -1`` for a lock made without a timeout; the shim gives it a
-#: TTL renewed while held (see fastredlock.compat.redis_py), so those tests fail there, on that line.
-_NO_TIMEOUT_TTL = "a lock without timeout gets a TTL renewed while it is held, not TTL -1 (a crashed holder " \
-                  "would keep the name forever); documented in fastredlock.compat.redis_py"
-_REDIS_PY_DIFFERENCES = tuple(Difference(test, _NO_TIMEOUT_TTL, r"ttl\(.foo.\) == -1")
-                              for test in ("test_lock", "test_lock_token", "test_lock_token_thread_local_false"))
+#: redis-py's lock suites, as of the release the issue names (its Lock keeps a lock made without
+#: ``timeout`` without expiry: ``TTL == -1``, which the shim does too).
+_REDIS_PY_LOCKS = "redis==8.1.0"
+#: Tests of redis-py's sync lock suite that replace ``redis.lock.mod_time`` (a private module
+#: attribute: redis-py's clock) with a fake one that never sleeps, then assert what that fake clock
+#: saw. The shim keeps its own clock, so the fake one sees nothing.
+_FAKE_CLOCK = ("patches redis-py's private module attribute redis.lock.mod_time (a fake clock) and asserts "
+               "what it saw: the shim sleeps and reads time with its own clock, which the patch does not reach")
+_REDIS_PY_DIFFERENCES = tuple(Difference(test, _FAKE_CLOCK, r"fake_lock_time\.(now|sleeps)")
+                              for test in ("test_blocking_timeout", "test_context_manager_blocking_timeout"))
+#: The asyncio suite's fake clock replaces the private module attribute ``redis.asyncio.lock.asyncio``
+#: (its ``get_running_loop().time()`` and ``sleep``), likewise out of the shim's reach.
+_FAKE_LOOP_CLOCK = _FAKE_CLOCK.replace("redis.lock.mod_time", "redis.asyncio.lock.asyncio")
+_REDIS_PY_AIO_DIFFERENCES = (Difference("test_blocking_timeout", _FAKE_LOOP_CLOCK, r"fake_lock_time\.(now|sleeps)"),)
 ORIGINALS.update({
     # redis-py's own Lock: the sdist's tests of redis.lock.Lock, with a conftest of our own that gives
     # the fixtures of redis-py's tests/conftest.py they use (its conftest needs a whole test stack).
-    "redis-py": Original("redis", "5.3.1", "fastredlock.compat.redis_py", ("tests/test_lock.py",), (_REDIS_PY,),
-                         differences=_REDIS_PY_DIFFERENCES),
+    "redis-py": Original("redis", "8.1.0", "fastredlock.compat.redis_py", ("tests/test_lock.py",),
+                         (_REDIS_PY_LOCKS,), differences=_REDIS_PY_DIFFERENCES),
     # redis.asyncio.lock.Lock: async tests run by pytest-asyncio in auto mode (redis-py's pytest.ini).
-    "redis-py-aio": Original("redis", "5.3.1", "fastredlock.compat.redis_py", ("tests/test_asyncio/test_lock.py",),
-                             (_REDIS_PY,), suite_deps=("pytest-asyncio==1.4.0",),
+    "redis-py-aio": Original("redis", "8.1.0", "fastredlock.compat.redis_py", ("tests/test_asyncio/test_lock.py",),
+                             (_REDIS_PY_LOCKS,), suite_deps=("pytest-asyncio==1.4.0",),
                              pytest_args=("-p", "pytest_asyncio.plugin", "-o", "asyncio_mode=auto"),
-                             differences=_REDIS_PY_DIFFERENCES),
+                             differences=_REDIS_PY_AIO_DIFFERENCES),
 })
 
 #: The originals whose sdists ship a test suite (run by test_compat_suites.py).

@@ -49,7 +49,7 @@ def counter():
     master.stop()
 
 
-def _run_sides(lib, core, masters, counter, name, seconds, unprotected=False):
+def _run_sides(lib, core, masters, counter, name, seconds, unprotected=False, no_timeout=False):
     """Run two originals and two shims of ``lib`` on ``name`` at once; return their reports by side."""
     try:
         original_path = _originals.install(lib)
@@ -65,6 +65,7 @@ def _run_sides(lib, core, masters, counter, name, seconds, unprotected=False):
         "core": core,
         "start_at": time.time() + 1.5,  # after every interpreter has started
         "unprotected": unprotected,
+        "no_timeout": no_timeout,
     }
     sides = ["original", "shim", "original", "shim"]
     procs = [
@@ -103,6 +104,24 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
     if keys_on(masters, key):
         time.sleep(TTL_MS / 1000 + 0.2)
     assert keys_on(masters, key) == 0, "a lock was left behind past its TTL"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lib", ["redis-py", pytest.param("redis-py-aio", marks=pytest.mark.skipif(
+    not os.environ.get("FASTREDLOCK_LONG_SUITES"), reason="the asyncio twin of the redis-py run: runs with "
+    "FASTREDLOCK_LONG_SUITES=1 (the default run stays short)"))])
+def test_redis_py_locks_without_timeout_exclude_each_other(lib, core, masters, counter, name, keys_on):
+    # redis-py's Lock without timeout stores its key without expiry, and so does the shim's: both
+    # sides set and delete the same key, and nothing is left behind (no TTL would ever clear it).
+    results = _run_sides(lib, core, masters, counter, name, SECONDS, no_timeout=True)
+    summary = json.dumps(results)
+    for side, runs in results.items():
+        for run in runs:
+            assert run["overlaps"] == 0 and run["errors"] == [], summary
+        assert sum(r["held"] for r in runs) >= 10, f"the {side} side made no progress: {summary}"
+        assert sum(r["refused"] for r in runs) > 0, f"the {side} side never met the other: {summary}"
+    assert counter.command("GET", "holders") == b"0"
+    assert keys_on(masters[:1], name) == 0, "a lock without expiry was left behind"
 
 
 @pytest.mark.slow

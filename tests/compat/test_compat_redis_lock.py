@@ -306,3 +306,33 @@ def test_a_slow_server_is_waited_for_by_a_blocking_acquire(shim_core, paused_lat
     assert _text(conn.get(f"lock:{name}")) == lock.id
     lock.release()
     conn.close()
+
+
+def test_with_uses_the_constructors_blocking(shim_core, conn, name):
+    assert redis_lock.Lock(conn, name).blocking is True
+    holder = redis_lock.Lock(conn, name, expire=5)
+    assert holder.acquire()
+    started = time.monotonic()
+    with pytest.raises(NotAcquired, match="is not acquired"):
+        with redis_lock.Lock(conn, name, blocking=False):
+            pass  # pragma: no cover - never entered
+    assert time.monotonic() - started < 0.5  # one attempt, no wait
+    assert conn.get("lock:" + name) == holder.id.encode()  # the holder's key untouched
+    holder.release()
+    with redis_lock.Lock(conn, name, blocking=False) as lock:  # free: taken, and released at the end
+        assert lock.blocking is False and conn.get("lock:" + name) == lock.id.encode()
+    assert conn.get("lock:" + name) is None
+
+
+def test_with_blocking_waits_for_the_release(shim_core, conn, name):
+    holder = redis_lock.Lock(conn, name, expire=5)
+    assert holder.acquire()
+    timer = threading.Timer(0.2, holder.release)
+    timer.start()
+    try:
+        started = time.monotonic()
+        with redis_lock.Lock(conn, name, blocking=True) as lock:
+            assert 0.1 < time.monotonic() - started < 2.0  # woken by the release's signal
+            assert conn.get("lock:" + name) == lock.id.encode()
+    finally:
+        timer.join()

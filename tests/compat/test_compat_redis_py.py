@@ -21,7 +21,7 @@ import redis.asyncio.lock
 import redis.lock
 from redis.exceptions import LockError, LockNotOwnedError
 
-from fastredlock.compat.redis_py import NO_TIMEOUT_TTL, AsyncLock, Lock
+from fastredlock.compat.redis_py import NO_TIMEOUT_TTL, AsyncLock, AsyncRenewedLock, Lock, RenewedLock
 from fastredlock.testing import start_masters
 
 
@@ -32,6 +32,7 @@ class Flavour:
     def __init__(self, loop):
         self.loop = loop
         self.Lock = AsyncLock if self.loop else Lock
+        self.RenewedLock = AsyncRenewedLock if self.loop else RenewedLock
         self.Original = redis.asyncio.lock.Lock if self.loop else redis.lock.Lock
         self._clients = []
 
@@ -135,8 +136,95 @@ def test_handle_is_reused_across_acquisitions(api, r, name):
     assert api.run(r.get(name)) is None
 
 
-def test_no_timeout_lock_is_renewed_and_refuses_extend(api, r, name):
+@pytest.mark.parametrize("timeout", [None, 0])
+def test_no_timeout_lock_has_no_expiry_and_refuses_extend(api, r, name, timeout):
+    lock = r.lock(name, timeout=timeout, lock_class=api.Lock)
+    assert api.run(lock.acquire(blocking=False))
+    assert api.run(r.get(name)) == lock.local.token
+    assert api.run(r.ttl(name)) == -1  # as redis-py: no expiry at all
+    assert api.run(lock.owned()) and api.run(lock.locked())
+    with pytest.raises(LockError, match="Cannot extend a lock with no timeout"):
+        lock.extend(1)
+    with pytest.raises(LockError, match="Cannot reacquire a lock with no timeout"):
+        lock.reacquire()
+    other = api.Lock(r, name)
+    assert not api.run(other.acquire(blocking=False))
+    api.run(lock.release())
+    assert api.run(r.get(name)) is None and lock.local.token is None
+    assert api.run(other.acquire(blocking=False))  # free again
+    api.run(other.release())
+
+
+def test_no_timeout_lock_is_never_renewed_nor_expires(api, r, name):
     lock = api.Lock(r, name)
+    assert api.run(lock.acquire(token="mine"))
+    api.sleep(0.3)
+    assert api.run(r.get(name)) == b"mine" and api.run(r.ttl(name)) == -1  # nothing touched it
+    with api.holding(api.Lock(r, name + ":with")) as held:  # the context manager, too
+        assert api.run(r.ttl(name + ":with")) == -1 and api.run(held.owned())
+    assert api.run(r.get(name + ":with")) is None
+    api.run(lock.release())
+
+
+def test_no_timeout_lock_deleted_by_someone_else_is_not_owned(api, r, name):
+    lock = api.Lock(r, name)
+    assert api.run(lock.acquire())
+    api.run(r.delete(name))
+    api.run(r.set(name, "someone else"))
+    assert not api.run(lock.owned())
+    with pytest.raises(LockNotOwnedError, match="Cannot release a lock that's no longer owned"):
+        api.run(lock.release())
+    assert api.run(r.get(name)) == b"someone else"  # never touched another holder's key
+    assert lock.local.token is None
+
+
+def test_no_timeout_lock_excludes_redis_pys_own_lock(api, r, name):
+    ours = api.Lock(r, name)
+    theirs = api.Original(r, name)
+    assert api.run(theirs.acquire(blocking=False))
+    assert not api.run(ours.acquire(blocking=False))
+    api.run(theirs.release())
+    assert api.run(ours.acquire(blocking=False))
+    assert api.run(r.ttl(name)) == -1
+    assert not api.run(theirs.acquire(blocking=False))
+    api.run(ours.release())
+
+
+def test_no_timeout_lock_with_blocking_timeout_gives_up(api, r, name):
+    api.run(r.set(name, "held"))
+    lock = api.Lock(r, name, sleep=0.02, blocking_timeout=0.1)
+    started = time.monotonic()
+    assert not api.run(lock.acquire())
+    assert 0.05 < time.monotonic() - started < 1.0
+    assert api.run(r.get(name)) == b"held"
+
+
+def test_no_timeout_lock_cancelled_acquire_leaves_nothing(shim_core, masters, name, aloop):
+    async def main():
+        r = redis.asyncio.Redis(host="127.0.0.1", port=masters[0].port, socket_timeout=1)
+        try:
+            for _ in range(20):  # cancelled at once, then a little later each time: never half-held
+                lock = AsyncLock(r, name)
+                task = asyncio.ensure_future(lock.acquire())
+                await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                else:
+                    await lock.release()
+                await asyncio.sleep(0.02)
+                assert await r.get(name) is None
+        finally:
+            await r.aclose()
+
+    aloop.run_until_complete(main())
+
+
+def test_renewed_lock_gets_a_ttl_and_refuses_extend(api, r, name):
+    lock = r.lock(name, lock_class=api.RenewedLock)
+    assert isinstance(lock, api.Lock)
     assert api.run(lock.acquire())
     assert 0 < api.run(r.pttl(name)) <= NO_TIMEOUT_TTL * 1000
     with pytest.raises(LockError, match="Cannot extend a lock with no timeout"):
@@ -147,12 +235,13 @@ def test_no_timeout_lock_is_renewed_and_refuses_extend(api, r, name):
     assert api.run(r.get(name)) is None
 
 
-def test_no_timeout_lock_outlives_its_ttl_while_held(api, r, name, monkeypatch):
-    monkeypatch.setattr("fastredlock.compat.redis_py.NO_TIMEOUT_TTL", 0.3)
-    lock = api.Lock(r, name)
+def test_renewed_lock_outlives_its_ttl_while_held(api, r, name):
+    lock = api.RenewedLock(r, name)
+    lock.no_timeout_ttl = 0.3
     assert api.run(lock.acquire(token="mine"))
     api.sleep(0.8)  # well past 0.3 s: the watchdog renewed it
     assert api.run(r.get(name)) == b"mine" and api.run(lock.owned())
+    assert 0 < api.run(r.pttl(name)) <= 300
     api.run(lock.release())
     assert api.run(r.get(name)) is None
 
@@ -370,3 +459,29 @@ def test_each_thread_has_its_own_token_whoever_made_the_lock(shim_core, masters,
     assert made_here.local.token is None and len(seen) == 4
     assert all((token is not None) == took for took, token in seen)
     assert len({token for took, token in seen if took}) == sum(took for took, _ in seen) >= 1
+
+
+def test_no_expiry_script_digest_matches_the_server(masters):
+    from fastredlock.protocol.scripts import ACQUIRE_NO_EXPIRY, ACQUIRE_NO_EXPIRY_SHA
+
+    assert masters[0].command("SCRIPT", "LOAD", ACQUIRE_NO_EXPIRY) == ACQUIRE_NO_EXPIRY_SHA
+
+
+def test_no_timeout_attempt_the_server_did_not_answer_leaves_no_key(api, name):
+    """A key without expiry left by a failed attempt would lock the name for good: an attempt
+    whose SET the server has not answered in time is undone behind that SET, on its connection."""
+    with start_masters(1) as (master,):
+        r = api.client(master)
+        lock = api.Lock(r, name)
+        assert api.run(lock.acquire(blocking=False))  # connected (and the script known) first
+        api.run(lock.release())
+        master.pause()
+        try:
+            assert not api.run(lock.acquire(blocking=False))  # no answer within io_timeout
+        finally:
+            master.resume()
+        api.sleep(0.2)  # the server runs the SET it had received, then the release behind it
+        assert api.run(r.get(name)) is None
+        assert api.run(lock.acquire(blocking=False))  # and the name is free
+        assert api.run(r.ttl(name)) == -1
+        api.run(lock.release())

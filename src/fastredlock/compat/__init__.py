@@ -15,10 +15,12 @@ python-redis-lock             ``from fastredlock.compat import redis_lock``
 
 Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),
 (python-redis-lock's ``lock:`` key and ``lock-signal:`` wake-up list too),
-with ``SET key value NX PX ttl``, and releases with the same owner check (``GET == value`` then
+with ``SET key value NX PX ttl`` (redis-py's ``Lock`` without ``timeout``: ``SET key value NX``, no
+expiry, as redis-py stores it), and releases with the same owner check (``GET == value`` then
 ``DEL``), so processes still on the old library and processes on the shim exclude each other during
 a rolling migration. What differs from each original (the bugs that were not kept) is listed in
-each shim's module docstring and in README.md ("Migrating").
+each shim's module docstring (its migration notes: the import to change, every remaining
+difference and why), in README.md ("Migrating") and in ``docs/migrating/<library>.md``.
 
 All synchronous shims of a process share one :class:`fastredlock.Redlock` client per set of masters
 (one connection per master, reused), built with the options of :func:`configure`; each

@@ -28,6 +28,7 @@ __all__ = [
     "configure",
     "encode_key",
     "error_outcomes",
+    "one_server_message",
     "options",
     "pool_state",
     "redis_errors",
@@ -291,6 +292,17 @@ def pool_state(redis: Any) -> PoolState:
         except (AttributeError, TypeError):
             pass
     return state
+
+
+def one_server_message(group: Sequence[MasterSpec]) -> str:
+    """What is lost when the masters of ``group`` are dbs of one server (the shims that accept
+    them warn with this)."""
+    labels = ", ".join(spec.label for spec in group)
+    return (
+        f"masters {labels} are dbs of one server: accepted, but without fault tolerance (that server "
+        "is a single point of failure: while it is down no lock can be taken, and a restart without "
+        "persistence forgets the lock in every db at once); mutual exclusion still holds on that server"
+    )
 
 
 def encode_key(value: Any) -> bytes:

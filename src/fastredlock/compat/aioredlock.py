@@ -22,9 +22,16 @@ its converters and ``ValueError`` checks; ``lock(resource, lock_timeout=None)`` 
 that is not valid); ``unlock(lock)``; ``is_locked(resource_or_lock)``; ``destroy()``;
 ``get_active_locks()``; ``get_lock(resource, lock_identifier)``; the errors ``LockError``,
 ``LockAcquiringError`` (a master holds the key for someone else), ``LockRuntimeError`` (a master
-failed); ``Sentinel``), masters given as dicts (``host``, ``port``, ``db``, ``password``; aioredis
-pool arguments such as ``minsize``/``maxsize``/``encoding`` are accepted and have no use here),
-``redis://`` URIs, ``(host, port)`` tuples, Unix socket paths or ``Sentinel`` objects;
+failed); ``Sentinel``), masters given in every form aioredlock took: dicts (``host``, ``port``,
+``db``, ``password``, ``ssl``; aioredis pool arguments such as ``minsize``/``maxsize``/``encoding``
+are accepted and have no use here), ``redis://`` and ``rediss://`` URIs (``?db=``, ``?password=``,
+``?ssl=true``), ``(host, port)`` tuples, Unix socket paths, ``Sentinel`` objects, aioredis 1.x
+``Redis`` objects (``await aioredis.create_redis_pool(...)``) and ``ConnectionsPool`` objects (their
+address, db, password and ``ssl`` are read, duck-typed: aioredis need not be installed, and the shim
+does not talk through them), and ``redis.asyncio.Redis`` clients (address, db, credentials, TLS);
+several dbs of one server as masters (``[{"host": h, "port": p, "db": 0}, {"host": h, "port": p,
+"db": 1}]``, as aioredlock's own acceptance tests do), with a warning on this module's logger: each
+db votes, so mutual exclusion holds on that server, but there is no fault tolerance;
 ``retry_count`` attempts with a random sleep of ``retry_delay_min``..``retry_delay_max`` seconds
 between them; the drift allowance (``ttl * 0.01 + 2 ms``); a lock without ``lock_timeout`` lives
 ``internal_lock_timeout`` seconds and is renewed by a watchdog until it is unlocked (or lost: then
@@ -53,12 +60,15 @@ Differences (bugs not kept):
   its ``valid`` turns ``False`` at once, with a warning logged.
 - Restart-aware voting: a master up for less than the largest TTL used does not count toward the
   quorum. Turn it off with ``fastredlock.compat.configure(restart_aware=False)``.
-- One server listed twice (under two names, or as two dbs) is refused with ``ValueError``: its votes
-  would fake a quorum. Masters are checked when ``Aioredlock`` is built (aioredlock found a bad one
-  at the first ``lock()``); an argument aioredis would have refused raises ``TypeError`` then.
-- TLS (``ssl=``, ``rediss://``) is refused with ``ValueError``: fastredlock does not speak TLS yet.
-  An aioredis ``Redis`` object cannot be a master (the shim does not use aioredis); a redis-py
-  client (``redis.Redis`` or ``redis.asyncio.Redis``) can: its address and credentials are read.
+- One server and db listed twice (under two names) is refused with ``ValueError``: the key would
+  vote twice. Masters are checked when ``Aioredlock`` is built (aioredlock found a bad one at the
+  first ``lock()``); an argument aioredis would have refused raises ``TypeError`` then.
+- An aioredis object given as a master is read, not used: the shim opens its own connections to
+  the same server (so ``destroy()`` never closes your aioredis pool, as in aioredlock). A lone
+  aioredis ``RedisConnection`` (``create_redis``, not a pool) does not keep its password: give a
+  master that needs one as a dict, a URI or a pool. TLS comes from ``ssl=True`` (verified against
+  the system's CAs) or an ``ssl.SSLContext``; a ``Sentinel``'s ``ssl_context`` applies to the master,
+  the sentinels are asked without TLS.
 - ``get_lock()`` returns the smallest TTL (seconds) among a quorum of masters holding ``lock.id``
   (aioredlock required every master's TTL to be equal, so it failed when the masters' clocks of
   whole seconds differed). A lock it rebuilt can be unlocked, and extended (the manager takes it
@@ -79,14 +89,15 @@ import asyncio
 import logging
 import random
 import re
+import ssl as _ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from ..asyncio import Redlock as _AsyncRedlock
 from ..errors import LockNotOwnedError as _NotOwned, MasterOutcome
-from .._masters import MasterSpec, parse_master, parse_masters
-from ._common import encode_key, error_outcomes, options, usable_ttl
+from .._masters import MasterSpec, parse_master, parse_masters, shared_servers
+from ._common import encode_key, error_outcomes, one_server_message, options, usable_ttl
 
 __all__ = [
     "AioredlockError",
@@ -161,15 +172,19 @@ def _redis_asyncio() -> Any:
     return aioredis
 
 
-def _no_tls(value: Any, where: Any) -> None:
-    if value:
-        raise ValueError(f"TLS is not supported by fastredlock yet (ssl in {where!r})")
+def _tls(value: Any) -> Dict[str, Any]:
+    """The master dict keys of aioredis's ``ssl`` argument (``True`` or an ``ssl.SSLContext``)."""
+    if not value:
+        return {}
+    if isinstance(value, _ssl.SSLContext):
+        return {"ssl": True, "ssl_context": value}
+    return {"ssl": True}
 
 
 # --- masters as aioredlock took them ---------------------------------------------------------------
 def _from_dict(entry: Dict[str, Any]) -> MasterSpec:
     kwargs = dict(entry)
-    _no_tls(kwargs.pop("ssl", None), "a master dict")
+    tls = _tls(kwargs.pop("ssl", None))
     for key in _POOL_ONLY:
         kwargs.pop(key, None)
     allowed = {"host", "port", "db", "password", "username", "address"}
@@ -177,6 +192,7 @@ def _from_dict(entry: Dict[str, Any]) -> MasterSpec:
     if unknown:
         raise TypeError(f"redis_connections: unexpected argument(s) {sorted(unknown)} in a master dict")
     address = kwargs.pop("address", None)
+    kwargs.update(tls)
     if address is not None:
         return _from_plain(address, kwargs)
     kwargs.setdefault("host", "localhost")
@@ -193,34 +209,69 @@ def _from_plain(address: Any, extra: Optional[Dict[str, Any]] = None) -> MasterS
         return parse_master({"host": address[0], "port": address[1], **extra})
     if isinstance(address, str):
         if re.match(r"^rediss?://", address):
-            return parse_master(_plain_url(address, extra))
+            return _plain_url(address, extra)
         if "://" in address:
             raise ValueError(f"redis_connections: unsupported URI scheme in {address!r}")
+        extra.pop("ssl", None)  # aioredis opened a Unix socket without TLS
+        extra.pop("ssl_context", None)
         return parse_master({"path": address, **extra})
     raise TypeError(
         "redis_connections: a master must be a dict, a (host, port) tuple, a redis:// URI, a Unix "
-        f"socket path, a Sentinel or a redis-py client, not {type(address).__name__}"
+        "socket path, a Sentinel, an aioredis 1.x Redis or ConnectionsPool, or a redis-py client, "
+        f"not {type(address).__name__}"
     )
 
 
-def _plain_url(url: str, extra: Dict[str, Any]) -> Any:
-    """Drop what aioredis read from a URI's query (``encoding``, ``timeout``, ...); keep the db."""
+def _plain_url(url: str, extra: Dict[str, Any]) -> MasterSpec:
+    """A URI as aioredis 1.x read it: the db in the path or ``?db=``, ``?password=``, TLS for
+    ``rediss://`` or ``?ssl=true``; what only shaped its pool (``encoding``, ``timeout``...) is dropped."""
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    _no_tls(parts.scheme == "rediss" or query.pop("ssl", None) not in (None, "", "0", "false"), url)
-    spec = parse_master(urlunsplit(("redis", parts.netloc, parts.path, "", "")))
+    ssl_query = query.pop("ssl", None)
+    tls = parts.scheme == "rediss" or (ssl_query is not None and ssl_query.lower() not in ("", "0", "false", "no"))
     db = query.pop("db", None)
     password = query.pop("password", None)
     unknown = set(query) - _POOL_ONLY
     if unknown:
         raise TypeError(f"redis_connections: unexpected URI argument(s) {sorted(unknown)} in {url!r}")
-    fields = spec._asdict()
+    spec = parse_master(urlunsplit(("redis", parts.netloc, parts.path, "", "")))
+    fields: Dict[str, Any] = {"host": spec.host, "port": spec.port, "db": spec.db}
+    if spec.username is not None:
+        fields["username"] = spec.username
+    if spec.password is not None:
+        fields["password"] = spec.password
     if db is not None:
         fields["db"] = int(db)
     if password is not None:
         fields["password"] = password
+    if tls:
+        fields["ssl"] = True
     fields.update(extra)
-    return MasterSpec(**fields)
+    return parse_master(fields)
+
+
+def _is_aioredis(entry: Any) -> bool:
+    """Whether ``entry`` looks like an aioredis 1.x ``Redis``, ``ConnectionsPool`` or
+    ``RedisConnection`` (read duck-typed: aioredis need not be installed)."""
+    return hasattr(entry, "address") and hasattr(entry, "db") and not hasattr(entry, "connection_pool")
+
+
+def _from_aioredis(entry: Any) -> MasterSpec:
+    """The master an aioredis 1.x object talks to: its ``address`` (``(host, port)`` or a socket
+    path), ``db``, and the password and ``ssl`` a ``ConnectionsPool`` keeps (a ``Redis`` made by
+    ``create_redis_pool`` holds one as ``connection``). A lone ``RedisConnection`` (``create_redis``)
+    does not keep its password: give such a master as a dict or URI if it needs one."""
+    inner = getattr(entry, "connection", None)
+    source = inner if inner is not None and hasattr(inner, "address") else entry
+    address = source.address
+    if address is None:
+        raise ValueError(f"redis_connections: {type(entry).__name__} has no address (is it closed?)")
+    extra: Dict[str, Any] = {"db": int(source.db or 0)}
+    password = getattr(source, "_password", None)
+    if password is not None:
+        extra["password"] = password.decode() if isinstance(password, bytes) else password
+    extra.update(_tls(getattr(source, "_ssl", None)))
+    return _from_plain(tuple(address) if isinstance(address, list) else address, extra)
 
 
 def _to_spec(entry: Any) -> Any:
@@ -230,8 +281,33 @@ def _to_spec(entry: Any) -> Any:
     if isinstance(entry, dict):
         return _from_dict(entry)
     if hasattr(entry, "connection_pool") and hasattr(entry.connection_pool, "connection_kwargs"):
-        return parse_master(entry)  # a redis-py client (sync or asyncio): address and credentials
+        return parse_master(entry)  # a redis-py client (sync or asyncio): address, credentials, TLS
+    if _is_aioredis(entry):
+        return _from_aioredis(entry)
     return _from_plain(entry)
+
+
+def _reader_tls(spec: MasterSpec) -> Dict[str, Any]:
+    """redis-py's TLS arguments for a reader of a TLS master (its settings; a ready
+    ``ssl.SSLContext`` cannot be handed to redis-py: the readers then verify with the system's CAs)."""
+    tls = spec.tls
+    if tls is None:
+        return {}
+    kwargs: Dict[str, Any] = {"ssl": True, "ssl_cert_reqs": tls.cert_reqs}
+    for field in ("ca_certs", "certfile", "keyfile", "check_hostname"):
+        value = getattr(tls, field)
+        if value is not None:
+            kwargs["ssl_" + field] = value
+    return kwargs
+
+
+def _check_masters(specs: Sequence[MasterSpec]) -> Tuple[MasterSpec, ...]:
+    """Refuse one server and db listed twice; accept several dbs of one server, with a warning on
+    this module's logger (aioredlock's acceptance tests and many CI setups use two dbs of one server)."""
+    checked = parse_masters(specs, same_server_ok=True)
+    for group in shared_servers(checked):
+        log.warning(one_server_message(group))
+    return checked
 
 
 def _clean(connections: Any) -> Any:
@@ -291,7 +367,8 @@ class Sentinel:
             self.master = master
         if self.master is None:
             raise SentinelConfigError("Master name required for sentinel to be configured")
-        _no_tls(kwargs.pop("ssl", None), "a Sentinel")
+        #: TLS to the master (the sentinels are asked without it).
+        self._tls = _tls(kwargs.pop("ssl", None))
         for key in _POOL_ONLY:
             kwargs.pop(key, None)
         unknown = set(kwargs) - {"db", "password", "username"}
@@ -332,7 +409,7 @@ class Sentinel:
     async def spec(self) -> MasterSpec:
         """The master as fastredlock reads it: the sentinels' address, this object's db and password."""
         host, port = await self.get_master_address()
-        return parse_master({"host": host, "port": port, **self.redis_kwargs})
+        return parse_master({"host": host, "port": port, **self.redis_kwargs, **self._tls})
 
 
 async def _close(client: Any) -> None:
@@ -400,8 +477,9 @@ class Aioredlock:
         if not self._entries:
             raise ValueError("redis_connections: at least one master is required")
         plain = [e for e in self._entries if isinstance(e, MasterSpec)]
+        self._warned = len(plain) == len(self._entries)  # (sentinels' masters are checked when asked)
         if plain:
-            parse_masters(plain)  # refuses one server listed twice
+            _check_masters(plain)
         self.quorum = len(self._entries) // 2 + 1
         self._dlm: Optional[_AsyncRedlock] = None
         self._specs: Tuple[MasterSpec, ...] = ()
@@ -420,9 +498,14 @@ class Aioredlock:
         if self._dlm is None:
             specs = [await e.spec() if isinstance(e, Sentinel) else e for e in self._entries]
             if self._dlm is None:  # another task may have built it while the sentinels answered
-                self._specs = parse_masters(specs)
+                if self._warned:
+                    self._specs = parse_masters(specs, same_server_ok=True)
+                else:
+                    self._specs = _check_masters(specs)
+                    self._warned = True
                 # The shim makes its own attempts (aioredlock's retry rules).
-                self._dlm = _AsyncRedlock(self._specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0, **options())
+                self._dlm = _AsyncRedlock(self._specs, retry_count=0, retry_delay=0.0, retry_jitter=0.0,
+                                          same_server_ok=True, **options())
         return self._dlm
 
     async def _read_clients(self) -> List[Any]:
@@ -434,7 +517,7 @@ class Aioredlock:
                 aioredis.Redis(
                     host=s.host or "localhost", port=s.port or 6379, unix_socket_path=s.path, db=s.db,
                     username=s.username, password=s.password, socket_timeout=READ_TIMEOUT,
-                    socket_connect_timeout=READ_TIMEOUT,
+                    socket_connect_timeout=READ_TIMEOUT, **_reader_tls(s),
                 )
                 for s in self._specs
             ]

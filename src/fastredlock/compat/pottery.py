@@ -88,7 +88,9 @@ from time import monotonic
 from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
 
 from ..errors import LockError
-from ._common import Masters, arelease_token, encode_key, error_outcomes, redis_errors, release_token, usable_ttl
+from ._common import (
+    Masters, arelease_token, encode_key, error_outcomes, one_server_message, redis_errors, release_token, usable_ttl,
+)
 
 __all__ = [
     "AIORedlock",
@@ -252,12 +254,7 @@ class _Wait:
 
 def _warn_one_server(group: Any) -> None:
     """Say what is lost when masters are dbs of one server (a warning and a log record)."""
-    labels = ", ".join(spec.label for spec in group)
-    message = (
-        f"masters {labels} are dbs of one server: accepted, but without fault tolerance (that server "
-        "is a single point of failure: while it is down no lock can be taken, and a restart without "
-        "persistence forgets the lock in every db at once); mutual exclusion still holds on that server"
-    )
+    message = one_server_message(group)
     warnings.warn(message, RuntimeWarning, stacklevel=4)
     logger.warning(message)
 

@@ -13,10 +13,11 @@ Change ``import redis_lock`` to ``from fastredlock.compat import redis_lock``::
         lock.extend(20)
         lock.release()
 
-Same as python-redis-lock 4.0.0: ``Lock(redis_client, name, expire=None, id=None,
-auto_renewal=False, strict=True, signal_expire=1000)``, ``acquire(blocking=True, timeout=None)``,
-``release()``, ``extend(expire=None)``, ``locked()``, ``get_owner_id()``, ``reset()``, ``id``, the
-context manager, :func:`reset_all`, the exceptions (``AlreadyAcquired``, ``NotAcquired``,
+Same as python-redis-lock 4.0.1: ``Lock(redis_client, name, expire=None, id=None,
+auto_renewal=False, strict=True, signal_expire=1000, blocking=True)``, ``acquire(blocking=True,
+timeout=None)``, ``release()``, ``extend(expire=None)``, ``locked()``, ``get_owner_id()``, ``reset()``,
+``id``, the context manager (``with`` acquires with the constructor's ``blocking``: with
+``blocking=False`` a lock held by someone else raises ``NotAcquired`` at once), :func:`reset_all`, the exceptions (``AlreadyAcquired``, ``NotAcquired``,
 ``AlreadyStarted``, ``TimeoutNotUsable``, ``InvalidTimeout``, ``TimeoutTooLarge``,
 ``NotExpirable``, all ``RuntimeError``) and the argument checks and conversions (``int(expire)``,
 ``int(timeout)``, ids as ``str``); the keys: ``lock:NAME`` holds the id (``SET NX`` with the expiry),
@@ -223,7 +224,12 @@ class Lock:
         fresh fastredlock token (see the module docstring). An instance given the id of a holder may extend and release it.
     :param auto_renewal: keep renewing the lock while it is held (needs ``expire``).
     :param signal_expire: milliseconds the release's wake-up signal lasts.
+    :param blocking: whether ``with`` waits for the lock (default) or makes one attempt and raises
+        ``NotAcquired`` if it is taken.
     """
+
+    #: Whether ``with`` waits for the lock (the constructor's ``blocking``).
+    blocking: Optional[bool] = None
 
     def __init__(
         self,
@@ -234,6 +240,7 @@ class Lock:
         auto_renewal: bool = False,
         strict: bool = True,
         signal_expire: int = 1000,
+        blocking: bool = True,
     ) -> None:
         if strict and not isinstance(redis_client, StrictRedis):
             raise ValueError(
@@ -264,6 +271,7 @@ class Lock:
         self._key = encode_key(self._name)
         self._handle: Any = None  # the fastredlock handle of this object's current acquisition
         self._renewal: Optional[weakref.finalize] = None  # stops the renewal if this object is collected
+        self.blocking = blocking
 
     # --- state ----------------------------------------------------------------------------------
     @property
@@ -410,8 +418,10 @@ class Lock:
 
     # --- context manager ------------------------------------------------------------------------
     def __enter__(self) -> "Lock":
-        if not self.acquire(blocking=True):
-            raise AssertionError(f"Lock({self._name}) wasn't acquired, but blocking=True was used!")
+        if not self.acquire(blocking=self.blocking):
+            if self.blocking:
+                raise AssertionError(f"Lock({self._name}) wasn't acquired, but blocking=True was used!")
+            raise NotAcquired(f"Lock({self._name}) is not acquired or it already expired.")
         return self
 
     def __exit__(self, exc_type: object = None, exc_value: object = None, traceback: object = None) -> None:

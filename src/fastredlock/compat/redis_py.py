@@ -28,18 +28,28 @@ redis-py; ``release()``, ``extend(additional_time, replace_ttl=False)``, ``reacq
 unless ``thread_local=False``; a ``token=`` of your own is encoded by the client's encoder), the
 errors and their messages (``redis.exceptions.LockError``, ``LockNotOwnedError``), and what is
 stored: the key is ``name`` (encoded by the client), its value the token, written with ``SET name
-token NX PX timeout``, and released, extended and reacquired only while it still holds that token.
+token NX PX timeout`` (``SET name token NX`` without ``timeout``), and released, extended and reacquired only while it still holds that token.
 A single master: the server the client points at (its host, port, db and credentials are read; the
 lock does not go through the client's connection pool; ``owned()`` and ``locked()`` do, as in
 redis-py). Old and new processes exclude each other on the same names.
 
+Migrating: change ``from redis.lock import Lock`` to ``from fastredlock.compat.redis_py import Lock``
+(and ``from redis.asyncio.lock import Lock`` to ``from fastredlock.compat.redis_py import AsyncLock``),
+or pass the shim's class as ``lock_class=`` to ``r.lock(...)``. Old and new processes may run side by
+side during the rollout: they read and write the same key and value.
+
+A lock without ``timeout`` (``None`` or ``0``) is stored as redis-py stores it: ``SET name token NX``
+with no expiry (``TTL name`` is ``-1``); it is held until it is released or the key is deleted,
+``extend()`` and ``reacquire()`` raise ``LockError`` ("Cannot extend a lock with no timeout"), and a
+holder that dies leaves the name locked until someone deletes the key (as with redis-py).
+The safer choice, and the shim's behaviour before, is an explicit opt-in: :class:`RenewedLock` /
+:class:`AsyncRenewedLock` (``lock_class=RenewedLock``) give such a lock a TTL of
+:data:`NO_TIMEOUT_TTL` seconds that a watchdog (a thread for :class:`RenewedLock`, a task on the
+event loop for :class:`AsyncRenewedLock`) renews while it is held, so a process that dies leaves
+the name locked for seconds rather than for good.
+
 Differences (bugs not kept):
 
-- A lock without ``timeout`` (``None`` or ``0``) is not stored forever: it gets a TTL of
-  :data:`NO_TIMEOUT_TTL` seconds that a watchdog (a thread for :class:`Lock`, a task on the event
-  loop for :class:`AsyncLock`) renews while the lock is held, so a process that dies leaves the name
-  locked for seconds rather than for good (redis-py: ``TTL name`` is ``-1`` until someone deletes
-  it). ``extend()`` and ``reacquire()`` still refuse such a lock.
 - Each operation is bounded by fastredlock's ``io_timeout`` (50 ms; see
   :func:`fastredlock.compat.configure`) rather than the client's socket timeout, and a lock counts as
   held only while its validity (measured on the monotonic clock, minus the drift allowance) lasts.
@@ -53,6 +63,8 @@ Differences (bugs not kept):
 - Tokens are 128 bits from the OS CSPRNG plus a counter (redis-py: ``uuid1().hex``, which carries
   the host's MAC address and the time).
 - Not for ``RedisCluster`` clients: the lock names one server.
+- The shim sleeps and reads the clock with :mod:`time` of its own: a test that replaces
+  redis-py's private ``redis.lock.mod_time`` (a fake clock) does not reach it.
 """
 from __future__ import annotations
 
@@ -62,15 +74,18 @@ import threading
 import time
 from typing import Any, Awaitable, Optional, Tuple, Union
 
+from .._tokens import new_token
 from ..errors import LockError as _LockError
+from . import _no_expiry
 from ._common import Masters, pool_state, redis_errors, usable_ttl
 
-__all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "Lock"]
+__all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "AsyncRenewedLock", "Lock", "RenewedLock"]
 
 #: Where the shims log (redis-py logged to ``redis.lock`` / ``redis.asyncio.lock``).
 logger = logging.getLogger(__name__)
 
-#: Seconds of TTL given to a lock made without ``timeout``, renewed by a watchdog while it is held.
+#: Seconds of TTL that :class:`RenewedLock` and :class:`AsyncRenewedLock` give a lock made without
+#: ``timeout``, renewed by a watchdog while it is held.
 NO_TIMEOUT_TTL = 10.0
 
 _monotonic = time.monotonic
@@ -124,6 +139,10 @@ class _RedisPyLock:
 
     #: The client the subclass takes, for the error message of a wrong one.
     _CLIENT = "redis.Redis"
+    #: What a lock without ``timeout`` gets: ``None``, no expiry (as redis-py: ``TTL name`` is -1
+    #: until it is released or deleted); a number of seconds, a TTL that a watchdog renews while
+    #: the lock is held (:class:`RenewedLock`, :class:`AsyncRenewedLock`).
+    no_timeout_ttl: Optional[float] = None
 
     def __init__(
         self,
@@ -177,7 +196,12 @@ class _RedisPyLock:
         return encoded if encoded.__class__ is bytes else bytes(encoded)
 
     def _ttl(self) -> float:
-        return float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
+        return float(self.timeout) if self.timeout else float(self.no_timeout_ttl or NO_TIMEOUT_TTL)
+
+    @property
+    def _no_expiry(self) -> bool:
+        """Whether the key is stored without expiry (no ``timeout``, and no renewed TTL asked)."""
+        return not self.timeout and self.no_timeout_ttl is None
 
     @property
     def local(self) -> Any:
@@ -209,7 +233,7 @@ class _RedisPyLock:
         nothing, else a new one; ``None`` if the timeout can never be valid ("not acquired")."""
         handle = state.handle
         if handle is None or handle.token is not None or state.client is not dlm:
-            ttl = float(self.timeout) if self.timeout else NO_TIMEOUT_TTL
+            ttl = self._ttl()
             try:
                 handle = dlm.lock(self._key, ttl, auto_extend=not self.timeout)
             except ValueError:
@@ -219,6 +243,14 @@ class _RedisPyLock:
             state.handle = handle
             state.client = dlm
         return handle
+
+    @staticmethod
+    def _took(state: Any, held: "_no_expiry.Held", dlm: Any) -> bool:
+        """This thread now holds ``held`` (a key without expiry) through ``dlm``."""
+        state.handle = held
+        state.client = dlm
+        state.token = held.token
+        return True
 
     def _deadline(self, blocking_timeout: Optional[float], now: float) -> Optional[float]:
         if blocking_timeout is None:
@@ -340,11 +372,17 @@ class Lock(_RedisPyLock):
         stop_trying_at = None
         dlm = self._masters.client
         state = self._state()
+        no_expiry = self._no_expiry
         while True:
-            handle = self._handle(state, dlm)
-            if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
-                state.token = handle.token
-                return True
+            if no_expiry:
+                held = _no_expiry.acquire(dlm, self._key, token or new_token())
+                if held.token is not None:
+                    return self._took(state, held, dlm)
+            else:
+                handle = self._handle(state, dlm)
+                if handle is not None and handle.acquire(False, None, token):  # token None: a fresh one
+                    state.token = handle.token
+                    return True
             if stop_trying_at is None:  # the first failure: the rest of redis-py's arguments
                 sleep = self.sleep if sleep is None else sleep
                 blocking = self.blocking if blocking is None else blocking
@@ -370,7 +408,10 @@ class Lock(_RedisPyLock):
         """
         state, token, handle = self._release_start()
         try:
-            handle.release(token=token)
+            if handle.__class__ is _no_expiry.Held:
+                _no_expiry.release(state.client, handle, token)
+            else:
+                handle.release(token=token)
         except _LockError as error:
             raise self._release_failed(state, error) from None
         state.token = None
@@ -439,11 +480,17 @@ class AsyncLock(_RedisPyLock):
         stop_trying_at = self._deadline(blocking_timeout, started)
         dlm = self._masters.aio_client()
         state = self._state()
+        no_expiry = self._no_expiry
         while True:
-            handle = self._handle(state, dlm)
-            if handle is not None and await handle.acquire(blocking=False, token=token):
-                state.token = handle.token
-                return True
+            if no_expiry:
+                held = await _no_expiry.aacquire(dlm, self._key, token or new_token())
+                if held.token is not None:
+                    return self._took(state, held, dlm)
+            else:
+                handle = self._handle(state, dlm)
+                if handle is not None and await handle.acquire(blocking=False, token=token):
+                    state.token = handle.token
+                    return True
             if not self._try_again(blocking, stop_trying_at, self.sleep, loop.time()):
                 return False
             await asyncio.sleep(self.sleep)
@@ -460,7 +507,10 @@ class AsyncLock(_RedisPyLock):
         """Delete the key if it still holds this lock's token (errors as :meth:`Lock.release`)."""
         state, token, handle = self._release_start()
         try:
-            await handle.release(token=token)
+            if handle.__class__ is _no_expiry.Held:
+                await _no_expiry.arelease(state.client, handle, token)
+            else:
+                await handle.release(token=token)
         except _LockError as error:
             raise self._release_failed(state, error) from None
         state.token = None
@@ -497,3 +547,21 @@ class AsyncLock(_RedisPyLock):
             await self.release()
         except _exceptions().LockError:
             self._exit_failed()
+
+
+class RenewedLock(Lock):
+    """:class:`Lock`, but a lock made without ``timeout`` gets a TTL of :data:`NO_TIMEOUT_TTL`
+    seconds that a watchdog thread renews while it is held: the safer choice (a holder that dies
+    leaves the name locked for seconds, not until someone deletes the key). Everything else is
+    :class:`Lock`'s; ``extend()`` and ``reacquire()`` still refuse a lock without ``timeout``, as
+    redis-py's. Pass it as redis-py's ``lock_class`` (``r.lock(name, lock_class=RenewedLock)``);
+    set ``no_timeout_ttl`` (on a subclass or an instance) for another TTL."""
+
+    no_timeout_ttl: Optional[float] = NO_TIMEOUT_TTL
+
+
+class AsyncRenewedLock(AsyncLock):
+    """:class:`AsyncLock` with :class:`RenewedLock`'s renewed TTL for a lock without ``timeout``
+    (renewed by a task on the event loop while it is held)."""
+
+    no_timeout_ttl: Optional[float] = NO_TIMEOUT_TTL

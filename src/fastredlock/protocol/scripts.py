@@ -171,7 +171,20 @@ end
 return 0
 """
 
+# ACQUIRE_NO_EXPIRY (a lock without expiry, as redis-py's Lock without ``timeout`` stores it; its
+# shim, fastredlock.compat.redis_py, uses it: the key stays until it is released or deleted)
+# KEYS[1]  the lock key
+# ARGV[1]  the token of this acquisition
+# Returns  1 if the key was free and now holds the token (no TTL), 0 if it is taken.
+ACQUIRE_NO_EXPIRY = b"""\
+if redis.call('set', KEYS[1], ARGV[1], 'NX') then
+    return 1
+end
+return 0
+"""
+
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
+ACQUIRE_NO_EXPIRY_SHA = hashlib.sha1(ACQUIRE_NO_EXPIRY).hexdigest().encode()
 ACQUIRE_QUEUED_SHA = hashlib.sha1(ACQUIRE_QUEUED).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
 RELEASE_SIGNAL_SHA = hashlib.sha1(RELEASE_SIGNAL).hexdigest().encode()
