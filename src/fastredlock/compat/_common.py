@@ -320,7 +320,7 @@ def encode_key(value: Any) -> bytes:
     raise TypeError(f"a lock name must be str, bytes or a number, not {type(value).__name__}")
 
 
-def usable_ttl(client: Redlock, seconds: float) -> bool:
+def usable_ttl(client: Any, seconds: float) -> bool:
     """Whether a lock of ``seconds`` can ever be valid; the originals answered "not acquired" to one
     that cannot (fastredlock raises ``ValueError``). A TTL past fastredlock's limit still raises."""
     if seconds > MAX_TTL:

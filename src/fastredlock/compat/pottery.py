@@ -85,7 +85,7 @@ import time
 import timeit
 import warnings
 from time import monotonic
-from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, NoReturn, Optional, TypeVar, cast
+from typing import Any, Callable, ClassVar, FrozenSet, Iterable, List, Literal, NoReturn, Optional, TypeVar, cast
 
 from ..errors import LockError
 from ._common import (
@@ -191,7 +191,7 @@ class ContextTimer:
         self.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> "Literal[False]":
         self.stop()
         return False
 
@@ -533,7 +533,7 @@ class Redlock(_PotteryLock):
             return self
         raise QuorumNotAchieved(self.key, self.masters)
 
-    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool:
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> "Literal[False]":
         self.release()
         return False
 

@@ -229,7 +229,7 @@ class Lock:
     """
 
     #: Whether ``with`` waits for the lock (the constructor's ``blocking``).
-    blocking: Optional[bool] = None
+    blocking: bool = True
 
     def __init__(
         self,
@@ -265,7 +265,8 @@ class Lock:
         self._name = "lock:" + name
         self._signal = "lock-signal:" + name
         #: Seconds between renewals in the original (two thirds of ``expire``); informational here.
-        self._lock_renewal_interval: Optional[float] = float(self._expire) * 2 / 3 if auto_renewal else None
+        self._lock_renewal_interval: Optional[float] = (
+            float(self._expire) * 2 / 3 if auto_renewal and self._expire is not None else None)
         #: Always ``None``: fastredlock's watchdog thread renews (see the module docstring).
         self._lock_renewal_thread = None
         self._key = encode_key(self._name)
@@ -406,10 +407,10 @@ class Lock:
                 _raise_if_failed(error.outcomes)
                 raise NotAcquired(f"Lock {self._name} is not acquired or it already expired.") from None
             return
-        error = self._client.eval(_EXTEND_BY_ID, 1, self._name, self._id, expire)
-        if error == 1:
+        answer = self._client.eval(_EXTEND_BY_ID, 1, self._name, self._id, expire)
+        if answer == 1:
             raise NotAcquired(f"Lock {self._name} is not acquired or it already expired.")
-        if error == 2:
+        if answer == 2:
             raise NotExpirable(f"Lock {self._name} has no assigned expiration time")
 
     def reset(self) -> None:

@@ -72,11 +72,12 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Optional, Tuple, Union
+from typing import Any, Awaitable, Optional, Tuple, Union, cast
 
 from .._tokens import new_token
 from ..errors import LockError as _LockError
 from . import _no_expiry
+from ._no_expiry import Held as _Held
 from ._common import Masters, pool_state, redis_errors, usable_ttl
 
 __all__ = ["NO_TIMEOUT_TTL", "AsyncLock", "AsyncRenewedLock", "Lock", "RenewedLock"]
@@ -192,7 +193,13 @@ class _RedisPyLock:
     # --- helpers --------------------------------------------------------------------------------
     def _encode(self, value: Any) -> bytes:
         """``value`` as the client would send it (its encoding and encoding errors)."""
-        encoded = self._pool.encoder.encode(value)
+        encoder = self._pool.encoder
+        if encoder is None:  # a pool without get_encoder(): redis-py's rules, utf-8
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return bytes(value)
+            return (value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)).encode(
+                self._pool.encoding, self._pool.errors)
+        encoded = encoder.encode(value)
         return encoded if encoded.__class__ is bytes else bytes(encoded)
 
     def _ttl(self) -> float:
@@ -245,7 +252,7 @@ class _RedisPyLock:
         return handle
 
     @staticmethod
-    def _took(state: Any, held: "_no_expiry.Held", dlm: Any) -> bool:
+    def _took(state: Any, held: _Held, dlm: Any) -> bool:
         """This thread now holds ``held`` (a key without expiry) through ``dlm``."""
         state.handle = held
         state.client = dlm
@@ -387,9 +394,10 @@ class Lock(_RedisPyLock):
                 sleep = self.sleep if sleep is None else sleep
                 blocking = self.blocking if blocking is None else blocking
                 stop_trying_at = self._deadline(blocking_timeout, started)
-            if not self._try_again(blocking, stop_trying_at, sleep, _monotonic()):
+            pause = float(cast(float, sleep))
+            if not self._try_again(bool(blocking), stop_trying_at, pause, _monotonic()):
                 return False
-            time.sleep(sleep)
+            time.sleep(pause)
 
     def locked(self) -> bool:
         """Whether anyone holds the lock (the key exists)."""

@@ -113,7 +113,7 @@ class RedLock:
         #: The value stored under ``resource`` by the last successful :meth:`acquire`.
         self.lock_key: Optional[str] = None
         if created_by_factory:
-            self.factory = None
+            self.factory: Optional[RedLockFactory] = None
             self._masters: Optional[Masters] = None  # the factory sets its own
             return
         if connection_details is None:
