@@ -36,10 +36,8 @@ cdef class LockBase:
 
     cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
                  bint fencing)
-    cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
-    cpdef object _acquire_lean(self, bint blocking, object timeout, object token)
     @cython.locals(executor=Executor)
-    cpdef bint _lean_first(self, bint blocking) except -1
+    cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
     cpdef bint _took(self, object token, object rnd, object carrier) except -1
     cpdef _acquired(self, object token, Py_ssize_t attempts)
     cpdef bytes _release_begin(self)

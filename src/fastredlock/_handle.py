@@ -184,8 +184,12 @@ class LockBase:
 
     # --- acquire ----------------------------------------------------------------------------
     def _acquire_begin(self, blocking: bool, timeout: Optional[float], token: Any) -> Optional[bytes]:
-        """Check an acquisition's arguments and start it: the chosen token (or None). Its deadline
-        (or None) and start are kept on the handle for the plan (``_deadline``, ``_started``)."""
+        """Check an acquisition's arguments and start it. Its chosen token (or None), deadline (or
+        None) and start are kept on the handle for the plan (``_chosen``, ``_deadline``,
+        ``_started``). Returns the token of a lean first attempt if the first attempt is one (the
+        hot path, made by the front-end before any plan: a plain lock's unqueued ``SET NX PX``; no
+        fencing, not a family kind, and, when blocking, no courtesy owed and the name not contended
+        here), else None (the plan makes every attempt)."""
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
         chosen = None if token is None else token_of(token)
@@ -195,31 +199,15 @@ class LockBase:
                 raise ValueError("timeout cannot be used with blocking=False")
             deadline = monotonic() + check_timeout(timeout)
         self._reset()
+        executor = self._executor
         self._deadline = deadline
-        self._started = monotonic() if self._executor.on_event is not None else 0.0
-        return chosen
-
-    def _acquire_lean(self, blocking: bool, timeout: Optional[float], token: Any) -> Any:
-        """:meth:`_acquire_begin`; then the token of a lean first attempt if the first attempt is
-        one (:meth:`_lean_first`), else None (the chosen token is then in ``_chosen``)."""
-        chosen = self._acquire_begin(blocking, timeout, token)
+        self._started = monotonic() if executor.on_event is not None else 0.0
         self._chosen = chosen
-        if not self._lean_first(blocking):
+        if self._planned or self.fencing:
+            return None
+        if blocking and (executor.owed or (executor.contended and self.key in executor.contended)):
             return None
         return new_token() if chosen is None else chosen
-
-    def _lean_first(self, blocking: bool) -> bool:
-        """Whether the first attempt is a plain lock's unqueued ``SET NX PX``, run by the front-end
-        before any plan is made (the hot path): no fencing, not a family kind, and, when blocking,
-        no courtesy owed and the name not contended here (else the plan queues it)."""
-        if self._planned or self.fencing:
-            return False
-        executor = self._executor
-        if not blocking:
-            return True
-        if executor.owed:
-            return False
-        return not (executor.contended and self.key in executor.contended)
 
     def _took(self, token: bytes, rnd: Any, carrier: Any) -> bool:
         """Take a lean first attempt's round: True if the handle now holds the lock (set up)."""
@@ -248,8 +236,8 @@ class LockBase:
 
     def _acquiring(self, blocking: bool = True, timeout: Optional[float] = None, token: Any = None) -> Plan:
         """The whole acquisition as one plan (:meth:`_acquire_begin`, then :meth:`_acquire_plan`)."""
-        chosen = self._acquire_begin(blocking, timeout, token)
-        return (yield from self._acquire_plan(blocking, chosen, None))
+        self._acquire_begin(blocking, timeout, token)
+        return (yield from self._acquire_plan(blocking, self._chosen, None))
 
     def _acquire_plan(self, blocking: bool, chosen: Optional[bytes], first: Any) -> Plan:
         """The acquire policy: attempts until one holds, the deadline passes or ``retry_count``

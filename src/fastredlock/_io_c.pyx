@@ -55,8 +55,7 @@ from .protocol.plans cimport inspect_args
 from .protocol.link cimport Link
 from ._encode_c cimport Commands, _grow
 
-#: Session.pace's answers (protocol.session.PACE_OVER, PACE_EXPIRED).
-cdef double PACE_OVER = -1.0
+#: Session.pace's answer: deadlines passed and were expired (protocol.session.PACE_EXPIRED).
 cdef double PACE_EXPIRED = -2.0
 from .protocol import outcomes as _oc
 from .protocol import replies as _replies
@@ -558,7 +557,7 @@ cdef class Core:
         poll and hand it what happens; return its Rounds, one per key (``rows``)."""
         cdef Session s = self._s
         cdef Py_ssize_t n, i
-        cdef double wait_ms
+        cdef double wait_ms, first
         cdef int timeout_ms
         cdef Commands enc = self._enc
         if s.maps_stale:
@@ -576,9 +575,10 @@ cdef class Core:
         while True:
             if s.redirected:
                 self._sync_redirected()
-            wait_ms = s.pace(frl_now())
-            if wait_ms == PACE_OVER:
+            first = s.next_deadline()
+            if first < 0.0:  # PACE_OVER: the round is over
                 break
+            wait_ms = s.pace(first, frl_now())
             if wait_ms == PACE_EXPIRED:
                 for i in range(n):
                     self._sync(i)

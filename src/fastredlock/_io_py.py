@@ -31,7 +31,7 @@ from .protocol.scripts import (
     FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL,
     RELEASE_SIGNAL_SHA,
 )
-from .protocol.session import PACE_EXPIRED, PACE_OVER, Session
+from .protocol.session import PACE_EXPIRED, Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
 from fastredlock._sentinel import Resolver, resolve
 from fastredlock._cluster import refresh
@@ -310,9 +310,10 @@ class Core:
         while True:
             if session.redirected:
                 self._sync_redirected()
-            wait_ms = session.pace(monotonic())
-            if wait_ms == PACE_OVER:
+            first = session.next_deadline()
+            if first < 0.0:  # PACE_OVER: the round is over
                 break
+            wait_ms = session.pace(first, monotonic())
             if wait_ms == PACE_EXPIRED:
                 for link in self._links:
                     self._sync(link)

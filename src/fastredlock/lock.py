@@ -62,7 +62,7 @@ class Lock(LockBase):
         its token, on the masters that may have taken it, so reusing the token of a live holder of
         the same name can release that holder. (As :meth:`fastredlock.asyncio.Lock.acquire`.)
         """
-        tok = self._acquire_lean(blocking, timeout, token)
+        tok = self._acquire_begin(blocking, timeout, token)
         first = None
         if tok is not None:
             try:
@@ -111,15 +111,14 @@ class Lock(LockBase):
         if token is not None or signal is not None or self._planned:
             drive(self._executor, self._release_plan(token, signal))
             return
-        executor = self._executor
         token = self._release_begin()
         try:
-            rnd, ok = executor.release_one(self.key, token, self._carrier)
+            rnd, ok = self._executor.release_one(self.key, token, self._carrier)  # (a C call: typed field)
         except BaseException:  # a signal mid-round: send it again before the exception goes on
-            _again(executor, Release(self.key, token, None))
+            _again(self._executor, Release(self.key, token, None))
             raise
         if self._released(rnd, ok):
-            raise self._release_error(rnd, executor.outcomes(rnd))  # the stragglers' answers first
+            raise self._release_error(rnd, self._executor.outcomes(rnd))  # the stragglers' answers first
 
     def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the lock's time to live to ``ttl`` seconds (default: the handle's ``ttl``).

@@ -72,7 +72,7 @@ class Lock(LockBase):
         runs for it, the acquisition is released behind its SETs: no key is left behind.
         ``token``: a value the caller chooses, unique to this acquisition (as for the sync handle).
         """
-        tok = self._acquire_lean(blocking, timeout, token)
+        tok = self._acquire_begin(blocking, timeout, token)
         first = None
         if tok is not None:
             first = await self._aexec.acquire_one(self.key, tok, self._ttl_ms)

@@ -75,7 +75,7 @@ cdef class Session:
     cdef _stamp(self, double now)
     @cython.locals(first=double, decided=bint, link=Link)
     cpdef double next_deadline(self)
-    cpdef double pace(self, double now)
+    cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
     @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,

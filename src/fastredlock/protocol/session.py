@@ -306,25 +306,26 @@ class Session:
                 first = link.deadline
         return first
 
-    def pace(self, now):
-        """The I/O twin's next move in the round it drives (both twins' loop, written once): how
-        many milliseconds to wait for readiness (0.0: do not wait, read what already arrived),
-        ``PACE_OVER`` (-1.0): the round is over, or ``PACE_EXPIRED`` (-2.0): deadlines passed and
-        their masters were called late; carry out what the links now ask for, then ask again.
+    def pace(self, first, now):
+        """The I/O twin's next move in the round it drives (both twins' loop, written once), given
+        the round's :meth:`next_deadline` ``first`` (the twin stops when it is negative: the round
+        is over, ``PACE_OVER``, and reads the clock only otherwise) and the time: how many
+        milliseconds to wait for readiness (0.0: do not wait, read what already arrived), or
+        ``PACE_EXPIRED`` (-2.0): deadlines passed and their masters were called late; carry out
+        what the links now ask for, then ask again.
 
         A deadline that passes is first met by one read of what already arrived (the thread may
         have been descheduled past it), and only then are the masters still missing called late.
         """
-        first = self.next_deadline()
         if first < 0.0:
-            return PACE_OVER
+            return -1.0  # PACE_OVER (literals: no module-global lookup in the compiled hot loop)
         if first > now:
             return (first - now) * 1000.0
         if self.swept != first:
             self.swept = first
             return 0.0
         self.expire_due(now)
-        return PACE_EXPIRED
+        return -2.0  # PACE_EXPIRED
 
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
