@@ -91,7 +91,22 @@ class Lock(LockBase):
         ``CancelledError`` at once and the release still goes out: the client finishes it (its
         events; ``on_lost`` if the lock was found lost), and ``aclose()`` waits for it.
         """
-        await drive(self._aexec, self._release_plan(token, None), self)
+        if token is not None or self._planned:
+            await drive(self._aexec, self._release_plan(token, None), self)
+            return
+        # A plain release, without a plan (the hot path): the executor keeps the request if this
+        # task is cancelled, and _orphaned finishes it.
+        token = self._release_begin()
+        rnd, ok = await self._aexec.release_one(self.key, token, self._orphaned if PROTECT else None)
+        if self._released(rnd, ok):
+            raise self._release_error(rnd, await self._aexec.outcomes(rnd))
+
+    def _orphaned(self, result: Any) -> None:
+        """The plain release whose caller was cancelled is done: take its round (events, the
+        waiters' wake-up) and report a lock it found lost (see :func:`_report`)."""
+        rnd, ok = result
+        if self._released(rnd, ok):
+            self._aexec.spawn(_report(self, self._release_error(rnd, self._executor.outcomes(rnd, False))))
 
     async def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the time to live to ``ttl`` seconds (see :meth:`fastredlock.Lock.extend`); if a
