@@ -69,8 +69,10 @@ class Lock(LockBase):
                 carrier, first = self._executor.acquire_one(self.key, tok, self._ttl_ms)
                 if self._took(tok, first, carrier):
                     return True
-            except BaseException:  # a signal after the SETs went out: nobody will hold the key
-                if first is not None and first.ok and self.token is None:
+            except BaseException as exc:  # a signal after the SETs went out: nobody will hold the key
+                # (KeyboardInterrupt can also come after the round, before its result got here:
+                # then it is released on the chance it was taken; owner-checked, so harmless)
+                if self.token is None and ((first is not None and first.ok) or not isinstance(exc, Exception)):
                     _again(self._executor, Release(self.key, tok, None))
                 raise
         return drive(self._executor, self._acquire_plan(blocking, self._chosen, first))
