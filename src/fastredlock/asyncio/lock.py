@@ -167,16 +167,16 @@ def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool
 
 
 # --- the asyncio driver ----------------------------------------------------------------------------
-async def drive(aexec: Any, plan: Any, owner: Any = None) -> Any:
+async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> Any:
     """Run ``plan`` (see :mod:`fastredlock._steps`) to its end on ``aexec``; its result.
 
     An exception from a step is thrown into the plan, which cleans up (in the background) and lets
     it go on. A cancellation during a protected step (a release) is not: the step's request stays
     with the executor, the rest of the plan goes on in a task the client owns (see
     :func:`_finish`; ``owner``: the handle whose ``on_lost`` hears of a release that then finds
-    the lock lost), and the caller gets its ``CancelledError`` at once.
+    the lock lost), and the caller gets its ``CancelledError`` at once. ``value``: what to send a
+    plan that is suspended already (the result of the step it waits for); None for a new plan.
     """
-    value: Any = None
     error: Optional[BaseException] = None
     while True:
         step = advance(plan, value, error)
@@ -249,46 +249,25 @@ def _orphan(aexec: Any, plan: Any, owner: Any) -> Any:
 
 
 async def _finish(aexec: Any, plan: Any, value: Any, owner: Any) -> None:
-    """Run the rest of a plan whose caller was cancelled during its release; a lock found lost
-    then is reported (``on_lost``, the ``lost`` event, the log), since nobody is left to raise to."""
+    """Run the rest of a plan whose caller was cancelled during its release (``value``: that
+    release's result); a lock found lost then is reported (``on_lost``, the ``lost`` event, the
+    log), since nobody is left to raise to."""
     try:
-        step = plan.send(value)
-    except StopIteration:
-        return
+        await drive(aexec, plan, owner, value)
     except LockError as exc:
         await _report(owner, exc)
-        return
-    value = error = None
-    while True:
-        try:
-            try:
-                value = await _run(aexec, step, plan, owner)
-            except Exception as exc:
-                error = exc
-            step = plan.send(value) if error is None else plan.throw(error)
-            error = None
-        except StopIteration:
-            return
-        except LockError as exc:
-            await _report(owner, exc)
-            return
 
 
 async def _report(lock: Any, error: LockError) -> None:
     """A release whose caller was cancelled found the lock lost (or unconfirmed): tell the log,
-    the ``lost`` event and ``on_lost``, since no caller is left to raise to."""
+    the ``lost`` event and ``on_lost`` (the lose plan's own call of it), since no caller is left
+    to raise to."""
     log.warning("fastredlock: a release whose caller was cancelled found: %s", error)
-    if not isinstance(lock, LockBase):
+    if not isinstance(lock, Lock):  # (an RLock's release has no one handle to tell)
         return
     if lock._executor.on_event is not None:
         lock._event(LOST, lock._acquired_at, 0, False)
-    if lock.on_lost is not None:
-        try:
-            result = lock.on_lost(lock)
-            if result is not None and hasattr(result, "__await__"):
-                await result
-        except Exception:
-            log.exception("fastredlock: on_lost callback of lock %r raised", lock.name)
+    await drive(lock._aexec, lock._call_on_lost())
 
 
 def _background(aexec: Any, step: Any) -> None:
