@@ -16,7 +16,7 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pard
 def test_the_package_carries_the_driver_and_the_floor_source():
     files = resources.files("fastredlock.bench")
     for name in ("driver.py", "configs.py", "peers.py", "run.py", "report.py", "worker.py", "adapters.py",
-                 "scenarios.py", "measure.py", "control.py", "floor.py", "floor.c"):
+                 "scenarios.py", "measure.py", "control.py", "floor.py", "floor.c", "rtt.py", "rttproxy.c"):
         assert files.joinpath(name).is_file(), name
 
 

@@ -89,6 +89,26 @@ class FastredlockCythonNoWake(FastredlockAdapter):
     options = {"wake": False}
 
 
+class FastredlockCythonNoWait(FastredlockAdapter):
+    """``lock.release(wait=False)``: the release is written and not waited for, its replies are
+    read by the next round on each connection (one round trip per lock+unlock cycle)."""
+
+    core = "cython"
+
+    def __init__(self, urls: List[str], ttl: float) -> None:
+        import inspect
+
+        from fastredlock import Lock
+
+        if "wait" not in inspect.signature(Lock.release).parameters:
+            raise RuntimeError("this fastredlock's Lock.release has no wait parameter: the not-waiting "
+                               "release (issue 30) is not in it yet")
+        super().__init__(urls, ttl)
+
+    def release(self, lock: Any) -> None:
+        lock.release(wait=False)
+
+
 class FastredlockFamily(FastredlockAdapter):
     """The lock family (``dlm.rwlock(...).read`` / ``.write``, ``dlm.semaphore``, ``dlm.rlock``)
     on the Cython core: the same lock+unlock cycles as the plain lock's rows, through ``handle``."""
@@ -693,6 +713,7 @@ ADAPTERS: Dict[str, Callable[..., Adapter]] = {
     "fastredlock-python": FastredlockPython,
     "fastredlock-pypy": FastredlockPython,  # the same adapter, its worker run by pypy3
     "fastredlock-cython-nowake": FastredlockCythonNoWake,
+    "fastredlock-cython-nowait": FastredlockCythonNoWait,
     "fastredlock-cython-n1": FastredlockCython,
     "fastredlock-read": FastredlockReadLock,
     "fastredlock-write": FastredlockWriteLock,

@@ -25,6 +25,12 @@ PEER_GROUPS: Dict[str, List[str]] = {
 
 FULL = ("seq5", "threads", "contend", "turns", "refuse", "stall")
 FAST = ("seq5", "seq1", "batch", "threads", "contend", "turns", "refuse", "stall")
+#: the round-trip scenario (bench/rtt.py): sequential cycles with every master behind the delay
+#: proxy, N=5 and N=1, beside the loopback ones (seq5, seq1)
+RTT = ("rtt5", "rtt1")
+#: the peers that go through the proxy too: the fastest sequential one on loopback (pyredlock) and
+#: the fastest of those that fan out to the masters at once (the others wait for each master in turn)
+RTT_PEERS = ("pyredlock", "redlock-ng-async", "aioredlock")
 
 
 @dataclass
@@ -38,6 +44,7 @@ class Config:
     reference: bool = False
     fast: bool = False  # one of fastredlock's cores
     native: bool = False  # the C floor: run by the driver itself (floor.py), not by worker.py
+    nowait: bool = False  # the C floor's -W: the release is not waited for
     #: another interpreter runs its worker (found on PATH; the configuration is skipped without it)
     interpreter: Optional[str] = None
 
@@ -48,7 +55,10 @@ class Config:
 
 CONFIGS: List[Config] = [
     Config("fastredlock-cython", "fastredlock (Cython core)",
-           "one multiplexed round, C core, EVALSHA", scenarios=FAST, fast=True),
+           "one multiplexed round, C core, EVALSHA", scenarios=FAST + RTT, fast=True),
+    Config("fastredlock-cython-nowait", "fastredlock (Cython core), release(wait=False)",
+           "the release is written, its replies read by the next round: one round trip per cycle",
+           scenarios=("seq5", "seq1") + RTT, fast=True),
     Config("fastredlock-python", "fastredlock (pure core)",
            "one multiplexed round, pure-Python core, EVALSHA", scenarios=FAST, fast=True),
     # PyPy's JIT on the pure core (the one PyPy installs): sequential cycles beside CPython's two cores
@@ -112,8 +122,14 @@ CONFIGS: List[Config] = [
            scenarios=("batch",), reference=True),
     Config(FLOOR_ID, "ref: C floor (syscalls only)",
            "C, cc -O2: one send + poll + recv per master per round; RELEASE / RELEASE_MANY",
-           scenarios=("seq5", "seq1", "batch"), reference=True, native=True),
+           scenarios=("seq5", "seq1", "batch") + RTT, reference=True, native=True),
+    Config("ref-c-floor-nowait", "ref: C floor, release not waited (-W)",
+           "C, cc -O2: the release is sent, its reply read before the next SET's on each connection",
+           scenarios=("seq5", "seq1") + RTT, reference=True, native=True, nowait=True),
 ]
+for _c in CONFIGS:
+    if _c.id in RTT_PEERS:
+        _c.scenarios = _c.scenarios + ("seq1",) + RTT
 # TLS rows: sequential lock+unlock, N=5, over rediss:// to the same masters' TLS ports (scenario
 # "tls5"), beside redis-benchmark -c 1 -t set with and without --tls on one of them ("tlsref").
 TLS = ("tls5",)
@@ -129,7 +145,7 @@ CONFIGS += [
            "redis-py", scenarios=TLS, reference=True),
 ]
 BY_ID = {c.id: c for c in CONFIGS}
-SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "turns", "refuse", "stall", "floor", "tls5")
+SCENARIO_NAMES = ("seq5", "seq1", "batch", "threads", "contend", "turns", "refuse", "stall", "floor", "tls5") + RTT
 
 
 @dataclass
@@ -150,6 +166,8 @@ class Settings:
     turns_procs: int = 8
     turns_duration: float = 5.0
     turns_hold_ms: float = 1.0
+    #: the round-trip scenario: the delay proxy's hold per chunk, each way
+    rtt_delay_us: int = 250
 
 
 QUICK = Settings(rounds=1, duration=0.15, contend_duration=0.25, warmup=10, attempts=1,

@@ -16,6 +16,8 @@ top-level module ``redlock``) and the old redis-py that pyredlock / redlock-ng p
 A peer that cannot be installed or imported is reported as skipped, with the reason.
 The C floor (``floor.c``, built with ``cc -O2`` by ``floor.py``) runs beside them in the
 sequential and batch scenarios: every row gets its ratio to that physical limit ("x of C floor").
+The round-trip scenario (``rtt5``, ``rtt1``; :mod:`.rtt`) runs sequential rows again with every
+lock master behind a delay proxy (``rttproxy.c``, 0.25 ms each way), beside the loopback ones.
 
 Outputs (``--out``, default ``./fastredlock-bench`` in the current directory): ``compare.md`` (the tables, also printed),
 ``compare.json`` (every sample of every round, plus the environment), ``compare.png`` (chart).
@@ -62,6 +64,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--turns-procs", type=int, help="processes of the turns scenario (default 8)")
     p.add_argument("--turns-duration", type=float, help="seconds per turns sample (default 5; --quick: 0.5)")
     p.add_argument("--turns-hold-ms", type=float, help="time each turns holder holds the lock (default 1)")
+    p.add_argument("--rtt-delay-us", type=int, help="round-trip scenario (rtt5, rtt1): the delay proxy's hold "
+                   "per chunk, each way, in µs (default 250)")
     p.add_argument("--only", help="comma-separated configuration ids (see --list); the C floor always comes along")
     p.add_argument("--skip", help="comma-separated configuration ids to leave out")
     p.add_argument("--scenarios", help=f"comma-separated subset of {','.join(SCENARIO_NAMES)}")
@@ -86,7 +90,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 def settings_from(args: argparse.Namespace) -> Settings:
     s = Settings(**QUICK.__dict__) if args.quick else Settings()
     for name in ("rounds", "duration", "contend_duration", "attempts", "hang_limit", "floor_requests", "ttl",
-                 "turns_procs", "turns_duration", "turns_hold_ms"):
+                 "turns_procs", "turns_duration", "turns_hold_ms", "rtt_delay_us"):
         v = getattr(args, name)
         if v is not None:
             setattr(s, name, v)

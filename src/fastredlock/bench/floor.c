@@ -9,8 +9,13 @@
  * fastredlock's release_many does) and reads every reply. No retries, no validity maths, no
  * allocation in the loop: whatever a client does beyond this is its own cost.
  *
+ * -W (not waiting for the release): the release is written and not waited for; each master's
+ * answer to it is read in front of its answer to the next cycle's SET (one round trip per cycle,
+ * the protocol floor of a pipelined release). A release that deleted fewer keys than were set is
+ * still counted ("unreleased"), one cycle later; the last one is read before the report.
+ *
  *   floor -n CYCLES -m host:port[,host:port...] -r release.lua [-R release_many.lua]
- *         [-b BATCH] [-t TTL_MS] [-d SECONDS] [-w WARMUP]
+ *         [-b BATCH] [-t TTL_MS] [-d SECONDS] [-w WARMUP] [-W]
  *
  * prints one JSON line. The scripts are loaded with SCRIPT LOAD at start (their SHA comes back
  * from the masters); benchmarks/_floor.py writes them from fastredlock._scripts and builds this
@@ -45,6 +50,7 @@ struct conn {
     size_t len;       /* bytes waiting in buf */
     int owed;         /* replies still owed this round */
     int seen;         /* replies read this round: reply k belongs to key k */
+    int behind;       /* -W: release replies owed ahead of this round's (one per unwaited release) */
     char buf[IN_SIZE];
 };
 
@@ -58,6 +64,8 @@ struct floor {
     int key_len[MAX_BATCH], token_len[MAX_BATCH];
     int votes[MAX_BATCH];
     long released;                  /* release replies that said "deleted" this cycle */
+    int nowait;                     /* -W: releases are not waited for (their replies read later) */
+    long set_behind;                /* -W: keys set by the cycle whose release is not read yet */
     char *out;                      /* request buffer, sized once */
     size_t out_cap, out_len;
     long sends, recvs, polls;
@@ -124,7 +132,13 @@ static long parse_one(const char *b, size_t len, char *kind, long *num, const ch
 
 /* What one reply means for the round it answers. */
 static int take_reply(struct floor *f, struct conn *c, enum phase ph, char kind, long num, const char *body) {
-    int k = c->seen++;
+    if (c->behind > 0) {            /* -W: an earlier release's reply comes first */
+        c->behind--;
+        ph = f->batch == 1 ? PH_DEL : PH_DEL_MANY;
+    } else {
+        c->seen++;
+    }
+    int k = c->seen - 1;
     if (kind == '-')
         return fail(f, "master replied with an error: %.*s", (int)strcspn(body, "\r"), body);
     switch (ph) {
@@ -154,11 +168,8 @@ static int take_reply(struct floor *f, struct conn *c, enum phase ph, char kind,
     return -1;
 }
 
-/* Write f->out to every master (one send each), then poll until each has sent `replies`. */
-static int round_trip(struct floor *f, int replies, enum phase ph) {
-    struct pollfd pfd[MAX_MASTERS];
-    int waiting = f->n;
-
+/* Write f->out to every master (one send each unless a socket buffer is full). */
+static int send_all(struct floor *f) {
     for (int i = 0; i < f->n; i++) {
         struct conn *c = &f->conns[i];
         size_t done = 0;
@@ -176,8 +187,23 @@ static int round_trip(struct floor *f, int replies, enum phase ph) {
                 return fail(f, "master %d: send: %s", i, strerror(errno));
             }
         }
-        c->owed = replies;
+    }
+    return 0;
+}
+
+/* Write f->out to every master, then poll until each has sent `replies` (and any it owes from
+ * releases not waited for). */
+static int round_trip(struct floor *f, int replies, enum phase ph) {
+    struct pollfd pfd[MAX_MASTERS];
+    int waiting = 0;
+
+    if (send_all(f) < 0)
+        return -1;
+    for (int i = 0; i < f->n; i++) {
+        struct conn *c = &f->conns[i];
+        c->owed = replies + c->behind;
         c->seen = 0;
+        waiting += c->owed > 0;
     }
     while (waiting > 0) {
         int m = 0;
@@ -397,6 +423,7 @@ int floor_lock(struct floor *f) {
         put(f, "$2\r\nNX\r\n$2\r\nPX\r\n", 16);
         put_bulk(f, ttl, (size_t)ttl_len);
     }
+    f->released = 0;                /* -W: the previous release's replies come in this round */
     if (round_trip(f, b, PH_SET) < 0)
         return -1;
     int held = 0;
@@ -432,11 +459,41 @@ int floor_unlock(struct floor *f) {
         for (int k = 0; k < b; k++)
             put_bulk(f, f->tokens[k], (size_t)f->token_len[k]);
     }
-    if (round_trip(f, 1, b == 1 ? PH_DEL : PH_DEL_MANY) < 0)
-        return -1;
     for (int k = 0; k < b; k++)
         set += f->votes[k];
+    if (f->nowait) {                /* write it, read its replies with the next round's */
+        if (send_all(f) < 0)
+            return -1;
+        for (int i = 0; i < f->n; i++)
+            f->conns[i].behind++;
+        f->set_behind = set;
+        return 0;
+    }
+    if (round_trip(f, 1, b == 1 ? PH_DEL : PH_DEL_MANY) < 0)
+        return -1;
     return (int)(set - f->released);
+}
+
+/* -W: keys of the previous cycle's release that were set but not deleted, once its replies were
+ * read (by the round just run); 0 when all went well. */
+static long behind_missed(struct floor *f) {
+    long missed = f->set_behind - f->released;
+    f->set_behind = 0;
+    f->released = 0;
+    return missed;
+}
+
+/* -W: read the replies of the last release (an empty round). Returns what behind_missed does. */
+long floor_settle(struct floor *f) {
+    f->out_len = 0;
+    int owed = 0;
+    for (int i = 0; i < f->n; i++)
+        owed += f->conns[i].behind;
+    if (owed == 0)
+        return 0;
+    if (round_trip(f, 0, PH_SET) < 0)
+        return -1;
+    return behind_missed(f);
 }
 
 /* One lock+unlock cycle (the ctypes entry point): keys held, or -1 on an error or a lost delete. */
@@ -444,6 +501,9 @@ int floor_cycle(struct floor *f) {
     int held = floor_lock(f);
     if (held < 0)
         return -1;
+    long late = f->nowait ? behind_missed(f) : 0;
+    if (late != 0)
+        return fail(f, "%ld key(s) not deleted by the release before", late), -1;
     int missed = floor_unlock(f);
     if (missed != 0)
         return missed < 0 ? -1 : (fail(f, "%d key(s) not deleted by the release", missed), -1);
@@ -499,7 +559,7 @@ static char *slurp(const char *path) {
 
 static int usage(void) {
     fprintf(stderr, "usage: floor -n CYCLES -m host:port[,host:port...] -r release.lua [-R release_many.lua]\n"
-                    "             [-b BATCH] [-t TTL_MS] [-d MAX_SECONDS] [-w WARMUP_CYCLES]\n"
+                    "             [-b BATCH] [-t TTL_MS] [-d MAX_SECONDS] [-w WARMUP_CYCLES] [-W]\n"
                     "Loopback masters only. Prints one JSON line.\n");
     return 2;
 }
@@ -511,7 +571,9 @@ int main(int argc, char **argv) {
     const char *masters = NULL, *release_path = NULL, *many_path = NULL;
     char *release = NULL, *release_many = NULL, err[256] = "";
 
-    while ((opt = getopt(argc, argv, "n:m:b:t:d:w:r:R:h")) != -1) {
+    int nowait = 0;
+
+    while ((opt = getopt(argc, argv, "n:m:b:t:d:w:r:R:Wh")) != -1) {
         switch (opt) {
         case 'n': cycles = atol(optarg); break;
         case 'm': masters = optarg; break;
@@ -521,6 +583,7 @@ int main(int argc, char **argv) {
         case 'w': warmup = atol(optarg); break;
         case 'r': release_path = optarg; break;
         case 'R': many_path = optarg; break;
+        case 'W': nowait = 1; break;
         default: return usage();
         }
     }
@@ -539,6 +602,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "floor: %s\n", err);
         return strstr(err, "refusing") ? 2 : 1;
     }
+    f->nowait = nowait;
     for (long i = 0; i < warmup; i++) {
         if (floor_cycle(f) < 0) {
             fprintf(stderr, "floor: warm-up: %s\n", f->err);
@@ -566,6 +630,8 @@ int main(int argc, char **argv) {
         }
         int held = floor_lock(f);
         double b = now_s();
+        if (held >= 0 && nowait)
+            unreleased += behind_missed(f);
         int missed = held < 0 ? -1 : floor_unlock(f);
         double c = now_s();
         if (missed < 0) {
@@ -584,6 +650,14 @@ int main(int argc, char **argv) {
     }
     double wall = a - t0;
     getrusage(RUSAGE_SELF, &ru1);
+    if (nowait) {                   /* the last release's replies, outside the timing */
+        long late = floor_settle(f);
+        if (late < 0) {
+            fprintf(stderr, "floor: last release: %s\n", f->err);
+            return 1;
+        }
+        unreleased += late;
+    }
     qsort(acq, (size_t)done, sizeof(double), cmp_double);
     qsort(rel, (size_t)done, sizeof(double), cmp_double);
     qsort(cyc, (size_t)done, sizeof(double), cmp_double);
@@ -591,13 +665,13 @@ int main(int argc, char **argv) {
                   + (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6;
     double sys = (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec)
                  + (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
-    printf("{\"floor\": \"c\", \"masters\": %d, \"batch\": %d, \"ttl_ms\": %d, \"cycles\": %ld, "
+    printf("{\"floor\": \"c\", \"nowait\": %d, \"masters\": %d, \"batch\": %d, \"ttl_ms\": %d, \"cycles\": %ld, "
            "\"locks\": %ld, \"wall_s\": %.6f, \"cycles_per_s\": %.1f, \"locks_per_s\": %.1f, "
            "\"cycle_p50_us\": %.2f, \"cycle_p99_us\": %.2f, \"acq_p50_us\": %.2f, \"acq_p99_us\": %.2f, "
            "\"rel_p50_us\": %.2f, \"rel_p99_us\": %.2f, \"user_s\": %.6f, \"sys_s\": %.6f, "
            "\"fails\": %ld, \"unreleased\": %ld, "
            "\"syscalls_per_cycle\": {\"send\": %.2f, \"recv\": %.2f, \"poll\": %.2f}}\n",
-           f->n, batch, ttl_ms, done, done * batch, wall, done / wall, done * batch / wall,
+           nowait, f->n, batch, ttl_ms, done, done * batch, wall, done / wall, done * batch / wall,
            pct(cyc, done, 50) * 1e6, pct(cyc, done, 99) * 1e6, pct(acq, done, 50) * 1e6,
            pct(acq, done, 99) * 1e6, pct(rel, done, 50) * 1e6, pct(rel, done, 99) * 1e6, user, sys,
            fails, unreleased,

@@ -1,6 +1,6 @@
 """Build and run ``floor.c``, the C floor of the benchmarks: the syscalls of a Redlock cycle, nothing else.
 
-    python -m fastredlock.bench.floor -m 127.0.0.1:6379[,127.0.0.1:6380...] [-n CYCLES] [-b 64] [-t TTL_MS]
+    python -m fastredlock.bench.floor -m 127.0.0.1:6379[,127.0.0.1:6380...] [-n CYCLES] [-b 64] [-t TTL_MS] [-W]
 
 builds the binary if needed and prints its JSON line. The comparison driver runs it as the configuration
 ``ref-c-floor``, and ``bench_lock.py`` drives the same source built as a shared library through
@@ -56,24 +56,30 @@ def compiler_version() -> str:
 
 def build_floor(shared: bool = False) -> str:
     """Path of the compiled floor (``shared``: the ``.so`` for ctypes), compiling it first if needed."""
+    return build_c(SOURCE, "libfloor" if shared else "floor", shared)
+
+
+def build_c(source: str, stem: str, shared: bool = False) -> str:
+    """Path of ``source`` compiled with ``cc -O2`` into the cache as ``<stem>-<hash>`` (``shared``:
+    a ``.so``), compiling it first if needed. The hash covers the source, the compiler and the flags."""
     cc = compiler()
     if cc is None:
         raise FloorUnavailable("no C compiler (cc, gcc or clang) on PATH")
-    with open(SOURCE, "rb") as f:
+    with open(source, "rb") as f:
         src = f.read()
     flags = CFLAGS + (["-shared", "-fPIC"] if shared else [])
     digest = hashlib.sha1(src + b"\0" + cc.encode() + b"\0" + " ".join(flags).encode()).hexdigest()[:12]
     out_dir = cache_dir()
-    path = os.path.join(out_dir, f"libfloor-{digest}.so" if shared else f"floor-{digest}")
+    path = os.path.join(out_dir, f"{stem}-{digest}.so" if shared else f"{stem}-{digest}")
     if os.path.exists(path):
         return path
     os.makedirs(out_dir, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".build-")
     os.close(fd)
     try:
-        proc = subprocess.run([cc, *flags, "-o", tmp, SOURCE], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([cc, *flags, "-o", tmp, source], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
-            raise FloorUnavailable(f"{os.path.basename(cc)} {' '.join(flags)} floor.c failed: "
+            raise FloorUnavailable(f"{os.path.basename(cc)} {' '.join(flags)} {os.path.basename(source)} failed: "
                                    + " | ".join(proc.stderr.strip().splitlines()[-3:])[-400:])
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)  # atomic: a concurrent build of the same source is harmless
@@ -125,8 +131,10 @@ def master_list(urls: Sequence[str]) -> str:
 
 
 def run_floor(urls: Sequence[str], cycles: int, batch: int = 1, ttl_ms: int = 10000,
-              duration: Optional[float] = None, warmup: int = 100, timeout: float = 300.0) -> Dict[str, Any]:
+              duration: Optional[float] = None, warmup: int = 100, timeout: float = 300.0,
+              nowait: bool = False) -> Dict[str, Any]:
     """Run the floor binary: ``cycles`` lock+unlock cycles (fewer if ``duration`` seconds pass first).
+    ``nowait``: ``-W``, the release is not waited for (its replies are read with the next cycle's).
 
     Returns its JSON result (cycles_per_s, locks_per_s, cycle_p50_us, ...); raises RuntimeError
     with the binary's message if it fails (a master that does not answer, a refused address).
@@ -137,6 +145,8 @@ def run_floor(urls: Sequence[str], cycles: int, batch: int = 1, ttl_ms: int = 10
            "-w", str(warmup), "-r", release, "-R", release_many]
     if duration:
         cmd += ["-d", f"{duration:g}"]
+    if nowait:
+        cmd.append("-W")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -208,9 +218,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("-t", "--ttl", type=int, default=10000, help="TTL in milliseconds")
     p.add_argument("-d", "--duration", type=float, help="stop after this many seconds")
     p.add_argument("-w", "--warmup", type=int, default=100)
+    p.add_argument("-W", "--nowait", action="store_true", help="do not wait for the release (read its reply "
+                   "with the next cycle's)")
     a = p.parse_args(argv)
     try:
-        r = run_floor(a.masters.split(","), a.cycles, a.batch, a.ttl, a.duration, a.warmup)
+        r = run_floor(a.masters.split(","), a.cycles, a.batch, a.ttl, a.duration, a.warmup, nowait=a.nowait)
     except (FloorUnavailable, RuntimeError, ValueError) as exc:
         print(f"fastredlock.bench.floor: {exc}", file=sys.stderr)
         return 1

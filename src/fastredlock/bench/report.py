@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .configs import BY_ID, CONFIGS, FLOOR_ID
+from .rtt import proxy_line, rtt_section
 from .run import Bench
 from .turns import turns_table
 
@@ -356,6 +357,8 @@ class Report:
         parts += self.faults_table()
         parts += self.floor_table()
         parts += self.tls_table()
+        parts += rtt_section(self, CONFIGS, fnum, med, self.b.s.rtt_delay_us)
+        parts += proxy_line([s for s in self.b.samples if s["scenario"] in ("rtt1", "rtt5")], fnum)
         parts += self.skipped()
         return "\n".join(parts) + "\n"
 

@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import fastredlock
 
 from . import floor as _floor
-from .configs import BY_ID, CONFIGS, Config, PEER_GROUPS, SCENARIO_NAMES, Settings
+from . import rtt as _rtt
+from .configs import BY_ID, CONFIGS, RTT, Config, PEER_GROUPS, SCENARIO_NAMES, Settings
 from .progress import Progress, say
 from .peers import install_group
 from .turns import run_turns
@@ -147,6 +148,7 @@ class Bench:
         self.floor_binary: Optional[str] = None
         self.progress: Optional[Progress] = None
         self.certs: Any = None  # TLS rows: fastredlock.testing.Certs of the masters' TLS ports
+        self.proxy: Optional[_rtt.DelayProxy] = None  # the round-trip scenario's delay proxy
 
     # --- masters ----------------------------------------------------------------------------
     @property
@@ -174,8 +176,11 @@ class Bench:
                 pass
         return total
 
-    def urls(self, cfg: Config, n: int = 5) -> List[str]:
+    def urls(self, cfg: Config, n: int = 5, kind: str = "") -> List[str]:
         n = 1 if cfg.n1 else n
+        if kind in RTT:
+            assert self.proxy is not None
+            return self.proxy.urls[:n]
         return [m.url for m in self.lock_masters[:n]]
 
     def tls_urls(self, n: int = 5) -> List[str]:
@@ -231,12 +236,12 @@ class Bench:
 
     # --- jobs -------------------------------------------------------------------------------
     def job(self, cfg: Config, kind: str, rnd: int, **extra: Any) -> Dict[str, Any]:
-        n = 1 if kind == "seq1" else 5
+        n = 1 if kind in ("seq1", "rtt1") else 5
         job = {
-            "config": cfg.id, "urls": self.urls(cfg, n), "ttl": self.s.ttl,
+            "config": cfg.id, "urls": self.urls(cfg, n, kind), "ttl": self.s.ttl,
             "tag": f"{cfg.id}:{kind}:{rnd}", "duration": self.s.duration,
             "warmup": self.s.warmup, "threads": self.s.threads, "tasks": self.s.tasks,
-            "scenario": {"seq5": "seq", "seq1": "seq", "batch": "x64"}.get(kind, kind),
+            "scenario": {"seq5": "seq", "seq1": "seq", "rtt5": "seq", "rtt1": "seq", "batch": "x64"}.get(kind, kind),
             "batch": 64,
         }
         if kind == "tls5":
@@ -367,7 +372,7 @@ class Bench:
         try:
             r = _floor.run_floor(job["urls"], cycles=10 ** 9, batch=batch, ttl_ms=int(self.s.ttl * 1000),
                                  duration=self.s.duration, warmup=max(1, self.s.warmup // batch),
-                                 timeout=self.s.duration + 60)
+                                 timeout=self.s.duration + 60, nowait=cfg.nowait)
         except (_floor.FloorUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "result": _floor.as_sample(r), "info": self.info.get(cfg.id, {}),
@@ -381,6 +386,8 @@ class Bench:
 
     def run_job(self, cfg: Optional[Config], scenario: str, rnd: int) -> Dict[str, Any]:
         self.reset_masters()
+        if scenario in RTT:
+            return self.run_through_proxy(cfg, scenario, rnd)
         t0 = time.monotonic()
         if scenario == "floor":
             out = self.run_floor(rnd)
@@ -399,6 +406,38 @@ class Bench:
         out.update({"config": cfg.id if cfg else "redis-benchmark", "scenario": scenario,
                     "round": rnd, "job_s": round(time.monotonic() - t0, 3)})
         return out
+
+    def run_through_proxy(self, cfg: Optional[Config], scenario: str, rnd: int) -> Dict[str, Any]:
+        """A sequential job with its masters behind the delay proxy, and what the proxy did meanwhile."""
+        assert cfg is not None
+        if self.proxy is None or not self.proxy.alive():
+            return {"ok": False, "error": "the delay proxy is not running", "config": cfg.id,
+                    "scenario": scenario, "round": rnd, "job_s": 0.0}
+        try:
+            self.proxy.stats()  # opens the job's window
+            t0 = time.monotonic()
+            out = self.run_c_floor(cfg, scenario, rnd) if cfg.native else self.run_simple(cfg, scenario, rnd)
+            wall = time.monotonic() - t0
+            stats = self.proxy.stats()
+        except RuntimeError as exc:
+            out, wall, stats = {"ok": False, "error": f"delay proxy: {exc}"}, 0.0, None
+        if out.get("ok") and stats is not None:
+            out["proxy"] = _rtt.job_proxy_numbers(stats, out["result"], self.s.warmup, wall)
+        out.update({"config": cfg.id, "scenario": scenario, "round": rnd, "job_s": round(wall, 3)})
+        return out
+
+    def start_proxy(self, configs: List[Config], scenarios: List[str]) -> None:
+        """One delay proxy in front of the five lock masters, if a round-trip job is to run."""
+        wanted = [c for c in configs if any(s in RTT for s in c.scenarios if s in scenarios)]
+        if not wanted:
+            return
+        try:
+            self.proxy = _rtt.DelayProxy([m.url for m in self.lock_masters], self.s.rtt_delay_us)
+        except (_floor.FloorUnavailable, RuntimeError, OSError, ValueError) as exc:
+            self.skipped["rttproxy"] = f"the round-trip scenario did not run: {exc}"
+            return
+        say(f"delay proxy (pid {self.proxy.pid}, {self.proxy.wait_call}): {self.s.rtt_delay_us} µs each way "
+            f"in front of the 5 lock masters")
 
     # --- phases -----------------------------------------------------------------------------
     def selected(self) -> List[Config]:
@@ -515,6 +554,7 @@ class Bench:
             self.masters = masters
             self.counter = list(masters)[5]
             self.install_peers(configs)
+            self.start_proxy(configs, scenarios)
             # fastredlock (restart-aware voting, its default) does not count a master younger
             # than the largest TTL in use: measure against masters that have been up longer.
             age = time.monotonic() - t_up
@@ -532,6 +572,8 @@ class Bench:
                     jobs.append((None, "floor"))
                 else:
                     self.skipped["redis-benchmark"] = "redis-benchmark / valkey-benchmark not on PATH"
+            if self.proxy is None:
+                jobs = [(c, s) for c, s in jobs if s not in RTT]
             rng = random.Random(self.args.seed)
             plan: List[Any] = []
             for rnd in range(1, self.s.rounds + 1):
@@ -550,6 +592,8 @@ class Bench:
                     self.progress.advance(label)
             finally:
                 self.progress.close()
+                if self.proxy is not None:
+                    self.proxy.close()  # (it also ends by itself when this process goes: its stdin closes)
         self.elapsed = time.time() - t_start
         return 0
 
