@@ -89,6 +89,35 @@ def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=N
     result_queue.put(result)
 
 
+def contend_cycles(urls, core, name, counter_port, cycles, unprotected, result_queue, ready_queue, go) -> None:
+    """One process, one thread, ``cycles`` holds of ``name`` each released without waiting
+    (``release(wait=False)``: the next attempt, this process's or another's, may come before the
+    answers); reports ``(held, overlaps, errors)``."""
+    mine = own_name(name, unprotected, os.getpid())
+    counter = _Counter(counter_port)
+    dlm = _client(urls, core)
+    lock = dlm.lock(mine, ttl=2.0)
+    ready_queue.put(1)
+    go.wait(60)
+    held = overlaps = errors = 0
+    while held < cycles:
+        try:
+            if not lock.acquire(timeout=5.0):
+                errors += 1
+                continue
+        except Exception:
+            errors += 1
+            continue
+        if counter.call(b"INCR", b"holders") != 1:
+            overlaps += 1
+        time.sleep(0.0002)
+        counter.call(b"DECR", b"holders")
+        held += 1
+        lock.release(wait=False)
+    dlm.close()
+    result_queue.put((held, overlaps, errors))
+
+
 def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go,
                     auto_pipeline=True, unprotected=False) -> None:
     """``threads`` threads of this process contend through one shared client; reports per-thread

@@ -57,6 +57,9 @@ class MasterStats(NamedTuple):
     skipped: int
     #: Replies that came after their deadline (read and dropped).
     late_replies: int
+    #: Releases not waited for (``release(wait=False)``) that this master answered "not held": the
+    #: key had expired or belonged to another holder (see :meth:`fastredlock.Lock.release`).
+    releases_not_held: int
     #: Mean and largest time, in seconds, from a round's first write to this master's last reply
     #: of that round (over the rounds that waited for it).
     latency_avg: float
@@ -103,6 +106,7 @@ class RedlockBase:
         ssl_context: Any = None,
         wake: bool = True,
         courtesy: float = COURTESY,
+        wait_release: bool = True,
     ) -> None:
         if retry_count is not None:
             if isinstance(retry_count, bool) or not isinstance(retry_count, int):
@@ -165,10 +169,25 @@ class RedlockBase:
         self.wake = wake
         #: Seconds a client that released a contended name holds its next attempt back.
         self.courtesy = check_number(courtesy, "courtesy", maximum=MAX_WAIT)
+        if not isinstance(wait_release, bool):
+            raise TypeError(f"wait_release must be a bool, not {type(wait_release).__name__}")
+        self.executor.wait_release = wait_release
         if wake:
             notifier = self.executor.notifier = self._new_notifier()
             self.executor.owed = notifier.channels.released_at
             self.executor.contended = notifier.channels.contended
+
+    @property
+    def wait_release(self) -> bool:
+        """Whether a lock's ``release()`` (and a ``with`` block's end) waits for the masters'
+        answers when not told (``release(wait=...)``); settable at any time."""
+        return bool(self.executor.wait_release)
+
+    @wait_release.setter
+    def wait_release(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"wait_release must be a bool, not {type(value).__name__}")
+        self.executor.wait_release = value
 
     @property
     def on_event(self) -> Optional[Callable[[Any], object]]:

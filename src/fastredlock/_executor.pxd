@@ -44,11 +44,17 @@ cdef class Executor:
     cdef public Py_ssize_t quorum
     cdef public list _pool
     cdef public Combiner combiner
+    cdef public bint wait_release
+    cdef public object unwaited
+    cdef object _reaper
+    cdef object _reap_event
+    cdef public object _reaping
 
     @cython.locals(combiner=Combiner)
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
     @cython.locals(combiner=Combiner)
     cpdef tuple release_one(self, object key, object token, object carrier=*)
+    cpdef object release_unwaited(self, object lock, object token, object carrier, double acquired_at, bint was_lost)
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)

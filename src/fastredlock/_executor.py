@@ -24,9 +24,15 @@ What it owns:
 * **Fork handling**: a fork child drops the pool, the combiner and the watchdog it inherited.
 * **The watchdog's lifetime** (:meth:`watch`): made on first use by the factory the client gives,
   dropped over a fork, stopped by :meth:`close`.
+* **Releases nobody waits for** (:meth:`release_unwaited`, see :mod:`fastredlock._unwaited`):
+  written on the core that carries the lock's SETs (else the thread's own), their rounds kept until
+  the answers are in: read by the next round on those connections, or by the *reaper* (a daemon
+  thread, made on first use) when the core stays idle; the reaper hands each finished round back
+  to its handle. :meth:`close` reads the answers still owed before it closes the connections.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -37,10 +43,13 @@ from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
+from ._unwaited import MAX_IN_FLIGHT, REAP_EVERY, Entry, Unwaited
 from .errors import MasterOutcome
 from .protocol.plans import may_hold, release_decided
 
 __all__ = ["Executor"]
+
+log = logging.getLogger("fastredlock")
 
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
@@ -158,6 +167,14 @@ class Executor:
         self._pool: List[Any] = [first]
         #: The combiner of single-lock rounds (automatic pipelining).
         self.combiner = Combiner(self._run_batch, self._abandon)
+        #: Whether a release waits for the masters' answers unless told (the client's ``wait_release``).
+        self.wait_release = True
+        #: The releases written without waiting whose answers are not all in (see _unwaited).
+        self.unwaited = Unwaited()
+        self._reaper: Any = None
+        self._reap_event = threading.Event()
+        #: The core the reaper is reading (a thread finding the pool empty waits for it).
+        self._reaping: Any = None
 
     # --- what the front-ends call ------------------------------------------------------------
     def ttl_ms(self, ttl: Any) -> int:
@@ -250,6 +267,48 @@ class Executor:
             if combiner is not None:
                 combiner.leave()
 
+    def release_unwaited(self, lock: Any, token: bytes, carrier: Any, acquired_at: float, was_lost: bool) -> Any:
+        """Write one owner-checked release of ``lock``'s ``token`` to every master and return its
+        round (every outcome PENDING) without waiting for any answer. It goes through the core
+        that carries the acquisition's SETs while it does (behind them on each connection), else
+        the thread's own (the next acquisition there is written behind it). Once its answers are
+        in, ``lock._unwaited_report(entry)`` is called (by the reaper, or by :meth:`close`)."""
+        unwaited = self.unwaited
+        if len(unwaited) >= MAX_IN_FLIGHT:  # a master stopped answering: do not pile up behind it
+            self._reap(True)
+        core = self.checkout(None if carrier is None else _carrying_core(carrier))
+        try:
+            rnd = core.release(lock.key, token, False)
+        except BaseException:
+            self._interrupted(core, None, None)
+            raise
+        self.checkin(core)
+        if unwaited.add(Entry(lock, rnd, core, acquired_at, was_lost)):
+            self._wake_reaper()
+        return rnd
+
+    def release_many_unwaited(self, locks: Sequence[Any], keys: List[bytes], tokens: List[bytes],
+                              carriers: Sequence[Any]) -> None:
+        """:meth:`release_unwaited` of several held locks in one round (``release_many``); the
+        handles hold nothing afterwards, each is reported on its own once the answers are in."""
+        if len(self.unwaited) >= MAX_IN_FLIGHT:
+            self._reap(True)
+        acquired = [lock._acquired_at for lock in locks]
+        try:
+            with self.core(carrying=carriers) as core:
+                rounds = core.release_many(keys, tokens, False)
+        except BaseException:
+            for lock in locks:
+                lock._reset()
+            raise
+        first = False
+        for lock, rnd, since in zip(locks, rounds, acquired):
+            lock._reset()
+            lock._last = rnd
+            first = self.unwaited.add(Entry(lock, rnd, core, since, False)) or first
+        if first:
+            self._wake_reaper()
+
     def release_signal(self, key: bytes, token: bytes, carrier: Any, signal: bytes, signal_ms: int) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release that also pushes to the list ``signal``
         where it deletes (see :meth:`fastredlock.Lock.release`): :meth:`release_one`'s lean path,
@@ -327,7 +386,12 @@ class Executor:
             self.watchdog.unwatch(lock)
 
     def close(self) -> None:
-        """Stop the watchdog and close every connection; a later round raises ``RuntimeError``."""
+        """Stop the watchdog and close every connection; a later round raises ``RuntimeError``.
+        Releases written without waiting are delivered first: the answers their connections still
+        owe are read (bounded by their deadlines) and reported."""
+        if self.unwaited and self._generation == fork_generation():
+            self._reap(True)
+        self._reap_event.set()  # the reaper ends (self._closed)
         if self.watchdog is not None:
             self.watchdog.stop()
         if self.notifier is not None:
@@ -368,6 +432,9 @@ class Executor:
         try:
             return pool.pop()
         except IndexError:
+            reaping = self._reaping
+            if reaping is not None:  # the reaper is reading a free core's replies: a moment
+                return self._wait_for(reaping)
             return self._new_core()
 
     def checkin(self, core: Any, clean: bool = True) -> None:
@@ -442,10 +509,72 @@ class Executor:
         pool, self._pool = self._pool, []
         self.watchdog = None  # its thread does not exist here; the parent's locks are not ours
         self.combiner = Combiner(self._run_batch, self._abandon)
+        self.unwaited = Unwaited()  # the parent's releases: its own to report
+        self._reaper = None
+        self._reap_event = threading.Event()
+        self._reaping = None
         self.health.after_fork()
         self._generation = fork_generation()
         for core in pool:
             core.close()
+
+    # --- releases nobody waits for (see fastredlock._unwaited) ----------------------------------
+    def _wake_reaper(self) -> None:
+        """The first release in flight: the reaper (made on first use, again after a fork) looks."""
+        reaper = self._reaper
+        if reaper is None or not reaper.is_alive():
+            with self._pool_lock:
+                if self._reaper is None or not self._reaper.is_alive():
+                    self._reaper = threading.Thread(target=self._reap_loop, name="fastredlock-reaper", daemon=True)
+                    self._reaper.start()
+        self._reap_event.set()
+
+    def _reap_loop(self) -> None:
+        """The reaper: every REAP_EVERY seconds while releases are in flight, report those whose
+        answers are in and read the idle cores' (see :meth:`_reap`); asleep otherwise."""
+        generation = self._generation
+        event = self._reap_event
+        unwaited = self.unwaited
+        while not self._closed and generation == fork_generation():
+            if not unwaited:
+                event.wait()
+                event.clear()
+                continue
+            time.sleep(REAP_EVERY)
+            try:
+                self._reap(False)
+            except Exception:  # pragma: no cover - a bug; the reaper must live on
+                log.exception("fastredlock: the reaper of releases not waited for failed")
+
+    def _reap(self, everything: bool) -> None:
+        """Report the releases whose answers are in; read the replies that free cores owe to
+        releases written more than REAP_EVERY ago (``everything``: to all of them, waiting until
+        their deadlines: :meth:`close`, or too many in flight), then report again."""
+        unwaited = self.unwaited
+        self._report(unwaited.done())
+        older = monotonic() + 1.0 if everything else monotonic() - REAP_EVERY
+        for core in unwaited.idle_cores(older):
+            try:
+                self._pool.remove(core)  # free: nobody's round will read them soon
+            except ValueError:
+                continue  # in use (its round reads them), or gone
+            self._reaping = core
+            try:
+                core.settle(None if everything else REAP_EVERY / 4)
+            except BaseException:
+                self._reaping = None
+                self.checkin(core, False)
+                raise
+            self._reaping = None
+            self.checkin(core)
+        self._report(unwaited.done())
+
+    def _report(self, entries: List[Any]) -> None:
+        for entry in entries:
+            try:
+                entry.lock._unwaited_report(entry)
+            except Exception:
+                log.exception("fastredlock: reporting a release not waited for failed (lock %r)", entry.lock.name)
 
     # --- stragglers ----------------------------------------------------------------------------
     def _settle(self, rnd: Any) -> None:

@@ -29,6 +29,7 @@ from ._checks import check_number, check_timeout, key_of, token_of
 from ._fork import fork_generation
 from ._steps import Acquire, Await, Background, Call, Job, Op, Release, Settle, Sleep, Wait
 from ._tokens import new_token
+from ._unwaited import count_not_held, found_lost
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from .protocol import outcomes as oc
@@ -494,6 +495,42 @@ class LockBase:
             self._lost = False
             return True
         return not ok
+
+    # --- a release nobody waits for (see fastredlock._unwaited) -----------------------------------
+    def _unwaited_written(self, rnd: Any) -> None:
+        """A release not waited for was written (``rnd``: its round, answers still to come; None
+        if it was queued behind a round in flight): the handle forgets its carrier. Raises
+        :class:`LockLostError` if the lock was known lost already (the release went out anyway)."""
+        self._carrier = None
+        if rnd is not None:
+            self._last = rnd
+        if self._was_lost:
+            self._lost = False
+            raise LockLostError(f"lock {self.name!r} had been lost before it was released", self.name)
+
+    def _unwaited_done(self, entry: Any) -> bool:
+        """The answers to a release not waited for are in (``entry``, see :mod:`fastredlock._unwaited`;
+        the handle may hold another acquisition by now, so only the entry's values are used): the
+        waiters' wake-up bookkeeping, ``releases_not_held`` and the ``released`` event, as a
+        waited release has them. Returns True if the answers say the lock was not held on a
+        quorum (it had expired, or another holder had it): then it is logged and the ``lost``
+        event sent here, and the front-end runs ``on_lost``."""
+        executor = self._executor
+        rnd = entry.rnd
+        if rnd.details is not None and executor.notifier is not None:
+            executor.notifier.released(self.key, rnd.details)
+        count_not_held(executor.health, rnd.outcomes)
+        lost = not entry.was_lost and found_lost(rnd.outcomes, executor.n, executor.quorum)
+        if lost:
+            log.warning("fastredlock: lock %r was not held on a quorum when its release (not waited for) "
+                        "reached the masters (%d/%d confirmed): it had expired or another holder had it%s",
+                        self.name, rnd.successes, executor.quorum,
+                        executor.down_note(executor.outcomes(rnd, False)))
+        if executor.on_event is not None:
+            self._event(RELEASED, entry.acquired_at, 0, rnd.successes >= executor.quorum and not entry.was_lost)
+            if lost:
+                self._event(LOST, entry.acquired_at, 0, False)
+        return lost
 
     def _release_error(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockError:
         if self._was_lost:

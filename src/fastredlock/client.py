@@ -99,6 +99,12 @@ class Redlock(RedlockBase):
         back its next attempt at the same name (ended early when it hears the lock is free), so
         that the woken waiter goes first; a plain lock's attempt then queues behind the waiters
         (see README, "Waiting", turns).
+    :param wait_release: ``True`` (default): ``release()`` and the end of a ``with`` block wait for
+        the masters' answers and raise if the lock was not held on a quorum. ``False``: they write
+        the release to every master and return at once (one round trip per lock cycle instead of
+        two); the answers still count, reported through ``on_lost``, the ``lost`` event and
+        ``stats()`` instead of an exception (see :meth:`Lock.release`). ``release(wait=...)``
+        decides per call.
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
@@ -126,7 +132,7 @@ class Redlock(RedlockBase):
                 core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, executor.carriers(core, rounds))
 
-    def release_many(self, locks: Sequence[Lock]) -> List[bool]:
+    def release_many(self, locks: Sequence[Lock], *, wait: Optional[bool] = None) -> Optional[List[bool]]:
         """Release several held locks in one round; return, per lock, whether a quorum still held it.
 
         Unlike :meth:`Lock.release` this does not raise for a lock that was no longer held: check the
@@ -134,6 +140,9 @@ class Redlock(RedlockBase):
         a master that did not answer within ``io_timeout`` (which bounds the whole round, however
         many locks it carries; see :meth:`acquire_many`) may still delete the key when it gets
         to it, or the key stays until its TTL.
+
+        ``wait=False`` (default: the client's ``wait_release``) writes the releases and returns
+        None at once; each lock's answers are reported as for ``Lock.release(wait=False)``.
         """
         held, keys, tokens, carriers = Lock.release_args_of(locks)  # raises if a handle holds nothing
         if not held:
@@ -142,6 +151,9 @@ class Redlock(RedlockBase):
         if executor.watchdog is not None:
             for lock in held:
                 executor.unwatch(lock)
+        if not (executor.wait_release if wait is None else wait):
+            executor.release_many_unwaited(held, keys, tokens, carriers)
+            return None
         rounds = None
         try:
             with executor.core(carrying=carriers) as core:

@@ -90,7 +90,7 @@ class Lock(LockBase):
         drive(self._executor, self._adopt_plan(token, ttl))
 
     def release(self, token: Union[str, bytes, None] = None, *,
-                signal: Optional[Tuple[Union[str, bytes], int]] = None) -> None:
+                signal: Optional[Tuple[Union[str, bytes], int]] = None, wait: Optional[bool] = None) -> None:
         """Release the lock on every master.
 
         Raises :class:`LockLostError` if the lock had been lost while held, and
@@ -109,11 +109,32 @@ class Lock(LockBase):
 
         Interrupted by a signal (``KeyboardInterrupt``) while its round runs, the release is sent
         again on fresh connections before the exception goes on.
+
+        ``wait=False`` (default: the client's ``wait_release``, True unless set) writes the release
+        to every master and returns without waiting for their answers: half a lock cycle's round
+        trips, for hot paths. The answers are still read (by this client's next round on those
+        connections, or in the background) and still count: if they say the lock was not held on
+        a quorum (it had expired, or another holder had it), ``on_lost`` runs, the ``lost`` event
+        is sent, a warning is logged and ``releases_not_held`` counts it in ``Redlock.stats()``,
+        but nothing is raised here. Only :class:`LockLostError` for a lock already known lost is
+        raised at once. The release is written behind this client's earlier commands on the
+        same connections, so acquiring the name again right away is written behind it.
+        ``Redlock.close()`` reads the answers still owed before it closes the connections.
+        A release by ``token``, with ``signal``, or of a lock of the family waits in any case.
         """
         if token is not None or signal is not None or self._planned:
             drive(self._executor, self._release_plan(token, signal))
             return
         token = self._release_begin()
+        if not (self._executor.wait_release if wait is None else wait):
+            executor = self._executor
+            try:
+                rnd = executor.release_unwaited(self, token, self._carrier, self._acquired_at, self._was_lost)
+            except BaseException:  # a signal mid-write: send it again, waited, before the exception goes on
+                _again(executor, Release(self.key, token, None))
+                raise
+            self._unwaited_written(rnd)
+            return
         try:
             rnd, ok = self._executor.release_one(self.key, token, self._carrier)  # (a C call: typed field)
         except BaseException:  # a signal mid-round: send it again before the exception goes on
@@ -137,6 +158,13 @@ class Lock(LockBase):
         Called when an extension or renewal failed or the validity ran out while held.
         """
         drive(self._executor, self._lose_plan())
+
+    def _unwaited_report(self, entry: Any) -> None:
+        """The answers to a release of this handle that was not waited for are in (the reaper's
+        call, see :mod:`fastredlock._unwaited`): report them; ``on_lost`` runs here if they say
+        the lock was not held on a quorum."""
+        if self._unwaited_done(entry):
+            drive(self._executor, self._call_on_lost())
 
     # --- for the watchdog ------------------------------------------------------------------------
     def _extend_round(self, core: Any, token: bytes, ttl_ms: Any) -> Any:

@@ -22,7 +22,8 @@ The names (Prometheus; OpenTelemetry uses dots: ``fastredlock.lock.events`` ...)
 - ``fastredlock_lock_attempts``: histogram of attempts per ``acquire``;
 - per ``master``: ``fastredlock_master_replies_total``, ``..._timeouts_total``,
   ``..._connect_errors_total``, ``..._connection_errors_total``, ``..._error_replies_total``,
-  ``..._protocol_errors_total``, ``..._skipped_total``, ``..._late_replies_total`` (counters from
+  ``..._protocol_errors_total``, ``..._skipped_total``, ``..._late_replies_total``,
+  ``..._releases_not_held_total`` (counters from
   :class:`~fastredlock.MasterStats`), ``fastredlock_master_latency_avg_seconds``,
   ``fastredlock_master_latency_max_seconds``, ``fastredlock_master_cooling_down_seconds`` and
   ``fastredlock_master_failures_in_a_row`` (gauges).
@@ -50,7 +51,7 @@ ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20, 50)
 
 #: The ``stats()`` fields exported as counters, and as gauges.
 _COUNTERS = ("replies", "timeouts", "connect_errors", "connection_errors", "error_replies", "protocol_errors",
-             "skipped", "late_replies")
+             "skipped", "late_replies", "releases_not_held")
 _GAUGES = (("latency_avg", "latency_avg_seconds"), ("latency_max", "latency_max_seconds"),
            ("cooling_down", "cooling_down_seconds"), ("failures_in_a_row", "failures_in_a_row"))
 

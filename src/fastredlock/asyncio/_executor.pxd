@@ -14,6 +14,7 @@ cdef class _Request:
     cdef public bint ok
     cdef public bint abandoned
     cdef public object orphan
+    cdef public object unwaited
 
 @cython.final
 cdef class _Job:
@@ -37,6 +38,8 @@ cdef class AsyncExecutor:
     cdef list _idle_waiters
     cdef bint _closed
     cdef public Py_ssize_t carried
+    cdef public object unwaited
+    cdef object _reap_timer
     cdef object _new_watchdog
     cdef public object watchdog
     cdef set _tasks

@@ -21,6 +21,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
 
+from .._unwaited import REAP_EVERY, Entry, Unwaited
 from ..protocol import outcomes as oc
 from ..protocol.plans import may_hold, release_decided
 from ._loop_io import LoopCore
@@ -54,6 +55,8 @@ class _Request:
         self.abandoned = False
         #: A release kept for a cancelled caller: called with ``(round, ok)`` once it is done.
         self.orphan = orphan
+        #: A release nobody waits for: ``(lock, acquired_at, was_lost)`` of its Entry.
+        self.unwaited: Any = None
 
 
 class _Job:
@@ -98,6 +101,10 @@ class AsyncExecutor:
         self._closed = False
         #: Requests that rode in a round with others (a count, for tests and curiosity).
         self.carried = 0
+        #: Releases written without waiting whose answers are not all in (see fastredlock._unwaited):
+        #: the loop reads their replies as they come; a timer reports them.
+        self.unwaited = Unwaited()
+        self._reap_timer: Optional[asyncio.TimerHandle] = None
 
     # --- the loop this client belongs to -----------------------------------------------------------
     def _bind(self) -> LoopCore:
@@ -131,6 +138,70 @@ class AsyncExecutor:
         req = await self._submit(key, token, 0, orphan)
         return req.rnd, req.ok
 
+    async def release_unwaited(self, lock: Any, token: bytes, acquired_at: float, was_lost: bool) -> Any:
+        """Write one owner-checked release of ``lock``'s ``token`` without waiting for the answers;
+        its round (every outcome PENDING), or None if a round is in flight: the release is then
+        queued and goes out first in the next one (ahead of any acquisition queued after it).
+        Once the answers are in, ``lock._unwaited_report(entry)`` is called on the loop."""
+        lc = self._bind()
+        if self._busy or self._runner is not None:
+            req = _Request(lock.key, token, 0, self._loop.create_future())  # type: ignore[union-attr]
+            req.future.add_done_callback(_ignore_result)
+            req.unwaited = (lock, acquired_at, was_lost)
+            self._enqueue(req)
+            return None
+        self._busy = True
+        try:
+            rnd = (await lc.run("release", lock.key, token, False))[0]
+        finally:
+            cancelled = self._alone_done(lc)
+        self._add_unwaited(lock, rnd, acquired_at, was_lost)
+        if cancelled is not None:
+            raise cancelled  # (the release went out)
+        return rnd
+
+    async def release_many_unwaited(self, locks: Sequence[Any], keys: List[bytes], tokens: List[bytes]) -> None:
+        """:meth:`release_unwaited` of several held locks in one round, written in its turn (a job:
+        the caller waits for the write, not the answers); the handles hold nothing afterwards."""
+        acquired = [lock._acquired_at for lock in locks]
+        for lock in locks:
+            lock._reset()
+
+        async def run(lc: LoopCore) -> List[Any]:
+            return await lc.run("release_many", keys, tokens, False)
+        rounds = await self.job(run, None, lambda rounds: self._add_all(locks, rounds, acquired))
+        self._add_all(locks, rounds, acquired)
+
+    def _add_all(self, locks: Sequence[Any], rounds: List[Any], acquired: List[float]) -> None:
+        for lock, rnd, since in zip(locks, rounds, acquired):
+            lock._last = rnd
+            self._add_unwaited(lock, rnd, since, False)
+
+    def _alone_done(self, lc: LoopCore) -> Optional[BaseException]:
+        """A round that the caller's own task ran (nothing was in flight) ended: the queue that
+        built up meanwhile goes on; the cancellation the round held back, if any."""
+        cancelled = lc.take_cancelled()
+        self._busy = False
+        if self._queue and self._runner is None:
+            self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
+        self._check_idle()
+        return cancelled
+
+    def _add_unwaited(self, lock: Any, rnd: Any, acquired_at: float, was_lost: bool) -> None:
+        if self.unwaited.add(Entry(lock, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
+            self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
+
+    def _reap(self) -> None:
+        """Report the releases not waited for whose answers are in; look again soon while any is not."""
+        self._reap_timer = None
+        for entry in self.unwaited.done():
+            try:
+                entry.lock._unwaited_report(entry)
+            except Exception:
+                log.exception("fastredlock: reporting a release not waited for failed (lock %r)", entry.lock.name)
+        if self.unwaited and not self._closed:
+            self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
+
     async def _submit(self, key: bytes, token: bytes, ttl_ms: int, orphan: Any = None) -> _Request:
         lc = self._bind()
         if not self._busy and self._runner is None:
@@ -149,11 +220,7 @@ class AsyncExecutor:
                     rnd = req.rnd = (await lc.run("release", key, token))[0]
                     req.ok = rnd.successes >= self.quorum
             finally:
-                cancelled = lc.take_cancelled()
-                self._busy = False
-                if self._queue and self._runner is None:
-                    self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
-                self._check_idle()
+                cancelled = self._alone_done(lc)
             if cancelled is not None:
                 if req.ttl_ms and req.ok:
                     self._undo(req)  # nobody will hold it
@@ -392,6 +459,16 @@ class AsyncExecutor:
         lc = self._lc
         acqs = [r for r in batch if r.ttl_ms]
         rels = [r for r in batch if not r.ttl_ms]
+        unwaited = [r for r in rels if r.unwaited is not None]
+        if unwaited:  # first, written without waiting (nobody waits for their answers)
+            rels = [r for r in rels if r.unwaited is None]
+            if len(unwaited) == 1:
+                rounds = await lc.run("release", unwaited[0].key, unwaited[0].token, False)  # type: ignore[union-attr]
+            else:
+                rounds = await lc.run(  # type: ignore[union-attr]
+                    "release_many", [r.key for r in unwaited], [r.token for r in unwaited], False)
+            for req, rnd in zip(unwaited, rounds):
+                req.rnd = rnd
         rel_rounds: List[Any] = []
         if rels:
             if len(rels) == 1 and not acqs:
@@ -443,6 +520,10 @@ class AsyncExecutor:
         """Hand each request its result; undo an acquisition whose task went away meanwhile."""
         undo = []
         for req in batch:
+            if req.unwaited is not None:
+                self._add_unwaited(req.unwaited[0], req.rnd, req.unwaited[1], req.unwaited[2])
+                req.future.set_result(req)
+                continue
             if req.abandoned or req.future.done():
                 if req.ttl_ms and req.ok:
                     undo.append(req)
@@ -456,6 +537,20 @@ class AsyncExecutor:
     def _undo(self, req: _Request) -> None:
         """Release an acquisition nobody will hold, in the next round, behind its SETs."""
         self.release_later(req.key, req.token)
+
+    async def _deliver_unwaited(self) -> None:
+        """Before closing: read the answers still owed to releases not waited for (bounded by their
+        deadlines), and report them."""
+        lc = self._lc
+        if lc is None or not self.unwaited:
+            return
+        deadline = lc.core.now() + self.executor.settle_time()
+        while self.unwaited and lc.core.now() < deadline:
+            self._reap()
+            if not self.unwaited or lc.core.owed_deadline() < 0.0:
+                break
+            await lc.activity()
+        self._reap()
 
     # --- closing ---------------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -471,9 +566,13 @@ class AsyncExecutor:
                 fut = self._loop.create_future()
                 self._idle_waiters.append(fut)
                 await fut
+            await self._deliver_unwaited()
         if self.watchdog is not None:
             await self.watchdog.stop()
         self._closed = True
+        if self._reap_timer is not None:
+            self._reap_timer.cancel()
+            self._reap_timer = None
         for item in list(self._queue):
             if not item.future.done():
                 item.future.set_exception(RuntimeError("this Redlock client is closed"))

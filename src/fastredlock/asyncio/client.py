@@ -71,14 +71,18 @@ class Redlock(RedlockBase):
         rounds = await aexec.job(plan, undo)
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [None] * len(keys))
 
-    async def release_many(self, locks: Sequence[Lock]) -> List[bool]:
+    async def release_many(self, locks: Sequence[Lock], *, wait: Optional[bool] = None) -> Optional[List[bool]]:
         """Release several held locks in one round; per lock, whether a quorum still held it
-        (see :meth:`fastredlock.Redlock.release_many`)."""
+        (see :meth:`fastredlock.Redlock.release_many`; ``wait=False``: written, not waited for,
+        returns None)."""
         held, keys, tokens, _carriers = Lock.release_args_of(locks)  # raises if a handle holds nothing
         if not held:
             return []
         for lock in held:
             self._aexec.unwatch(lock)
+        if not (self.executor.wait_release if wait is None else wait):
+            await self._aexec.release_many_unwaited(held, keys, tokens)
+            return None
         rounds = None
         try:
             rounds = await self._aexec.run("release_many", keys, tokens)

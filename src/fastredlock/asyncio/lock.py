@@ -84,12 +84,18 @@ class Lock(LockBase):
         """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
         await drive(self._aexec, self._adopt_plan(token, ttl))
 
-    async def release(self, token: Union[str, bytes, None] = None) -> None:
+    async def release(self, token: Union[str, bytes, None] = None, *, wait: Optional[bool] = None) -> None:
         """Release the lock on every master (see :meth:`fastredlock.Lock.release`).
 
         Cancelled meanwhile, at any await point and however often, the caller gets its
         ``CancelledError`` at once and the release still goes out: the client finishes it (its
         events; ``on_lost`` if the lock was found lost), and ``aclose()`` waits for it.
+
+        ``wait=False`` (default: the client's ``wait_release``): written to every master (or, if
+        a round of the client is in flight, queued first for the next one) without waiting for the
+        answers, which are reported as for :meth:`fastredlock.Lock.release` with ``wait=False``
+        (``on_lost``, awaited if it is a coroutine function; the ``lost`` event; ``stats()``).
+        ``aclose()`` reads the answers still owed before it closes the connections.
         """
         if token is not None or self._planned:
             await drive(self._aexec, self._release_plan(token, None), self)
@@ -97,9 +103,20 @@ class Lock(LockBase):
         # A plain release, without a plan (the hot path): the executor keeps the request if this
         # task is cancelled, and _orphaned finishes it.
         token = self._release_begin()
+        if not (self._executor.wait_release if wait is None else wait):
+            rnd = await self._aexec.release_unwaited(self, token, self._acquired_at, self._was_lost)
+            self._unwaited_written(rnd)
+            return
         rnd, ok = await self._aexec.release_one(self.key, token, self._orphaned if PROTECT else None)
         if self._released(rnd, ok):
             raise self._release_error(rnd, await self._aexec.outcomes(rnd))
+
+    def _unwaited_report(self, entry: Any) -> None:
+        """The answers to a release of this handle that was not waited for are in (see
+        :mod:`fastredlock._unwaited`): report them; ``on_lost`` runs in a task the client owns if
+        they say the lock was not held on a quorum."""
+        if self._unwaited_done(entry) and self.on_lost is not None:
+            self._aexec.spawn(drive(self._aexec, self._call_on_lost()))
 
     def _orphaned(self, result: Any) -> None:
         """The plain release whose caller was cancelled is done: take its round (events, the

@@ -36,7 +36,7 @@ cdef class Link:
     cdef public double deadline
     cdef public bint reused, retried, got_data
     cdef public Py_ssize_t fallback_sent
-    cdef public bint waited, best_effort, use_eval
+    cdef public bint waited, best_effort, use_eval, loaded, load_failed
 
     cpdef bint unsent(self)
     cpdef bint expecting(self)

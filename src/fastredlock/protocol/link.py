@@ -59,6 +59,11 @@ class Link:
         self.preload = PRELOAD if preload else b""
         #: Replies of those ``SCRIPT LOAD`` still to come (dropped unread).
         self.preloads = 0
+        #: Every ``SCRIPT LOAD`` of this connection was answered, none refused: its ``EVALSHA``
+        #: finds the scripts (unless the master's cache is flushed), so a round nobody waits for
+        #: may send them too (see Session._start). ``load_failed``: one was refused.
+        self.loaded = False
+        self.load_failed = False
         self.clock = MasterClock()
         self.guard = ReplyGuard()
         #: Replies owed to rounds that already returned, in the order they will arrive.
@@ -133,6 +138,7 @@ class Link:
         self.connecting = False
         self.guard.reset()
         self.preloads = 0
+        self.loaded = self.load_failed = False
         if self.hello_kinds:
             # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
             # may have run (on the wrong db, or without the checks restart-aware voting needs).
@@ -160,6 +166,7 @@ class Link:
         self.out = b""
         self.skip = -1
         self.preloads = 0
+        self.loaded = False
 
     def pending(self):
         """How many owed replies would still fill in a PENDING outcome."""

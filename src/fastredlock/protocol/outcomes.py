@@ -69,6 +69,7 @@ C_ERROR_REPLIES = 5
 C_PROTOCOL_ERRORS = 6
 C_SKIPPED = 7
 C_LATE = 8
+C_RELEASES_NOT_HELD = 9
 
 #: The counters' names, in index order (the first fields of ``Redlock.stats()``'s ``MasterStats``).
 COUNTERS = (
@@ -81,4 +82,5 @@ COUNTERS = (
     "protocol_errors",    # replies that were not valid RESP or of the wrong shape
     "skipped",            # rounds that skipped the master because it was cooling down
     "late_replies",       # replies that came after their deadline (read and dropped)
+    "releases_not_held",  # releases not waited for that it answered "not held" (expired, or another's)
 )

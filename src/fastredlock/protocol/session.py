@@ -242,11 +242,14 @@ class Session:
             return
         link.best_effort = mode == TIMED_OUT
         link.waited = self.wait and not link.best_effort
-        if self.make_fallbacks is None or (link.waited and not link.use_eval):
+        if self.make_fallbacks is None or ((link.waited or link.loaded) and not link.use_eval):
+            # (Not waited for, EVALSHA still goes where this connection's SCRIPT LOADs were all
+            # answered: a release that does not wait costs the master no script text.)
             link.payload = self.payload if cmds is None else self.routing.payload(link, None)
         else:
-            # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL; or the
-            # master said NOSCRIPT too late last time (its script cache is empty): send EVAL.
+            # Nobody waits for this answer, so a NOSCRIPT could not be answered with EVAL (on a
+            # connection whose scripts are not known to be loaded); or the master said NOSCRIPT
+            # too late last time (its script cache is empty): send EVAL.
             link.payload = (b"".join(self._fallback_payload()) if cmds is None
                             else self.routing.payload(link, self._fallback_payload()))
             link.use_eval = False
@@ -494,6 +497,10 @@ class Session:
             # owed reply it is no answer of this round: got_data stays (a stale connection that
             # fails next is still retried).
             link.preloads -= 1
+            if error is not None:
+                link.load_failed = True
+            if link.preloads == 0:
+                link.loaded = not link.load_failed
             return True
         if link.owed:
             return self._owed_reply(link, reply, error, now)
@@ -507,6 +514,7 @@ class Session:
         if error is not None:
             if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
+                link.loaded = False
                 j = link.pop_cmd()
                 link.fallback_sent += 1
                 if link.cmds is not None:
@@ -579,6 +587,7 @@ class Session:
             # acquisition must not land after its own cleanup). The next script round sends EVAL.
             if is_noscript(error):
                 link.use_eval = True
+                link.loaded = False  # the cache was flushed: EVAL from now on where nobody waits
             elif link.spec.sentinel is not None and asks_again(error):
                 self._owed_answer(link, ERROR_REPLY, error, None, now)
                 self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
