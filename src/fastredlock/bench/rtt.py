@@ -261,6 +261,13 @@ def ratio_table(rate: Callable[[str, str], Optional[float]], ideal: float) -> Li
     lines.append("| the proxy keeps up: C floor through it ÷ ideal 1 / (2 x round trip) | " + " | ".join(cells) + " |")
     info = []
     for n in (1, 5):
+        loop = rate(FLOOR, f"seq{n}")
+        v = ratio(rate(FLOOR, f"rtt{n}"), 1 / (1 / ideal + 1 / loop) if loop else None)
+        info += [f"{v:.2f}" if v else "–", "–"]
+    lines.append("| (for reference) C floor through it ÷ 1 / (2 x round trip + its loopback cycle) | "
+                 + " | ".join(info) + " |")
+    info = []
+    for n in (1, 5):
         v = ratio(rate(FLOOR_NOWAIT, f"rtt{n}"), 2 * ideal)
         w = ratio(rate(FLOOR_NOWAIT, f"rtt{n}"), rate(FLOOR, f"rtt{n}"))
         info += [f"{v:.2f} / {w:.2f}x" if v and w else "–", "–"]
