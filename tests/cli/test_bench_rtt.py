@@ -54,9 +54,10 @@ class Conn:
         self.sock.close()
 
 
-def test_the_delay_proxy_forwards_in_order_and_holds_each_way(masters):
-    with rtt.DelayProxy(masters.urls[:2], delay_us=250) as proxy:
-        assert len(proxy.ports) == 2
+@pytest.mark.parametrize("timerfd", [False, True], ids=["epoll_pwait2", "timerfd"])
+def test_the_delay_proxy_forwards_in_order_and_holds_each_way(masters, timerfd):
+    with rtt.DelayProxy(masters.urls[:2], delay_us=250, timerfd=timerfd) as proxy:
+        assert len(proxy.ports) == 2 and (proxy.wait_call == "timerfd") == timerfd
         c = Conn(proxy.ports[0])
         try:
             # in order: 50 commands in 50 writes, answered one after the other

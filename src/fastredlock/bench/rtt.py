@@ -3,9 +3,13 @@ chunk 0.25 ms each way, beside the same rows on plain loopback (issue 30, "one r
 cycle").
 
     python -m fastredlock.bench.rtt [-d DELAY_US] host:port [host:port ...]
+    python -m fastredlock.bench.rtt --check [-d DELAY_US] [--duration S]
 
 builds the proxy if needed and runs it in the foreground: it prints its ports and, every second,
-what it forwarded and held (Ctrl-C ends it). The comparison driver runs one proxy for the five lock
+what it forwarded and held (Ctrl-C ends it). ``--check`` starts its own five masters and runs the C
+floor (waiting for its release) on loopback, through the proxy with no delay (what its hop costs)
+and through the proxy with the delay, N=1 and N=5, and prints how close each comes to its ideal:
+where the time goes when the floor through the proxy misses 0.9. The comparison driver runs one proxy for the five lock
 masters through the whole run (scenarios ``rtt5`` and ``rtt1``); each job through it gets the
 proxy's own numbers for the job's time (:meth:`DelayProxy.stats`): hold times per chunk and the
 proxy's CPU, so a report shows that the proxy kept up: the C floor through it should reach at least
@@ -57,11 +61,12 @@ class DelayProxy:
     """One ``rttproxy`` process in front of ``targets`` (loopback ``redis://host:port`` URLs or
     ``host:port``): :attr:`urls` are the proxied addresses, in the same order."""
 
-    def __init__(self, targets: Sequence[str], delay_us: int = DELAY_US) -> None:
+    def __init__(self, targets: Sequence[str], delay_us: int = DELAY_US, timerfd: bool = False) -> None:
         binary = build_proxy()
         specs = _floor.master_list(targets).split(",")  # loopback only, checked here and in C
         self.delay_us = delay_us
-        self.proc = subprocess.Popen([binary, "-d", str(int(delay_us)), *specs], stdin=subprocess.PIPE,
+        flags = ["-T"] if timerfd else []  # the timerfd that kernels before 5.11 get
+        self.proc = subprocess.Popen([binary, "-d", str(int(delay_us)), *flags, *specs], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = self._line(10.0)
         if first is None:
@@ -294,13 +299,57 @@ def proxy_line(samples: List[Dict[str, Any]], fnum: Callable[..., str]) -> List[
 # the command line: a proxy in the foreground
 
 
+def check(delay_us: int, duration: float) -> None:
+    """The C floor on loopback, through the proxy without delay and with it: one line each."""
+    from fastredlock.testing import start_masters
+
+    print(f"C floor, waiting for its release, {duration:g} s each; ideal through the proxy "
+          f"{ideal_rate(delay_us):,.0f} cycles/s")
+    with start_masters(5) as masters:
+        time.sleep(0.5)
+        loop: Dict[int, float] = {}
+        for delay in (None, 0, delay_us):
+            proxy = DelayProxy(masters.urls, delay) if delay is not None else None
+            try:
+                for n in (1, 5):
+                    urls = (proxy.urls if proxy else masters.urls)[:n]
+                    if proxy:
+                        proxy.stats()
+                    r = _floor.run_floor(urls, 10 ** 9, duration=duration, warmup=50)
+                    line = (f"N={n} {'loopback' if proxy is None else f'proxy {delay} µs':>14}: "
+                            f"{r['cycles_per_s']:9,.0f} cycles/s, cycle p50 {r['cycle_p50_us']:7,.0f} µs")
+                    if proxy is None:
+                        loop[n] = r["cycle_p50_us"]
+                    else:
+                        st = proxy.stats()
+                        cpu = (st["user_s"] + st["sys_s"]) / max(1, r["cycles"] + 50) * 1e6
+                        line += (f"; hold p50 {st['hold_p50_us']} µs (lead {st['lead_us']:.0f}), proxy CPU "
+                                 f"{cpu:,.0f} µs/cycle")
+                        if delay:
+                            ideal = ideal_rate(delay)
+                            line += (f"; ÷ ideal {r['cycles_per_s'] / ideal:.2f}, p50 cycle ÷ (4 x delay + "
+                                     f"loopback p50 cycle) {(4 * delay + loop[n]) / r['cycle_p50_us']:.2f}")
+                    print(line, flush=True)
+            finally:
+                if proxy:
+                    proxy.close()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fastredlock.bench.rtt",
                                 description="Run the delay proxy in front of loopback masters.")
     p.add_argument("-d", "--delay-us", type=int, default=DELAY_US, help="hold per chunk, each way (default 250)")
     p.add_argument("-i", "--interval", type=float, default=1.0, help="seconds between stats lines")
-    p.add_argument("targets", nargs="+", help="host:port or redis://host:port (loopback only)")
+    p.add_argument("--check", action="store_true", help="the C floor on loopback and through the proxy "
+                   "(no delay, then the delay), on masters of its own")
+    p.add_argument("--duration", type=float, default=2.0, help="--check: seconds per measurement")
+    p.add_argument("targets", nargs="*", help="host:port or redis://host:port (loopback only)")
     a = p.parse_args(argv)
+    if a.check:
+        check(a.delay_us, a.duration)
+        return 0
+    if not a.targets:
+        p.error("targets, or --check")
     try:
         proxy = DelayProxy(a.targets, a.delay_us)
     except (_floor.FloorUnavailable, RuntimeError, ValueError) as exc:

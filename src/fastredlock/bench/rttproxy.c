@@ -53,7 +53,7 @@
 #define MAX_EVENTS 64
 #define HIST_US 100000 /* hold-time histogram: 1 us buckets up to 100 ms, then one overflow bucket */
 
-enum kind { K_LISTEN, K_SIDE, K_CONTROL, K_TIMER };
+enum kind { K_LISTEN, K_SIDE, K_CONTROL, K_TIMER, K_NESTED };
 
 struct tag {
     enum kind kind; /* first member of everything registered with epoll */
@@ -73,6 +73,7 @@ struct side {
     int idx;           /* 0: the client's socket, 1: the master's */
     struct pair *p;
     int watched;       /* in the epoll set (out of it when it wants nothing: no EPOLLHUP spin) */
+    int counted;       /* counted in n_want_out */
     int reading;       /* EPOLLIN wanted: the peer has not closed yet */
     int want_out;      /* EPOLLOUT wanted: bytes wait in out, or the connect is in progress */
     int close_after;   /* a close was released for this side: close the pair once out is empty */
@@ -97,7 +98,11 @@ struct chunk {
     char data[];
 };
 
-static int ep, tfd = -1, use_pwait2 = 1;
+/* Two epoll sets: `ep` holds the connections' sockets and `epb`, which holds the listeners, the
+ * control input and the timerfd. While a chunk is in flight the proxy sleeps on `epb` alone: it has
+ * to wake for that chunk before the delay is over anyway, and what arrived meanwhile (stamped by
+ * the kernel) is read then, in time, instead of costing a wake-up of its own. */
+static int ep, epb, tfd = -1, use_pwait2 = 1, n_want_out;
 static uint64_t delay_ns, armed_at;
 /* How early the timer is set: a running estimate of the 25th percentile of how late the kernel
  * wakes us (tens of microseconds in a VM, even with 1 ns slack). Waking that much before a chunk
@@ -107,7 +112,7 @@ static double lead_ns;
 static struct chunk *head, *tail;
 static struct pair *dead; /* freed after the batch of events that may still point at them */
 static char rbuf[READ_SIZE];
-static struct tag control_tag = {K_CONTROL}, timer_tag = {K_TIMER};
+static struct tag control_tag = {K_CONTROL}, timer_tag = {K_TIMER}, nested_tag = {K_NESTED};
 
 /* the window since the last "stats" */
 static uint32_t hist[HIST_US + 1];
@@ -125,17 +130,25 @@ static void die(const char *what) {
     exit(1);
 }
 
-static void watch(int op, int fd, uint32_t events, void *ptr) {
+static void watch_on(int efd, int op, int fd, uint32_t events, void *ptr) {
     struct epoll_event ev;
     memset(&ev, 0, sizeof ev);
     ev.events = events;
     ev.data.ptr = ptr;
-    if (epoll_ctl(ep, op, fd, &ev) != 0 && op != EPOLL_CTL_DEL)
+    if (epoll_ctl(efd, op, fd, &ev) != 0 && op != EPOLL_CTL_DEL)
         die("epoll_ctl");
+}
+
+static void watch(int op, int fd, uint32_t events, void *ptr) {
+    watch_on(ep, op, fd, events, ptr);
 }
 
 static void rewatch(struct side *s) {
     uint32_t ev = (s->reading ? EPOLLIN : 0) | (s->want_out ? EPOLLOUT : 0);
+    if (s->want_out != s->counted) { /* a socket waiting to be writable: sleep on every socket */
+        n_want_out += s->want_out ? 1 : -1;
+        s->counted = s->want_out;
+    }
     if (ev == 0) {
         if (s->watched)
             watch(EPOLL_CTL_DEL, s->fd, 0, s);
@@ -158,6 +171,7 @@ static void close_pair(struct pair *p) {
         return;
     p->open = 0;
     for (int i = 0; i < 2; i++) {
+        n_want_out -= p->s[i].counted;
         close(p->s[i].fd); /* also leaves the epoll set */
         free(p->s[i].out);
         p->s[i].out = NULL;
@@ -433,8 +447,8 @@ static void learn_lateness(uint64_t target, uint64_t now) {
         lead_ns = 50000;
 }
 
-/* Sleep until an event or `target` (0: no timeout). */
-static int wait_events(struct epoll_event *evs, uint64_t now, uint64_t target) {
+/* Sleep on `efd` until an event or `target` (0: no timeout). */
+static int wait_events(int efd, struct epoll_event *evs, uint64_t now, uint64_t target) {
     if (use_pwait2) {
         struct timespec ts, *tp = NULL;
         if (target) {
@@ -443,14 +457,14 @@ static int wait_events(struct epoll_event *evs, uint64_t now, uint64_t target) {
             ts.tv_nsec = (long)(left % 1000000000ull);
             tp = &ts;
         }
-        int n = (int)syscall(SYS_epoll_pwait2, ep, evs, MAX_EVENTS, tp, NULL, (size_t)8);
+        int n = (int)syscall(SYS_epoll_pwait2, efd, evs, MAX_EVENTS, tp, NULL, (size_t)8);
         if (n >= 0 || errno != ENOSYS)
             return n;
         use_pwait2 = 0; /* an older kernel: a timerfd instead */
         tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (tfd < 0)
             die("timerfd_create");
-        watch(EPOLL_CTL_ADD, tfd, EPOLLIN, &timer_tag);
+        watch_on(epb, EPOLL_CTL_ADD, tfd, EPOLLIN, &timer_tag);
     }
     if (target && target != armed_at) {
         struct itimerspec its;
@@ -460,7 +474,41 @@ static int wait_events(struct epoll_event *evs, uint64_t now, uint64_t target) {
         timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
         armed_at = target;
     }
-    return epoll_wait(ep, evs, MAX_EVENTS, -1);
+    return epoll_wait(efd, evs, MAX_EVENTS, -1);
+}
+
+static void dispatch(struct epoll_event *evs, int k) {
+    for (int i = 0; i < k; i++) {
+        struct tag *t = evs[i].data.ptr;
+        switch (t->kind) {
+        case K_LISTEN:
+            accept_one((struct listener *)t);
+            break;
+        case K_CONTROL:
+            control();
+            break;
+        case K_TIMER: {
+            uint64_t ticks;
+            if (read(tfd, &ticks, sizeof ticks) < 0) { /* nothing: woken for a due chunk */ }
+            break;
+        }
+        case K_NESTED: {
+            struct epoll_event more[MAX_EVENTS];
+            dispatch(more, epoll_wait(epb, more, MAX_EVENTS, 0));
+            break;
+        }
+        case K_SIDE: {
+            struct side *s = (struct side *)t;
+            if (!s->p->open)
+                break; /* closed by an earlier event of this batch */
+            if (evs[i].events & EPOLLOUT)
+                writable(s);
+            if (s->p->open && s->reading && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                readable(s);
+            break;
+        }
+        }
+    }
 }
 
 static int loopback_target(const char *spec, struct sockaddr_in *sa) {
@@ -485,9 +533,13 @@ int main(int argc, char **argv) {
     int n = 0, opt;
     long delay_us = -1;
 
-    while ((opt = getopt(argc, argv, "d:")) != -1) {
+    int force_timerfd = 0;
+
+    while ((opt = getopt(argc, argv, "d:T")) != -1) {
         if (opt == 'd')
             delay_us = atol(optarg);
+        else if (opt == 'T')
+            force_timerfd = 1; /* what kernels before 5.11 get: for tests */
         else
             goto usage;
     }
@@ -497,8 +549,10 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at the due time, not up to 50 us after it */
     ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0)
+    epb = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0 || epb < 0)
         die("epoll_create1");
+    watch(EPOLL_CTL_ADD, epb, EPOLLIN, &nested_tag);
     for (int i = optind; i < argc; i++, n++) {
         struct listener *l = &listeners[n];
         int r = loopback_target(argv[i], &l->target);
@@ -518,14 +572,21 @@ int main(int argc, char **argv) {
             || getsockname(l->fd, (struct sockaddr *)&me, &len) != 0)
             die("listen");
         l->port = ntohs(me.sin_port);
-        watch(EPOLL_CTL_ADD, l->fd, EPOLLIN, l);
+        watch_on(epb, EPOLL_CTL_ADD, l->fd, EPOLLIN, l);
     }
-    watch(EPOLL_CTL_ADD, 0, EPOLLIN, &control_tag);
+    watch_on(epb, EPOLL_CTL_ADD, 0, EPOLLIN, &control_tag);
     getrusage(RUSAGE_SELF, &ru_last);
 
     struct epoll_event probe;
     use_pwait2 = syscall(SYS_epoll_pwait2, ep, &probe, 1, &(struct timespec){0, 0}, NULL, (size_t)8) >= 0
                  || errno != ENOSYS;
+    if (force_timerfd || !use_pwait2) {
+        use_pwait2 = 0;
+        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (tfd < 0)
+            die("timerfd_create");
+        watch_on(epb, EPOLL_CTL_ADD, tfd, EPOLLIN, &timer_tag);
+    }
     printf("{\"pid\": %d, \"delay_us\": %ld, \"wait\": \"%s\", \"ports\": [", (int)getpid(), delay_us,
            use_pwait2 ? "epoll_pwait2" : "timerfd");
     for (int i = 0; i < n; i++)
@@ -537,37 +598,19 @@ int main(int argc, char **argv) {
     uint64_t now = now_ns();
     for (;;) {
         uint64_t target = wake_time(now);
-        int k = wait_events(evs, now, target);
+        /* A chunk in flight: the wake-up for it comes before anything that arrives from now on is
+         * due (target <= its due <= now + delay), so arrivals wait for it (unless a socket must be
+         * watched for room to write). */
+        int quiet = head != NULL && n_want_out == 0;
+        int k = wait_events(quiet ? epb : ep, evs, now, target);
         if (k < 0 && errno != EINTR)
             die("epoll_wait");
         n_wakeups++;
-        int by_timer = target != 0 && (k == 0 || (k == 1 && evs[0].data.ptr == &timer_tag));
-        for (int i = 0; i < k; i++) {
-            struct tag *t = evs[i].data.ptr;
-            switch (t->kind) {
-            case K_LISTEN:
-                accept_one((struct listener *)t);
-                break;
-            case K_CONTROL:
-                control();
-                break;
-            case K_TIMER: {
-                uint64_t ticks;
-                if (read(tfd, &ticks, sizeof ticks) < 0) { /* nothing: woken for a due chunk */ }
-                break;
-            }
-            case K_SIDE: {
-                struct side *s = (struct side *)t;
-                if (!s->p->open)
-                    break; /* closed by an earlier event of this batch */
-                if (evs[i].events & EPOLLOUT)
-                    writable(s);
-                if (s->p->open && s->reading && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-                    readable(s);
-                break;
-            }
-            }
-        }
+        int by_timer = target != 0 && (k == 0 || (k == 1 && (evs[0].data.ptr == &timer_tag
+                                                             || (!quiet && evs[0].data.ptr == &nested_tag))));
+        dispatch(evs, k < 0 ? 0 : k);
+        if (quiet) /* what arrived while we slept on epb alone */
+            dispatch(evs, epoll_wait(ep, evs, MAX_EVENTS, 0));
         now = now_ns();
         if (by_timer && now >= target)
             learn_lateness(target, now);
@@ -585,6 +628,7 @@ int main(int argc, char **argv) {
         }
     }
 usage:
-    fprintf(stderr, "usage: rttproxy -d DELAY_US host:port [host:port ...]   (loopback targets only)\n");
+    fprintf(stderr, "usage: rttproxy -d DELAY_US [-T] host:port [host:port ...]   (loopback targets only;\n"
+                    "       -T: a timerfd instead of epoll_pwait2's timeout)\n");
     return 2;
 }
