@@ -36,7 +36,7 @@ PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result"
 #: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
 #: path (a thread alone locking and unlocking) then crosses from Python into C once per call. The
 #: plain lock's and the lock family's handles (lock, family) are compiled for the same reason.
-SEAM_MODULES = ("_executor", "_combine", "_handle", "lock", "_tokens", "_fork", "_checks", "family")
+SEAM_MODULES = ("_executor", "_combine", "_handle", "lock", "_tokens", "_fork", "_checks", "family", "_unwaited")
 #: The asyncio front-end's hot path (its coroutines and the event loop's callbacks), compiled too:
 #: a compiled coroutine does not go through the interpreter's eval loop at each step.
 ASYNCIO_MODULES = ("_loop_io", "_executor", "lock")

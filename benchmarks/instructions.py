@@ -15,6 +15,7 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --masters 1 --api redis-lock-shim  # python-redis-lock's, likewise
     python benchmarks/instructions.py --masters 5 --api read  # a read lock of dlm.rwlock (or write, semaphore, rlock)
     python benchmarks/instructions.py --op inspect         # one dlm.inspect(name) of a held lock instead
+    python benchmarks/instructions.py --op cycle-nowait    # each release(wait=False) (reaper thread counted)
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -79,11 +80,12 @@ if sys.argv[7] == "inspect":  # one inspection (a read round) of a lock held all
             raise SystemExit("the inspection did not see the lock held")
     held.release()
     raise SystemExit(0)
+release_kwargs = {"wait": False} if sys.argv[7] == "cycle-nowait" else {}
 for _ in range(int(sys.argv[3])):
     lock = new_lock()
     if not lock.acquire(blocking=False):
         raise SystemExit("not acquired: is another client using these masters?")
-    lock.release()
+    lock.release(**release_kwargs)
 """
 
 
@@ -127,11 +129,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                              "Lock API through the shim fastredlock.compat.redis_py.Lock, redis-py's own Lock, or "
                              "python-redis-lock's API through fastredlock.compat.redis_lock (the last three: "
                              "first master only)")
-    parser.add_argument("--op", default="cycle", choices=("cycle", "inspect"),
-                        help="what one cycle is: acquire+release (default), or one dlm.inspect(name) of a held "
-                             "lock (one read round: GET, PTTL, GET per master; fastredlock's API only)")
+    parser.add_argument("--op", default="cycle", choices=("cycle", "cycle-nowait", "inspect"),
+                        help="what one cycle is: acquire+release (default), acquire+release(wait=False) (the "
+                             "answers read by the next acquisition or the reaper thread, both counted), or one "
+                             "dlm.inspect(name) of a held lock (one read round: GET, PTTL, GET per master; "
+                             "fastredlock's API only)")
     args = parser.parse_args(argv)
-    if args.op != "cycle" and args.api != "fastredlock":
+    if args.op == "inspect" and args.api != "fastredlock":
         raise SystemExit("--op inspect measures fastredlock's API (--api fastredlock)")
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -148,7 +152,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
                            args.api, args.on_event, args.op)
         hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
-        what = "lock+unlock cycle" if args.op == "cycle" else "inspect (one round)"
+        what = {"cycle": "lock+unlock cycle", "cycle-nowait": "lock+unlock cycle, release not waited for",
+                "inspect": "inspect (one round)"}[args.op]
         print(f"N={n if args.api in FAMILY else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
               f"per {what} (client, user space)")
 

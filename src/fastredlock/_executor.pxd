@@ -48,6 +48,7 @@ cdef class Executor:
     cdef public object unwaited
     cdef object _reaper
     cdef object _reap_event
+    cdef bint _reaper_asleep
     cdef public object _reaping
 
     @cython.locals(combiner=Combiner)

@@ -43,7 +43,7 @@ from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
-from ._unwaited import MAX_IN_FLIGHT, REAP_EVERY, Entry, Unwaited
+from ._unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Entry, Unwaited
 from .errors import MasterOutcome
 from .protocol.plans import may_hold, release_decided
 
@@ -170,9 +170,10 @@ class Executor:
         #: Whether a release waits for the masters' answers unless told (the client's ``wait_release``).
         self.wait_release = True
         #: The releases written without waiting whose answers are not all in (see _unwaited).
-        self.unwaited = Unwaited()
+        self.unwaited = Unwaited(self.n)
         self._reaper: Any = None
         self._reap_event = threading.Event()
+        self._reaper_asleep = False
         #: The core the reaper is reading (a thread finding the pool empty waits for it).
         self._reaping: Any = None
 
@@ -274,8 +275,12 @@ class Executor:
         the thread's own (the next acquisition there is written behind it). Once its answers are
         in, ``lock._unwaited_report(entry)`` is called (by the reaper, or by :meth:`close`)."""
         unwaited = self.unwaited
-        if len(unwaited) >= MAX_IN_FLIGHT:  # a master stopped answering: do not pile up behind it
-            self._reap(True)
+        if unwaited:  # the earlier ones' answers were read by the rounds since: report them here
+            done = unwaited.done(self.on_event is None)
+            if done:
+                self._report(done)
+            if len(unwaited) >= MAX_IN_FLIGHT:  # a master stopped answering: do not pile up behind it
+                self._reap(True)
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
         try:
             rnd = core.release(lock.key, token, False)
@@ -291,8 +296,11 @@ class Executor:
                               carriers: Sequence[Any]) -> None:
         """:meth:`release_unwaited` of several held locks in one round (``release_many``); the
         handles hold nothing afterwards, each is reported on its own once the answers are in."""
-        if len(self.unwaited) >= MAX_IN_FLIGHT:
-            self._reap(True)
+        unwaited = self.unwaited
+        if unwaited:
+            self._report(unwaited.done(self.on_event is None))
+            if len(unwaited) >= MAX_IN_FLIGHT:
+                self._reap(True)
         acquired = [lock._acquired_at for lock in locks]
         try:
             with self.core(carrying=carriers) as core:
@@ -391,7 +399,7 @@ class Executor:
         owe are read (bounded by their deadlines) and reported."""
         if self.unwaited and self._generation == fork_generation():
             self._reap(True)
-        self._reap_event.set()  # the reaper ends (self._closed)
+        self._reap_event.set()  # the reaper ends (self._closed), asleep or not
         if self.watchdog is not None:
             self.watchdog.stop()
         if self.notifier is not None:
@@ -509,9 +517,10 @@ class Executor:
         pool, self._pool = self._pool, []
         self.watchdog = None  # its thread does not exist here; the parent's locks are not ours
         self.combiner = Combiner(self._run_batch, self._abandon)
-        self.unwaited = Unwaited()  # the parent's releases: its own to report
+        self.unwaited = Unwaited(self.n)  # the parent's releases: its own to report
         self._reaper = None
         self._reap_event = threading.Event()
+        self._reaper_asleep = False
         self._reaping = None
         self.health.after_fork()
         self._generation = fork_generation()
@@ -520,26 +529,38 @@ class Executor:
 
     # --- releases nobody waits for (see fastredlock._unwaited) ----------------------------------
     def _wake_reaper(self) -> None:
-        """The first release in flight: the reaper (made on first use, again after a fork) looks."""
-        reaper = self._reaper
-        if reaper is None or not reaper.is_alive():
+        """A release in flight and none before it: the reaper (made on first use, again after a
+        fork) looks, if it is asleep (in a busy loop it is not: waking it is a Python call)."""
+        if self._reaper is None:
             with self._pool_lock:
-                if self._reaper is None or not self._reaper.is_alive():
+                if self._reaper is None:
                     self._reaper = threading.Thread(target=self._reap_loop, name="fastredlock-reaper", daemon=True)
                     self._reaper.start()
-        self._reap_event.set()
+        if self._reaper_asleep:
+            self._reap_event.set()
 
     def _reap_loop(self) -> None:
-        """The reaper: every REAP_EVERY seconds while releases are in flight, report those whose
+        """The reaper: every REAP_EVERY seconds while releases are in flight (and for REAP_LINGER
+        seconds after the last one, so a busy loop does not wake it each time), report those whose
         answers are in and read the idle cores' (see :meth:`_reap`); asleep otherwise."""
         generation = self._generation
         event = self._reap_event
         unwaited = self.unwaited
+        idle_since = monotonic()
         while not self._closed and generation == fork_generation():
             if not unwaited:
-                event.wait()
+                now = monotonic()
+                if now - idle_since < REAP_LINGER:
+                    time.sleep(REAP_EVERY)
+                    continue
+                self._reaper_asleep = True  # (before looking: a release added now sets the event)
+                if not unwaited:
+                    event.wait()
                 event.clear()
+                self._reaper_asleep = False
+                idle_since = monotonic()
                 continue
+            idle_since = monotonic()
             time.sleep(REAP_EVERY)
             try:
                 self._reap(False)
@@ -548,12 +569,12 @@ class Executor:
 
     def _reap(self, everything: bool) -> None:
         """Report the releases whose answers are in; read the replies that free cores owe to
-        releases written more than REAP_EVERY ago (``everything``: to all of them, waiting until
-        their deadlines: :meth:`close`, or too many in flight), then report again."""
+        releases pending since the reaper last looked (``everything``: to all of them, waiting
+        until their deadlines: :meth:`close`, or too many in flight), then report again."""
         unwaited = self.unwaited
-        self._report(unwaited.done())
-        older = monotonic() + 1.0 if everything else monotonic() - REAP_EVERY
-        for core in unwaited.idle_cores(older):
+        quiet = self.on_event is None
+        self._report(unwaited.done(quiet))
+        for core in (unwaited.pending_cores() if everything else unwaited.stuck()):
             try:
                 self._pool.remove(core)  # free: nobody's round will read them soon
             except ValueError:
@@ -567,7 +588,7 @@ class Executor:
                 raise
             self._reaping = None
             self.checkin(core)
-        self._report(unwaited.done())
+        self._report(unwaited.done(quiet))
 
     def _report(self, entries: List[Any]) -> None:
         for entry in entries:

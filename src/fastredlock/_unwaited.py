@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from time import monotonic
 from typing import Any, Deque, List, Optional, Set
 
 from .protocol.outcomes import C_RELEASES_NOT_HELD, NO, PENDING
 
-__all__ = ["Entry", "Unwaited", "REAP_EVERY", "found_lost"]
+__all__ = ["Entry", "Unwaited", "REAP_EVERY", "REAP_LINGER", "found_lost"]
 
 #: How often, in seconds, the rounds of releases not waited for are looked at while some are in
 #: flight (reported when done; their connections read when idle that long).
 REAP_EVERY = 0.002
+#: How long, in seconds, the sync client's reaper keeps looking after the last release in flight
+#: was reported, before it sleeps until the next one (a loop of lock cycles does not wake it each time).
+REAP_LINGER = 0.05
 #: More releases than this in flight: the next one waits for the oldest first (nothing piles up
 #: behind a master that stopped answering).
 MAX_IN_FLIGHT = 4096
@@ -47,8 +49,6 @@ class Entry:
     """One release in flight: the handle, its round, the core whose connections owe the replies,
     and what the handle was when the release was written (it may be acquired again meanwhile)."""
 
-    __slots__ = ("lock", "rnd", "core", "acquired_at", "was_lost", "written")
-
     def __init__(self, lock: Any, rnd: Any, core: Any, acquired_at: float, was_lost: bool) -> None:
         self.lock = lock
         self.rnd = rnd
@@ -57,18 +57,23 @@ class Entry:
         self.acquired_at = acquired_at
         #: The lock was known lost when released (its caller got LockLostError at once).
         self.was_lost = was_lost
-        self.written = monotonic()
 
 
 class Unwaited:
     """The releases of one client written without waiting, until their answers are in.
 
-    Thread-safe: the sync client adds from any thread and its reaper takes what is done.
+    Thread-safe: the sync client adds from any thread, and both the thread that releases next and
+    the reaper take what is done. Most releases are answered in the order they were written, so
+    :meth:`done` looks at the oldest first and stops at the first still pending (a pending one is
+    over by its deadline at the latest).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, n: int) -> None:
         self.entries: Deque[Entry] = deque()
         self._lock = threading.Lock()
+        self._n = n
+        #: The oldest entry when the reaper last looked (see :meth:`stuck`).
+        self._seen: Any = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -79,37 +84,51 @@ class Unwaited:
         entries.append(entry)
         return len(entries) == 1
 
-    def done(self) -> List[Entry]:
-        """Take the entries whose every master answered or missed its deadline (in order)."""
+    def done(self, quiet: bool) -> List[Entry]:
+        """Take the oldest entries whose every master answered or missed its deadline; return
+        those with something to report. ``quiet``: nobody listens to events, so a release that
+        every master confirmed, of a lock not known lost, with nobody woken, has nothing to report
+        (the common case costs no call into the handle)."""
         out: List[Entry] = []
-        with self._lock:
-            entries = self.entries
-            if not entries:
-                return out
-            keep: List[Entry] = []
+        entries = self.entries
+        lock = self._lock
+        lock.acquire()
+        try:
             while entries:
-                entry = entries.popleft()
-                if PENDING in entry.rnd.outcomes:
-                    keep.append(entry)
-                else:
+                entry = entries[0]
+                rnd = entry.rnd
+                if PENDING in rnd.outcomes:
+                    break
+                entries.popleft()
+                if not quiet or entry.was_lost or rnd.successes != self._n or rnd.details is not None:
                     out.append(entry)
-            entries.extend(keep)
+        finally:
+            lock.release()
         return out
 
-    def idle_cores(self, older: float) -> Set[Any]:
-        """The cores owing replies to entries written before ``older`` (monotonic) that are still
-        pending: nobody's round read them since; the reaper reads them (if the core is free)."""
+    def stuck(self) -> Set[Any]:
+        """The reaper's question, asked every REAP_EVERY seconds: the cores owing replies to
+        entries that were pending already when it last asked (nobody's round read them since;
+        the reaper reads them if the core is free). Empty while releases keep being answered."""
         cores: Set[Any] = set()
-        with self._lock:
-            for entry in self.entries:
-                if entry.written < older and PENDING in entry.rnd.outcomes:
-                    cores.add(entry.core)
+        lock = self._lock
+        lock.acquire()
+        try:
+            entries = self.entries
+            oldest = entries[0] if entries else None
+            if oldest is not None and oldest is self._seen:
+                for entry in entries:
+                    if PENDING in entry.rnd.outcomes:
+                        cores.add(entry.core)
+            self._seen = oldest
+        finally:
+            lock.release()
         return cores
 
-    def oldest(self) -> Optional[Entry]:
-        """The entry written first, or None."""
+    def pending_cores(self) -> Set[Any]:
+        """Every core owing replies to an entry (:meth:`Executor.close` reads them all)."""
         with self._lock:
-            return self.entries[0] if self.entries else None
+            return {entry.core for entry in self.entries if PENDING in entry.rnd.outcomes}
 
 
 def count_not_held(health: Any, outcomes: Any) -> None:

@@ -103,7 +103,7 @@ class AsyncExecutor:
         self.carried = 0
         #: Releases written without waiting whose answers are not all in (see fastredlock._unwaited):
         #: the loop reads their replies as they come; a timer reports them.
-        self.unwaited = Unwaited()
+        self.unwaited = Unwaited(self.n)
         self._reap_timer: Optional[asyncio.TimerHandle] = None
 
     # --- the loop this client belongs to -----------------------------------------------------------
@@ -144,6 +144,8 @@ class AsyncExecutor:
         queued and goes out first in the next one (ahead of any acquisition queued after it).
         Once the answers are in, ``lock._unwaited_report(entry)`` is called on the loop."""
         lc = self._bind()
+        if self.unwaited:  # the earlier ones' answers were read meanwhile: report them here
+            self._report_done()
         if self._busy or self._runner is not None:
             req = _Request(lock.key, token, 0, self._loop.create_future())  # type: ignore[union-attr]
             req.future.add_done_callback(_ignore_result)
@@ -191,14 +193,18 @@ class AsyncExecutor:
         if self.unwaited.add(Entry(lock, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
-    def _reap(self) -> None:
-        """Report the releases not waited for whose answers are in; look again soon while any is not."""
-        self._reap_timer = None
-        for entry in self.unwaited.done():
+    def _report_done(self) -> None:
+        """Report the releases not waited for whose answers are in (see fastredlock._unwaited)."""
+        for entry in self.unwaited.done(self.executor.on_event is None):
             try:
                 entry.lock._unwaited_report(entry)
             except Exception:
                 log.exception("fastredlock: reporting a release not waited for failed (lock %r)", entry.lock.name)
+
+    def _reap(self) -> None:
+        """The timer's call: report what is done; look again soon while any release is not."""
+        self._reap_timer = None
+        self._report_done()
         if self.unwaited and not self._closed:
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
