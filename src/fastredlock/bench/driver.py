@@ -1,6 +1,6 @@
 """Compare fastredlock with every Python Redlock client and the raw floor, in one run.
 
-    python -m fastredlock bench             # full run: 3 rounds, ~15-20 minutes on 2 cores
+    python -m fastredlock bench             # full run: 3 rounds, ~20-25 minutes on 2 cores
     python -m fastredlock bench --quick     # ~30 s smoke run (one short round)
     python benchmarks/compare.py [...]      # the same from a source checkout (writes benchmarks/results)
 
