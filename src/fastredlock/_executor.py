@@ -43,7 +43,7 @@ from ._fork import fork_generation
 from .protocol import outcomes as oc
 from ._checks import ttl_ms_of
 from ._combine import Combiner, Request
-from ._unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Entry, Unwaited
+from ._unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
 from .errors import MasterOutcome
 from .protocol.plans import may_hold, release_decided
 
@@ -288,7 +288,7 @@ class Executor:
             self._interrupted(core, None, None)
             raise
         self.checkin(core)
-        if unwaited.add(Entry(lock, rnd, core, acquired_at, was_lost)):
+        if unwaited.add(new_entry(lock, rnd, core, acquired_at, was_lost)):
             self._wake_reaper()
         return rnd
 
@@ -313,7 +313,7 @@ class Executor:
         for lock, rnd, since in zip(locks, rounds, acquired):
             lock._reset()
             lock._last = rnd
-            first = self.unwaited.add(Entry(lock, rnd, core, since, False)) or first
+            first = self.unwaited.add(new_entry(lock, rnd, core, since, False)) or first
         if first:
             self._wake_reaper()
 

@@ -16,12 +16,19 @@ one :class:`Unwaited` (see ``Executor.release_unwaited`` and ``AsyncExecutor.rel
 from __future__ import annotations
 
 import threading
-from collections import deque
-from typing import Any, Deque, List, Optional, Set
+from typing import Any, List, Set
 
 from .protocol.outcomes import C_RELEASES_NOT_HELD, NO, PENDING
 
-__all__ = ["Entry", "Unwaited", "REAP_EVERY", "REAP_LINGER", "found_lost"]
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
+_PENDING = PENDING  # a C int when compiled
+
+__all__ = ["Entry", "Unwaited", "REAP_EVERY", "REAP_LINGER", "found_lost", "new_entry"]
 
 #: How often, in seconds, the rounds of releases not waited for are looked at while some are in
 #: flight (reported when done; their connections read when idle that long).
@@ -47,30 +54,43 @@ def found_lost(outcomes: Any, n: int, quorum: int) -> bool:
 
 class Entry:
     """One release in flight: the handle, its round, the core whose connections owe the replies,
-    and what the handle was when the release was written (it may be acquired again meanwhile)."""
+    and what the handle was when the release was written (it may be acquired again meanwhile).
+    Made by :func:`new_entry`."""
 
-    def __init__(self, lock: Any, rnd: Any, core: Any, acquired_at: float, was_lost: bool) -> None:
-        self.lock = lock
-        self.rnd = rnd
-        #: The core whose connections owe the answers (None: the asyncio client's one core).
-        self.core = core
-        self.acquired_at = acquired_at
-        #: The lock was known lost when released (its caller got LockLostError at once).
-        self.was_lost = was_lost
+    lock: Any
+    rnd: Any
+    #: The core whose connections owe the answers (None: the asyncio client's one core).
+    core: Any
+    acquired_at: float
+    #: The lock was known lost when released (its caller got LockLostError at once).
+    was_lost: bool
+
+
+def new_entry(lock: Any, rnd: Any, core: Any, acquired_at: float, was_lost: bool) -> Entry:
+    """An :class:`Entry`, made in one C call when compiled (no ``__init__`` argument parsing)."""
+    entry = Entry.__new__(Entry)
+    entry.lock = lock
+    entry.rnd = rnd
+    entry.core = core
+    entry.acquired_at = acquired_at
+    entry.was_lost = was_lost
+    return entry
 
 
 class Unwaited:
     """The releases of one client written without waiting, until their answers are in.
 
     Thread-safe: the sync client adds from any thread, and both the thread that releases next and
-    the reaper take what is done. Most releases are answered in the order they were written, so
-    :meth:`done` looks at the oldest first and stops at the first still pending (a pending one is
-    over by its deadline at the latest).
+    the reaper take what is done. Compiled, each method runs under the GIL without releasing it
+    (no Python call inside), so no lock is taken; interpreted, a lock guards them (as
+    :class:`~fastredlock.protocol.health.Health` does). Most releases are answered in the order
+    they were written, so :meth:`done` looks at the oldest first and stops at the first still
+    pending (a pending one is over by its deadline at the latest).
     """
 
     def __init__(self, n: int) -> None:
-        self.entries: Deque[Entry] = deque()
-        self._lock = threading.Lock()
+        self.entries: List[Entry] = []
+        self._lock = None if _COMPILED else threading.Lock()
         self._n = n
         #: The oldest entry when the reaper last looked (see :meth:`stuck`).
         self._seen: Any = None
@@ -89,46 +109,52 @@ class Unwaited:
         those with something to report. ``quiet``: nobody listens to events, so a release that
         every master confirmed, of a lock not known lost, with nobody woken, has nothing to report
         (the common case costs no call into the handle)."""
+        lock = self._lock
+        if lock is not None:
+            with lock:
+                return self._done(quiet)
+        return self._done(quiet)
+
+    def _done(self, quiet: bool) -> List[Entry]:
         out: List[Entry] = []
         entries = self.entries
-        lock = self._lock
-        lock.acquire()
-        try:
-            while entries:
-                entry = entries[0]
-                rnd = entry.rnd
-                if PENDING in rnd.outcomes:
-                    break
-                entries.popleft()
-                if not quiet or entry.was_lost or rnd.successes != self._n or rnd.details is not None:
-                    out.append(entry)
-        finally:
-            lock.release()
+        n = self._n
+        taken = 0
+        for entry in entries:
+            rnd = entry.rnd
+            if _PENDING in rnd.outcomes:
+                break
+            taken += 1
+            if not quiet or entry.was_lost or rnd.successes != n or rnd.details is not None:
+                out.append(entry)
+        if taken:
+            del entries[:taken]
         return out
 
     def stuck(self) -> Set[Any]:
         """The reaper's question, asked every REAP_EVERY seconds: the cores owing replies to
         entries that were pending already when it last asked (nobody's round read them since;
         the reaper reads them if the core is free). Empty while releases keep being answered."""
-        cores: Set[Any] = set()
         lock = self._lock
-        lock.acquire()
-        try:
-            entries = self.entries
-            oldest = entries[0] if entries else None
-            if oldest is not None and oldest is self._seen:
-                for entry in entries:
-                    if PENDING in entry.rnd.outcomes:
-                        cores.add(entry.core)
-            self._seen = oldest
-        finally:
-            lock.release()
+        if lock is not None:
+            with lock:
+                return self._stuck()
+        return self._stuck()
+
+    def _stuck(self) -> Set[Any]:
+        cores: Set[Any] = set()
+        entries = self.entries
+        oldest = entries[0] if entries else None
+        if oldest is not None and oldest is self._seen:
+            for entry in entries:
+                if _PENDING in entry.rnd.outcomes:
+                    cores.add(entry.core)
+        self._seen = oldest
         return cores
 
     def pending_cores(self) -> Set[Any]:
         """Every core owing replies to an entry (:meth:`Executor.close` reads them all)."""
-        with self._lock:
-            return {entry.core for entry in self.entries if PENDING in entry.rnd.outcomes}
+        return {entry.core for entry in list(self.entries) if _PENDING in entry.rnd.outcomes}
 
 
 def count_not_held(health: Any, outcomes: Any) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -32,6 +33,13 @@ def _arm(proxies, masters) -> None:
         proxy.on_reply(master.kill)
 
 
+def _until_dead(masters) -> None:
+    deadline = time.monotonic() + bound(2)
+    while any(m.running() for m in masters):
+        assert time.monotonic() < deadline, "the armed masters did not die: the release never reached them"
+        time.sleep(0.005)
+
+
 def _reported(dlm) -> threading.Event:
     done = threading.Event()
     dlm.on_event = lambda event: done.set() if event.kind == "released" else None
@@ -47,6 +55,7 @@ def test_majority_killed_before_the_answers_sync(fault_client, fault_proxies, fa
     released = _reported(dlm)
     _arm(fault_proxies, fault_masters)
     timed(lock.release, bound(1), wait=False)
+    _until_dead(fault_masters[:3])  # (the proxies kill them as their answers arrive)
     gone_within(fault_masters, name, bound(1))  # the survivors deleted it; the dead ones before dying
     assert timed(lock.acquire, bound(2), blocking=False) is False  # 2 of 5 alive: no quorum
     assert released.wait(bound(2)), "the release was never reported"
@@ -74,6 +83,7 @@ def test_majority_killed_before_the_answers_asyncio(core, loop_kind, fault_proxi
         dlm.on_event = lambda event: released.set() if event.kind == "released" else None
         _arm(fault_proxies, fault_masters)
         await asyncio.wait_for(lock.release(wait=False), bound(1))
+        _until_dead(fault_masters[:3])
         assert await asyncio.wait_for(lock.acquire(blocking=False), bound(2)) is False
         await asyncio.wait_for(released.wait(), bound(2))
         assert not lost.is_set(), "dead masters were reported as 'not held'"

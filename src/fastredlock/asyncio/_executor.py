@@ -21,7 +21,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
 
-from .._unwaited import REAP_EVERY, Entry, Unwaited
+from .._unwaited import REAP_EVERY, Unwaited, new_entry
 from ..protocol import outcomes as oc
 from ..protocol.plans import may_hold, release_decided
 from ._loop_io import LoopCore
@@ -190,7 +190,7 @@ class AsyncExecutor:
         return cancelled
 
     def _add_unwaited(self, lock: Any, rnd: Any, acquired_at: float, was_lost: bool) -> None:
-        if self.unwaited.add(Entry(lock, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
+        if self.unwaited.add(new_entry(lock, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
     def _report_done(self) -> None:
