@@ -16,6 +16,8 @@ import pytest
 
 import fastredlock
 from fastredlock import Redlock
+from fastredlock.protocol.family import wake_mark
+from fastredlock.protocol.handshake import PROBE_KEY
 from fastredlock.protocol.scripts import RELEASE_SHA
 from fastredlock.client import MAX_NAME_BYTES, MAX_TTL
 from fastredlock.testing import FakeMaster
@@ -60,7 +62,8 @@ def one_fake_client(make_one_client, fake):
 
 
 def lock_commands(fake):
-    return [c for c in fake.commands if c[0] in (b"SET", b"EVALSHA", b"EVAL")]
+    """The lock's commands the fake received (not a new connection's probes of native commands)."""
+    return [c for c in fake.commands if c[0] in (b"SET", b"EVALSHA", b"EVAL") and c[1] != PROBE_KEY]
 
 
 # --- sent exactly as given, or refused without sending (both cores: these reach a master) ----------------
@@ -87,14 +90,14 @@ def test_odd_name_is_one_argument_on_the_wire(fake_client, fake, lock_name):
     lock.release()
     assert lock_commands(fake) == [
         [b"SET", key, token, b"NX", b"PX", b"5000"],
-        [b"EVALSHA", RELEASE_SHA, b"1", key, token],
+        [b"EVALSHA", RELEASE_SHA, b"2", key, wake_mark(key), token],
     ]
 
 
 @pytest.mark.parametrize("token", [t for t in INJECTIONS if isinstance(t, bytes)], ids=repr)
 def test_odd_token_given_to_release_is_one_argument(fake_client, fake, token):
     fake_client.lock("job", ttl=5.0).release(token=token)
-    assert lock_commands(fake) == [[b"EVALSHA", RELEASE_SHA, b"1", b"job", token]]
+    assert lock_commands(fake) == [[b"EVALSHA", RELEASE_SHA, b"2", b"job", b"{job}:wake", token]]
 
 
 def test_odd_prefix_is_part_of_the_one_key_argument(make_client, fake):
