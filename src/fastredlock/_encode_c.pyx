@@ -14,10 +14,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
     FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
+    RELEASE_TAGGED, RELEASE_TAGGED_SHA,
 )
 
 cdef bytes _RELEASE = RELEASE, _RELEASE_SHA = RELEASE_SHA, _QUIET = QUIET
 cdef bytes _RELEASE_FULL = RELEASE_FULL, _RELEASE_FULL_SHA = RELEASE_FULL_SHA
+cdef bytes _RELEASE_TAGGED = RELEASE_TAGGED, _RELEASE_TAGGED_SHA = RELEASE_TAGGED_SHA
 cdef bytes _EXTEND = EXTEND, _EXTEND_SHA = EXTEND_SHA
 cdef bytes _FENCED_ACQUIRE = FENCED_ACQUIRE, _FENCED_ACQUIRE_SHA = FENCED_ACQUIRE_SHA
 cdef bytes _FENCE_WRITE = FENCE_WRITE, _FENCE_WRITE_SHA = FENCE_WRITE_SHA
@@ -185,27 +187,28 @@ cdef class Commands:
         argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
         return self.one(6, argv, lens, None)
 
-    cdef int release(self, bytes key, bytes mark, bytes token) except -1:
-        """The plain lock's owner-checked delete (``RELEASE``) of a key whose wake mark is ``mark``."""
-        cdef const char *args[3]
-        cdef Py_ssize_t lens[3]
+    cdef int release(self, bytes key, bytes token, bytes script) except -1:
+        """The plain lock's owner-checked delete: ``script`` is ``RELEASE`` or ``RELEASE_TAGGED``
+        (:func:`fastredlock.protocol.family.lean_release`), or None: ``RELEASE_FULL``."""
+        cdef const char *args[2]
+        cdef Py_ssize_t lens[2]
         _arg(args, lens, 0, key)
-        _arg(args, lens, 1, mark)
-        _arg(args, lens, 2, token)
-        return self.script1(_RELEASE_SHA, _RELEASE, b"2", 3, args, lens)
+        _arg(args, lens, 1, token)
+        if script is _RELEASE:
+            return self.script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens)
+        if script is _RELEASE_TAGGED:
+            return self.script1(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, b"1", 2, args, lens)
+        return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 2, args, lens)
 
-    cdef int release_full(self, bytes key, bytes token, bint quiet) except -1:
-        """The owner-checked delete that always looks for waiters (``RELEASE_FULL``: a key that
-        cannot queue); ``quiet``: the cleanup of a failed attempt (it gives no turn and wakes
-        nobody: the attempt never held the lock)."""
+    cdef int release_quiet(self, bytes key, bytes token) except -1:
+        """The cleanup of a failed attempt: ``RELEASE_FULL`` with ``QUIET`` (it gives no turn and
+        wakes nobody: the attempt never held the lock)."""
         cdef const char *args[3]
         cdef Py_ssize_t lens[3]
         _arg(args, lens, 0, key)
         _arg(args, lens, 1, token)
-        if quiet:
-            _arg(args, lens, 2, _QUIET)
-            return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 3, args, lens)
-        return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 2, args, lens)
+        _arg(args, lens, 2, _QUIET)
+        return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 3, args, lens)
 
     cdef int extend(self, bytes key, bytes token, long long ttl_ms) except -1:
         """The owner-checked ``PEXPIRE`` (``EXTEND``)."""
@@ -271,46 +274,43 @@ cdef class Commands:
         parts.extend(tokens)
         return self.parts(parts, _RELEASE_MANY)
 
-    cdef int release_each(self, list keys, list marks, list tokens) except -1:
-        """``RELEASE`` of keys[j] (wake mark marks[j]) holding tokens[j], one script call per key,
-        back to back (a cluster: the keys of a batch are in different slots, so no script may take
-        them all); marks None: ``RELEASE_FULL`` (a key that cannot queue)."""
-        if marks is None:
-            return self._each(_RELEASE_FULL_SHA, _RELEASE_FULL, keys, None, tokens, None)
-        return self._each(_RELEASE_SHA, _RELEASE, keys, marks, tokens, None)
+    cdef int release_each(self, list keys, list tokens, bytes script) except -1:
+        """The release ``script`` (as for :meth:`release`: ``RELEASE``, ``RELEASE_TAGGED``, or
+        None: ``RELEASE_FULL``) of keys[j] holding tokens[j], one script call per key, back to
+        back (a cluster: the keys of a batch are in different slots, so no script may take them
+        all)."""
+        if script is _RELEASE:
+            return self._each(_RELEASE_SHA, _RELEASE, keys, tokens, None)
+        if script is _RELEASE_TAGGED:
+            return self._each(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, keys, tokens, None)
+        return self._each(_RELEASE_FULL_SHA, _RELEASE_FULL, keys, tokens, None)
 
     cdef int extend_many(self, list keys, list tokens, list ttls_ms) except -1:
         """``EXTEND`` of keys[j] to ttls_ms[j] for every j, back to back."""
-        return self._each(_EXTEND_SHA, _EXTEND, keys, None, tokens, ttls_ms)
+        return self._each(_EXTEND_SHA, _EXTEND, keys, tokens, ttls_ms)
 
-    cdef int _each(self, bytes sha, bytes script, list keys, list marks, list tokens, list ttls_ms) except -1:
-        """``EVALSHA sha 1 keys[j] tokens[j] [ttls_ms[j]]`` for every j, back to back (with
-        ``marks``: ``EVALSHA sha 2 keys[j] marks[j] tokens[j]``)."""
+    cdef int _each(self, bytes sha, bytes script, list keys, list tokens, list ttls_ms) except -1:
+        """``EVALSHA sha 1 keys[j] tokens[j] [ttls_ms[j]]`` for every j, back to back."""
         cdef Py_ssize_t kk = len(keys), j, size = 0, pos = 0
-        cdef int nk = 1 if marks is None else 2
-        cdef int argc = 4 + nk if ttls_ms is None else 5 + nk
-        cdef const char *argv[7]
-        cdef Py_ssize_t lens[7]
+        cdef int argc = 5 if ttls_ms is None else 6
+        cdef const char *argv[6]
+        cdef Py_ssize_t lens[6]
         cdef char ttl_buf[24]
         argv[0] = b"EVALSHA"; lens[0] = 7
         argv[1] = PyBytes_AS_STRING(sha); lens[1] = PyBytes_GET_SIZE(sha)
-        argv[2] = b"1" if marks is None else b"2"; lens[2] = 1
-        argv[3 + nk + 1] = ttl_buf
-        lens[3 + nk + 1] = 20
+        argv[2] = b"1"; lens[2] = 1
+        argv[5] = ttl_buf
+        lens[5] = 20
         for j in range(kk):
             lens[3] = PyBytes_GET_SIZE(<bytes>keys[j])
-            if marks is not None:
-                lens[4] = PyBytes_GET_SIZE(<bytes>marks[j])
-            lens[3 + nk] = PyBytes_GET_SIZE(<bytes>tokens[j])
+            lens[4] = PyBytes_GET_SIZE(<bytes>tokens[j])
             size += frl_encoded_size(argc, lens)
         self.reserve(kk, size)
         for j in range(kk):
             _arg(argv, lens, 3, <bytes>keys[j])
-            if marks is not None:
-                _arg(argv, lens, 4, <bytes>marks[j])
-            _arg(argv, lens, 3 + nk, <bytes>tokens[j])
+            _arg(argv, lens, 4, <bytes>tokens[j])
             if ttls_ms is not None:
-                lens[3 + nk + 1] = frl_fmt_ll(ttl_buf, <long long>ttls_ms[j])
+                lens[5] = frl_fmt_ll(ttl_buf, <long long>ttls_ms[j])
             self.off[j] = pos
             pos += frl_encode(self.buf + pos, argc, argc, argv, lens)
         self.off[kk] = pos

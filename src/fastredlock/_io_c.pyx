@@ -64,7 +64,7 @@ from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
-from .protocol.family import wake_mark
+from .protocol.family import lean_release
 from .protocol.handshake import native_deletes, native_extends
 from ._tls import TlsConn, TlsError, context_for
 from ._sentinel import Resolver, resolve
@@ -185,16 +185,11 @@ cdef inline bytes _as_bytes(object value):
     return bytes(memoryview(value))
 
 
-cdef list _marks(list keys):
-    """The wake marks of ``keys`` (bytes), or None if one cannot queue (then every key goes to
-    ``RELEASE_FULL``, as on a cluster: see :meth:`fastredlock._io_py.Core.release_each`)."""
-    cdef list marks = []
-    for key in keys:
-        mark = wake_mark(key)
-        if mark is None:
-            return None
-        marks.append(mark)
-    return marks
+cdef bytes _lean_release(list keys):
+    """The lean release script every one of ``keys`` takes, or None (``RELEASE_FULL`` for all:
+    one cannot queue, or they are of both forms; see :meth:`fastredlock._io_py.Core.release_each`)."""
+    cdef set scripts = {lean_release(key) for key in keys}
+    return scripts.pop() if len(scripts) == 1 else None
 
 
 cdef tuple _pairs(object keys, object tokens):
@@ -452,18 +447,16 @@ cdef class Core:
         """
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
         if quiet:
-            self._enc.release_full(k, t, True)
+            self._enc.release_quiet(k, t)
             return self._run(KIND_SCRIPT, 1, (0,), wait, native_deletes((k,), (t,)) if self._s.caps_seen else None)[0]
         self._release1(k, t)
         return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
 
     cdef int _release1(self, bytes key, bytes token) except -1:
-        """Encode the plain release of ``key``: ``RELEASE`` with its wake mark, or ``RELEASE_FULL``
-        for a key that cannot queue."""
-        mark = wake_mark(key) if self._s.routing is None else None
-        if mark is None:
-            return self._enc.release_full(key, token, False)
-        return self._enc.release(key, <bytes>mark, token)
+        """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
+        ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
+        :meth:`fastredlock._io_py.Core.release_each`)."""
+        return self._enc.release(key, token, lean_release(key) if self._s.routing is None else None)
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start
@@ -524,7 +517,7 @@ cdef class Core:
         if not kbs:
             return []
         if self._s.routing is not None:  # a cluster: one script per key (slot)
-            self._enc.release_each(kbs, None, tbs)
+            self._enc.release_each(kbs, tbs, None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)
@@ -540,7 +533,7 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        self._enc.release_each(kbs, _marks(kbs) if self._s.routing is None else None, tbs)
+        self._enc.release_each(kbs, tbs, _lean_release(kbs) if self._s.routing is None else None)
         return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
 
     def extend_many(self, keys, tokens, ttls_ms):

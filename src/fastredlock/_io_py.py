@@ -23,15 +23,15 @@ from fastredlock import _reader as hiredis  # hiredis, or the pure reader where 
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.plans import inspect_args
-from .protocol.family import wake_mark
+from .protocol.family import lean_release, sha_of
 from .protocol.handshake import native_deletes, native_extends
 from .protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.result import Round
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
-    RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
+    FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SIGNAL,
+    RELEASE_SIGNAL_SHA,
 )
 from .protocol.session import PACE_EXPIRED, Session
 from fastredlock._tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -257,15 +257,16 @@ class Core:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper. A key that
-        cannot queue (no wake mark), or a cluster, makes it ``RELEASE_FULL`` for every key (a
-        node importing a slot answers a command on a key it has and one it lacks with
-        ``TRYAGAIN``: the release must name the lock key alone)."""
-        marks = [wake_mark(key) for key in keys] if self._session.routing is None else [None]
-        if None in marks:
-            args = [(b"1", key, token) for key, token in zip(keys, tokens)]
-            return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, args, (0,) * len(args), wait)
-        args = [(b"2", key, mark, token) for key, mark, token in zip(keys, marks, tokens)]
-        return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, args, (0,) * len(args), wait)
+        cannot queue (no wake mark), keys of both forms (with and without a hash tag), or a
+        cluster make it ``RELEASE_FULL`` for every key (a node importing a slot answers a command
+        that touches a key it has and one it lacks with ``TRYAGAIN``: there a release may touch
+        the lock key alone in the common case)."""
+        scripts = {lean_release(key) for key in keys} if self._session.routing is None else {None}
+        script = scripts.pop() if len(scripts) == 1 else None
+        if script is None:
+            script = RELEASE_FULL
+        args = [(b"1", key, token) for key, token in zip(keys, tokens)]
+        return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait)
 
     def extend_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttls_ms: Sequence[int]) -> List[Round]:
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round

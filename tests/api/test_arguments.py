@@ -16,7 +16,6 @@ import pytest
 
 import fastredlock
 from fastredlock import Redlock
-from fastredlock.protocol.family import wake_mark
 from fastredlock.protocol.handshake import PROBE_KEY
 from fastredlock.protocol.scripts import RELEASE_SHA
 from fastredlock.client import MAX_NAME_BYTES, MAX_TTL
@@ -90,14 +89,14 @@ def test_odd_name_is_one_argument_on_the_wire(fake_client, fake, lock_name):
     lock.release()
     assert lock_commands(fake) == [
         [b"SET", key, token, b"NX", b"PX", b"5000"],
-        [b"EVALSHA", RELEASE_SHA, b"2", key, wake_mark(key), token],
+        [b"EVALSHA", RELEASE_SHA, b"1", key, token],
     ]
 
 
 @pytest.mark.parametrize("token", [t for t in INJECTIONS if isinstance(t, bytes)], ids=repr)
 def test_odd_token_given_to_release_is_one_argument(fake_client, fake, token):
     fake_client.lock("job", ttl=5.0).release(token=token)
-    assert lock_commands(fake) == [[b"EVALSHA", RELEASE_SHA, b"2", b"job", b"{job}:wake", token]]
+    assert lock_commands(fake) == [[b"EVALSHA", RELEASE_SHA, b"1", b"job", token]]
 
 
 def test_odd_prefix_is_part_of_the_one_key_argument(make_client, fake):

@@ -50,7 +50,7 @@ import hashlib
 from typing import NamedTuple
 
 from .plans import may_hold
-from .scripts import ACQUIRE_QUEUED, MARK, RELEASE_FULL, UNQUEUE, WAKE_SUFFIX
+from .scripts import ACQUIRE_QUEUED, MARK, RELEASE, RELEASE_FULL, RELEASE_TAGGED, UNQUEUE, WAKE_SUFFIX
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 
 #: The plan steps' operations (methods of both I/O twins' ``Core``).
@@ -317,10 +317,22 @@ def queueable(key):
 
 
 def wake_mark(key):
-    """The wake mark of the plain lock ``key`` (:data:`~.scripts.WAKE_SUFFIX` beside it, in its
-    slot), which the plain RELEASE takes with the key; None for a key that cannot queue (its
-    release is RELEASE_FULL, which always looks for waiters)."""
-    return tagged(key, WAKE_SUFFIX) if queueable(key) else None
+    """The wake mark of the plain lock ``key``, which can queue: :data:`~.scripts.WAKE_SUFFIX`
+    beside it, in its slot (the plain release takes it with the key)."""
+    return tagged(key, WAKE_SUFFIX)
+
+
+def lean_release(key):
+    """The script of the plain release of ``key``: :data:`~.scripts.RELEASE` (no hash tag: the
+    script's mark is ``{key}:wake``), :data:`~.scripts.RELEASE_TAGGED` (a hash tag: ``key:wake``),
+    or None for a key that cannot queue (no mark: its release is RELEASE_FULL, which always looks
+    for waiters). The scripts build the mark's name themselves; it is :func:`wake_mark`'s."""
+    left = key.find(b"{")
+    if left != -1:
+        right = key.find(b"}", left + 1)
+        if right > left + 1:
+            return RELEASE_TAGGED
+    return RELEASE if b"}" not in key else None
 
 
 def renewal_ms(retry_delay, retry_jitter, io_timeout):

@@ -116,28 +116,31 @@ end
 return 0
 """.replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"QUIET", QUIET)
 
-# RELEASE (the plain lock's release, of a key that can queue)
+# RELEASE and RELEASE_TAGGED (the plain lock's release, of a key that can queue: RELEASE for a key
+# without a hash tag, whose mark is '{' .. key .. '}:wake'; RELEASE_TAGGED for a key with one,
+# whose mark is key .. ':wake'; see fastredlock.protocol.family.lean_release)
 # KEYS[1]  the lock key
-# KEYS[2]  its wake mark (WAKE_SUFFIX beside the key, in its hash slot)
 # ARGV[1]  the token of this acquisition
 # Returns  as RELEASE_FULL: 1 deleted, 3 deleted and the turn given to a queued waiter whose
 #          client heard it, 2 deleted and the lock's channel had a subscriber, 0 not the owner.
-# The common case, nobody waits, costs two calls: GET, then one DEL of the key and the mark, whose
-# count says whether a waiter marked the name (the mark goes with it). Only then does the release
-# do RELEASE_FULL's work (the queue and turn keys: the mark's name with ':wait' and ':next' for
-# ':wake'), and marks the name again if it woke someone or left waiters queued (for REMARK_MS, or
-# as long as the queue lasts if longer): the rest of the queue sleeps on, and an unqueued waiter
-# marks again itself before its next pause. Where the derived keys or the mark cost more than the
-# work they save (every Lua call costs about what a whole SET does), measured: a release that
-# found no mark costs the master about as much as GET and DEL in a script can.
-RELEASE = b"""\
+# The common case, nobody waits, costs two calls: GET, then one DEL of the key and its wake mark,
+# whose count says whether a waiter marked the name (the mark goes with it). Only then does the
+# release do RELEASE_FULL's work (the queue and turn keys: the mark's name with ':wait' and ':next'
+# for ':wake'), and marks the name again if it woke someone or left waiters queued (for REMARK_MS,
+# or as long as the queue lasts if longer): the rest of the queue sleeps on, and an unqueued
+# waiter marks again itself before its next pause. The mark's name is built here, by one concat
+# per form of key, rather than sent as KEYS[2] or found by string.find: measured on Redis 7.0, an
+# extra key argument costs the master more than the concat, and the whole release costs about what
+# a script of GET and DEL alone does.
+_RELEASE_LEAN = b"""\
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
     return 0
 end
-if redis.call('del', KEYS[1], KEYS[2]) == 1 then
+local mark = MARK
+if redis.call('del', KEYS[1], mark) == 1 then
     return 1
 end
-local base = string.sub(KEYS[2], 1, -SUFFIX_LEN)
+local base = string.sub(mark, 1, -SUFFIX_LEN)
 local queue = base .. ':wait'
 local woke = 1
 if redis.call('exists', queue) == 1 then
@@ -169,11 +172,13 @@ if woke == 1 then
     end
 end
 if woke > 1 or redis.call('exists', queue) == 1 then
-    redis.call('set', KEYS[2], '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
+    redis.call('set', mark, '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
 end
 return woke
 """.replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS).replace(
     b"SUFFIX_LEN", b"%d" % (len(WAKE_SUFFIX) + 1))
+RELEASE = _RELEASE_LEAN.replace(b"MARK", b"'{' .. KEYS[1] .. '}%s'" % WAKE_SUFFIX)
+RELEASE_TAGGED = _RELEASE_LEAN.replace(b"MARK", b"KEYS[1] .. '%s'" % WAKE_SUFFIX)
 
 # MARK (a waiter that listens for the next release without a place in the queue: a fenced lock's,
 # or a plain lock's before its first queued attempt)
@@ -269,6 +274,7 @@ return 0
 
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
 RELEASE_FULL_SHA = hashlib.sha1(RELEASE_FULL).hexdigest().encode()
+RELEASE_TAGGED_SHA = hashlib.sha1(RELEASE_TAGGED).hexdigest().encode()
 MARK_SHA = hashlib.sha1(MARK).hexdigest().encode()
 ACQUIRE_NO_EXPIRY_SHA = hashlib.sha1(ACQUIRE_NO_EXPIRY).hexdigest().encode()
 ACQUIRE_QUEUED_SHA = hashlib.sha1(ACQUIRE_QUEUED).hexdigest().encode()
@@ -388,5 +394,5 @@ RELEASE_MANY_SHA = hashlib.sha1(RELEASE_MANY).hexdigest().encode()
 
 
 #: The scripts above that a client may send, loaded on every new connection (:mod:`.handshake`).
-PRELOADED_PLAIN = (RELEASE, RELEASE_FULL, MARK, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
+PRELOADED_PLAIN = (RELEASE, RELEASE_TAGGED, RELEASE_FULL, MARK, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
                    ACQUIRE_ALL, RELEASE_MANY)
