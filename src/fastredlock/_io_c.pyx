@@ -64,7 +64,7 @@ from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
-from .protocol.family import lean_release
+from .protocol.family cimport lean_release
 from .protocol.handshake import native_deletes, native_extends
 from ._tls import TlsConn, TlsError, context_for
 from ._sentinel import Resolver, resolve

@@ -4,7 +4,15 @@ The release and extend scripts are owner-checked: they act only where the key st
 acquisition's token, so a client whose lock expired and was taken by another can never delete or
 prolong the new holder's key.
 The cores send ``EVALSHA`` first and fall back to ``EVAL`` on ``NOSCRIPT`` (a restarted master has
-an empty script cache).
+an empty script cache). Where a master runs an owner-checked command natively and the operation
+needs nothing else (an extension; the cleanup of a failed attempt), the cores send that instead
+(see :mod:`.handshake`).
+
+What a script costs a master, measured (``benchmarks/master_cpu.py``, Redis 7.0): a Lua call is
+far dearer than a command (a script that only returns costs about two ``SET``s), each
+``redis.call`` about one more, and each extra key or argument and each string built (``..``,
+``string.find``) a little. So the common case of each script makes as few calls as it can, and
+what only contention needs (queues, turns, messages) waits behind a check that costs nothing more.
 """
 from __future__ import annotations
 
@@ -23,7 +31,8 @@ TURN_PREFIX = b"fastredlock-turn:"
 # member is ``<waiter id>|<deadline, ms since the epoch; 0: none>``. A release that finds waiters
 # pops the first whose deadline has not passed, gives it the turn (``<key>:next``, for TURN_MS)
 # and names it in its message: that one waiter wakes and takes the lock, the others sleep on. A
-# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own. A
+# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own, and
+# marks the name (WAKE_SUFFIX): the plain RELEASE looks at the queue only where the mark is. A
 # key with a '}' and no hash tag has no queue (``{<key>}`` would hash elsewhere; see queueable in
 # fastredlock.protocol.family): its waiters are woken all at once, as without turns.
 _TAGGED = b"""\
