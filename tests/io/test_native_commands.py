@@ -159,17 +159,19 @@ def test_a_failed_attempt_is_cleaned_up_by_the_native_delete(make_client, fakes,
     warm(dlm, name)
     for f in fakes[1:]:
         f.data[key] = b"holder"
-    scripts = len(fakes[0].sent(b"EVALSHA", b"EVAL"))
-    lock = dlm.lock(name, ttl=5.0)
-    assert not lock.acquire(blocking=False)  # one master of three: undone behind its SET, not awaited
     native = b"DELIFEQ" if fakes[0].server == "valkey-9" else b"DELEX"
-    deadline = time.monotonic() + 2.0
-    while key in fakes[0].data and time.monotonic() < deadline:
-        time.sleep(0.005)
-    (cleanup,) = fakes[0].sent(native)
-    assert cleanup[1] == key
-    assert key not in fakes[0].data and fakes[1].data[key] == b"holder"
-    assert len(fakes[0].sent(b"EVALSHA", b"EVAL")) == scripts  # not RELEASE_FULL
+    # (A first round on a connection the pool opens for it may go before its probes are read: that
+    # cleanup is the script. Each attempt here is undone behind its SET, not awaited.)
+    for _ in range(3):
+        assert not dlm.lock(name, ttl=5.0).acquire(blocking=False)  # one master of three
+        deadline = time.monotonic() + 2.0
+        while key in fakes[0].data and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert key not in fakes[0].data and fakes[1].data[key] == b"holder"
+        if fakes[0].sent(native):
+            break
+    cleanup = fakes[0].sent(native)[0]
+    assert cleanup[1] == key and cleanup[-1] != b"holder"
 
 
 def test_a_native_command_refused_after_all_goes_as_the_script(make_client, name):
