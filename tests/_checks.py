@@ -102,7 +102,18 @@ class Counter:
 
 
 def warm(dlm, name: str) -> None:
-    """One lock cycle so every connection is open (the next round reuses them)."""
+    """One lock cycle so every connection is open (the next round reuses them) and has read its
+    probes' answers (an acquisition returns at a quorum: a straggler's come with the release)."""
     lock = dlm.lock(name + ":warm", ttl=1.0)
     assert lock.acquire(blocking=False)
     lock.release()
+
+
+def command_calls(master: LocalMaster) -> dict:
+    """``{command: calls}`` from a master's ``INFO commandstats`` (a script's own calls included)."""
+    calls = {}
+    for line in master.command("INFO", "commandstats").decode().splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[len("cmdstat_"):].split(":", 1)
+            calls[name] = int(rest.split(",", 1)[0].split("=")[1])
+    return calls

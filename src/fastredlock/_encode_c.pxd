@@ -29,12 +29,13 @@ cdef class Commands:
     cdef int script1(self, bytes sha, bytes script, const char *numkeys, int nargs,
                      const char **args, const Py_ssize_t *arg_lens) except -1
     cdef int acquire(self, bytes key, bytes token, long long ttl_ms) except -1
-    cdef int release(self, bytes key, bytes token, bint quiet=*) except -1
+    cdef int release(self, bytes key, bytes token, bytes script) except -1
+    cdef int release_quiet(self, bytes key, bytes token) except -1
     cdef int extend(self, bytes key, bytes token, long long ttl_ms) except -1
     cdef int acquire_fenced(self, bytes key, bytes fence_key, bytes token, long long ttl_ms) except -1
     cdef int write_fence(self, bytes key, bytes fence_key, bytes token, bytes fence, bytes retention) except -1
     cdef int acquire_many(self, list keys, list tokens, long long ttl_ms) except -1
     cdef int release_many(self, list keys, list tokens) except -1
-    cdef int release_each(self, list keys, list tokens) except -1
+    cdef int release_each(self, list keys, list tokens, bytes script) except -1
     cdef int extend_many(self, list keys, list tokens, list ttls_ms) except -1
     cdef int _each(self, bytes sha, bytes script, list keys, list tokens, list ttls_ms) except -1

@@ -33,7 +33,7 @@ from ._unwaited import count_not_held, found_lost
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
 from .events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from .protocol import outcomes as oc
-from .protocol.family import queueable, queued_step, renewal_ms, unqueue_step
+from .protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
 from .protocol.plans import fence_of, fenced_held, may_hold
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
@@ -262,6 +262,8 @@ class LockBase:
         # first too, so that a releaser asking again at once does not take the woken waiter's turn.
         plain = blocking and notifier is not None and not self._planned and not self.fencing
         queued = False
+        # The name's wake mark stands for this waiter (see below): a queued attempt sets it.
+        marked = False
         ok = False
         attempts = 0
         try:
@@ -296,6 +298,7 @@ class LockBase:
                         ok = yield from self._attempt_planned(token)
                     elif queued:
                         ok = yield from self._attempt_queued(token, waiter)
+                        marked = True
                     else:
                         # Rides with other callers' acquisitions if a round is in flight.
                         carrier, rnd = yield Acquire(key, token, self._ttl_ms)
@@ -330,6 +333,11 @@ class LockBase:
                     # than the backoff (it breaks the tie). Not with a retry_count: those attempts
                     # each pause retry_delay.
                     delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
+                if waiter is not None and not marked and not self._planned and queueable(key):
+                    # A waiter without a place in the queue (a fenced lock's; a plain lock's before
+                    # its first queued attempt) marks the name for its pause: a plain release
+                    # that finds no mark wakes nobody (fastredlock.protocol.scripts, RELEASE).
+                    yield Op(*mark_step(key, delay))
                 if waiter is None:
                     if delay > 0:
                         yield Sleep(delay)

@@ -64,6 +64,8 @@ from .protocol.result import Round
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
+from .protocol.family cimport lean_release
+from .protocol.handshake import native_deletes, native_extends
 from ._tls import TlsConn, TlsError, context_for
 from ._sentinel import Resolver, resolve
 from ._cluster import refresh
@@ -131,6 +133,7 @@ cdef int KIND_FENCED = _replies.KIND_FENCED
 cdef int KIND_SCRIPT_ACQUIRE = _replies.KIND_SCRIPT_ACQUIRE
 cdef int KIND_BITS = _replies.KIND_BITS
 cdef int KIND_READ = _replies.KIND_READ
+cdef int KIND_IFEQ = _replies.KIND_IFEQ
 cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
@@ -182,6 +185,13 @@ cdef inline bytes _as_bytes(object value):
     return bytes(memoryview(value))
 
 
+cdef bytes _lean_release(list keys):
+    """The lean release script every one of ``keys`` takes, or None (``RELEASE_FULL`` for all:
+    one cannot queue, or they are of both forms; see :meth:`fastredlock._io_py.Core.release_each`)."""
+    cdef set scripts = {lean_release(key) for key in keys}
+    return scripts.pop() if len(scripts) == 1 else None
+
+
 cdef tuple _pairs(object keys, object tokens):
     """``keys`` and ``tokens`` as two lists of bytes of the same length (``zip`` semantics)."""
     if type(keys) is list and type(tokens) is list and len(<list>keys) == len(<list>tokens):
@@ -205,7 +215,7 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     cdef bint neg = False
     if kind == KIND_BITS or kind == KIND_READ:
         return 0  # one bulk string per master, or any value read: hiredis reads it
-    if kind == KIND_SET:
+    if kind == KIND_SET or kind == KIND_IFEQ:
         if n >= 5:
             if memcmp(p, b"+OK\r\n", 5) == 0:
                 code[0] = OC_OK
@@ -432,15 +442,29 @@ cdef class Core:
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
 
         ``wait=False`` writes the release and returns without waiting for any answer. ``quiet``:
-        the cleanup of a failed attempt (``RELEASE`` gives no turn and wakes nobody).
+        the cleanup of a failed attempt (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
+        nobody; where a master has ``DELEX``/``DELIFEQ``, that instead).
         """
-        self._enc.release(_as_bytes(key), _as_bytes(token), quiet)
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        if quiet:
+            self._enc.release_quiet(k, t)
+            return self._run(KIND_SCRIPT, 1, (0,), wait, native_deletes((k,), (t,)) if self._s.caps_seen else None)[0]
+        self._release1(k, t)
         return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
 
+    cdef int _release1(self, bytes key, bytes token) except -1:
+        """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
+        ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
+        :meth:`fastredlock._io_py.Core.release_each`)."""
+        return self._enc.release(key, token, lean_release(key) if self._s.routing is None else None)
+
     def extend(self, key, token, long long ttl_ms):
-        """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
-        self._enc.extend(_as_bytes(key), _as_bytes(token), ttl_ms)
-        return self._run(KIND_SCRIPT, 1, (ttl_ms,), True)[0]
+        """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start
+        (``SET ... IFEQ ... PX`` where a master has it)."""
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        self._enc.extend(k, t, ttl_ms)
+        return self._run(KIND_SCRIPT, 1, (ttl_ms,), True,
+                         native_extends((k,), (t,), (ttl_ms,)) if self._s.caps_seen else None)[0]
 
     def release_signal(self, key, signal, token, long long signal_ms):
         """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
@@ -493,12 +517,12 @@ cdef class Core:
         if not kbs:
             return []
         if self._s.routing is not None:  # a cluster: one script per key (slot)
-            self._enc.release_each(kbs, tbs)
+            self._enc.release_each(kbs, tbs, None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)
             return self._run(KIND_BITS, len(kbs), (0,) * len(kbs), wait)
-        self._enc.release(<bytes>kbs[0], <bytes>tbs[0])
+        self._release1(<bytes>kbs[0], <bytes>tbs[0])
         return self._run(KIND_SCRIPT, 1, (0,), wait)
 
     def release_each(self, keys, tokens, bint wait=True):
@@ -509,7 +533,7 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        self._enc.release_each(kbs, tbs)
+        self._enc.release_each(kbs, tbs, _lean_release(kbs) if self._s.routing is None else None)
         return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
 
     def extend_many(self, keys, tokens, ttls_ms):
@@ -519,8 +543,10 @@ cdef class Core:
         if not triples:
             return []
         ttls = [t[2] for t in triples]
-        self._enc.extend_many([t[0] for t in triples], [t[1] for t in triples], ttls)
-        return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True)
+        kbs, tbs = [t[0] for t in triples], [t[1] for t in triples]
+        self._enc.extend_many(kbs, tbs, ttls)
+        return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True,
+                         native_extends(kbs, tbs, ttls) if self._s.caps_seen else None)
 
     # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) -
     def script(self, int kind, sha, script, args, long long ttl_ms=0, bint wait=True):
@@ -552,9 +578,10 @@ cdef class Core:
         return self._run(KIND_READ, len(args), (0,) * len(args), True)
 
     # --- the round ----------------------------------------------------------------------------
-    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait):
+    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
         """Run the encoded commands on every master: until the session says the round is over,
-        poll and hand it what happens; return its Rounds, one per key (``rows``)."""
+        poll and hand it what happens; return its Rounds, one per key (``rows``). ``native``: the
+        round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
         cdef Session s = self._s
         cdef Py_ssize_t n, i
         cdef double wait_ms, first
@@ -564,7 +591,7 @@ cdef class Core:
             self._refresh(frl_now())
         n = self._nl
         s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
-                ttls_ms, wait, frl_now())
+                ttls_ms, wait, frl_now(), native)
         if self._sentinels:
             self._sync_sentinels_last()
         else:

@@ -23,12 +23,14 @@ from fastredlock import _reader as hiredis  # hiredis, or the pure reader where 
 from .protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from .protocol.link import MAX_OWED, STALE_AFTER
 from .protocol.plans import inspect_args
+from .protocol.family import lean_release, sha_of
+from .protocol.handshake import native_deletes, native_extends
 from .protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
 from .protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from .protocol.result import Round
 from .protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
-    FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA, RELEASE_SIGNAL,
+    FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SIGNAL,
     RELEASE_SIGNAL_SHA,
 )
 from .protocol.session import PACE_EXPIRED, Session
@@ -198,10 +200,13 @@ class Core:
 
         ``wait=False`` writes the release and returns without waiting for any answer (the cleanup
         of a failed acquisition: it only has to follow the SET on each connection). ``quiet``: that
-        cleanup (``RELEASE`` gives no turn and wakes nobody: the attempt never held the lock).
+        cleanup (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes nobody: the attempt never
+        held the lock; where a master has ``DELEX``/``DELIFEQ``, that instead).
         """
         if quiet:
-            return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, [(b"1", key, token, QUIET)], (0,), wait)[0]
+            native = native_deletes((key,), (token,)) if self._session.caps_seen else None
+            return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), wait,
+                                native)[0]
         return self.release_many([key], [token], wait)[0]
 
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
@@ -251,14 +256,24 @@ class Core:
     def release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
-        the keys of one slot only); for a plain master, ``release_many`` is cheaper."""
+        the keys of one slot only); for a plain master, ``release_many`` is cheaper. A key that
+        cannot queue (no wake mark), keys of both forms (with and without a hash tag), or a
+        cluster make it ``RELEASE_FULL`` for every key (a node importing a slot answers a command
+        that touches a key it has and one it lacks with ``TRYAGAIN``: there a release may touch
+        the lock key alone in the common case)."""
+        scripts = {lean_release(key) for key in keys} if self._session.routing is None else {None}
+        script = scripts.pop() if len(scripts) == 1 else None
+        if script is None:
+            script = RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
-        return self._script(KIND_SCRIPT, RELEASE_SHA, RELEASE, args, (0,) * len(args), wait)
+        return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait)
 
     def extend_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttls_ms: Sequence[int]) -> List[Round]:
-        """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
+        """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round
+        (``SET ... IFEQ ... PX`` where a master has it)."""
         args = [(b"1", key, token, b"%d" % ttl) for key, token, ttl in zip(keys, tokens, ttls_ms)]
-        return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms))
+        native = native_extends(keys, tokens, ttls_ms) if self._session.caps_seen else None
+        return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms), True, native)
 
     # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) ----
     def script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int = 0,
@@ -286,19 +301,21 @@ class Core:
         return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
 
     def _script(self, kind: int, sha: bytes, script: bytes, args: List[tuple], ttls_ms: Sequence[int],
-                wait: bool = True) -> List[Round]:
-        """EVALSHA ``sha`` once per argument tuple; the EVAL forms are encoded if a master needs them."""
+                wait: bool = True, native: Any = None) -> List[Round]:
+        """EVALSHA ``sha`` once per argument tuple; the EVAL forms are encoded if a master needs them.
+        ``native``: the round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
         cmds = [encode_command(b"EVALSHA", sha, *a) for a in args]
-        return self._round(kind, cmds, lambda: [encode_command(b"EVAL", script, *a) for a in args], ttls_ms, wait)
+        return self._round(kind, cmds, lambda: [encode_command(b"EVAL", script, *a) for a in args], ttls_ms, wait,
+                           native)
 
     # --- the round ----------------------------------------------------------------------------------
     def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
-               ttls_ms: Sequence[int], wait: bool = True) -> List[Any]:
+               ttls_ms: Sequence[int], wait: bool = True, native: Any = None) -> List[Any]:
         session = self._session
         if session.maps_stale:
             self._refresh(monotonic())
         session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
-                      fallbacks is not None, fallbacks, ttls_ms, wait, monotonic())
+                      fallbacks is not None, fallbacks, ttls_ms, wait, monotonic(), native)
         poller = _new_poller()
         if self._sentinels:
             self._sync_sentinels_last()

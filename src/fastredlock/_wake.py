@@ -1,9 +1,9 @@
 """Wake on release: waiters retry when a lock is freed instead of after their sleep.
 
 Why pub/sub. The release script (:data:`fastredlock.protocol.scripts.RELEASE`) ends, where it
-deleted the key, with ``PUBLISH fastredlock-wake:<key>``: still one script call, one write per
-master, the same arguments (the client's cost of a release does not change), and on a master
-nobody listens to it is a dictionary miss. The alternatives were worse for Redlock:
+deleted the key and a waiter had marked the name (``<key>:wake``, see below), with
+``PUBLISH fastredlock-wake:<key>``: still one script call, one write per master, the same
+arguments (the client's cost of a release does not change). The alternatives were worse for Redlock:
 
 * a signal *list* (python-redis-lock's ``BLPOP``) is a write that stays on the master (a key per
   name, which must expire), and ``BLPOP`` blocks a connection per waiter, or pops the signal for one
@@ -24,6 +24,17 @@ joins the channel of its lock after its first failed attempt, waits for a messag
 master or its backoff, whichever comes first, and leaves when it returns. A channel is unsubscribed
 :data:`LINGER` seconds after its last waiter left (a contender that takes the lock and soon waits
 again keeps its subscription instead of paying one per turn); closing the client ends them all.
+
+The wake mark. A release that nobody waits for only deletes (a script of GET and one DEL, the
+cheapest owner-checked release Lua allows): it looks for waiters, and publishes, only where a
+waiter marked the name, ``<key>:wake`` beside the key (in its slot), which the release's DEL takes
+with the key. A queued attempt marks it for as long as its place lasts; a waiter without a place
+(a fenced lock's; a plain lock's first pause with ``retry_count``) marks it before each pause (the
+plan's ``mark_step``); a release that woke someone or left waiters queued marks it again (which
+covers the releaser's courtesy pause too). The lock family's releases, keys that cannot queue and
+clusters keep the release that always looks (RELEASE_FULL), as every release of clients from
+before the mark does; a waiter of such a client leaves no mark, and this version's releases do not
+wake it: it comes back by its backoff.
 
 Turns. A plain lock's waiters queue on the masters (see :mod:`fastredlock.protocol.scripts`,
 "Turns"): a release that finds a queue names the waiter whose turn it is on that waiter's client's

@@ -32,7 +32,7 @@ from .protocol.family import (
 )
 from .protocol.replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from .protocol.plans import may_hold
-from .protocol.scripts import EXTEND, RELEASE
+from .protocol.scripts import EXTEND, RELEASE_FULL
 from ._tokens import new_token
 
 if TYPE_CHECKING:  # type names only
@@ -328,7 +328,7 @@ def _rw_write_shared(base: bytes) -> tuple:
     """The keys and a writer's (acquisition, release) templates."""
     write, readers, mark, shares = keys = _rw_keys(base)
     return keys + (script_template(KIND_SCRIPT_ACQUIRE, WRITE_ACQUIRE, [write, readers, mark]),
-                   script_template(KIND_SCRIPT, RELEASE, [write]))
+                   script_template(KIND_SCRIPT, RELEASE_FULL, [write]))
 
 
 class _ReadPlan(_RWPlan):
@@ -390,7 +390,7 @@ class _WritePlan(_RWPlan):
 
     def _unmark_step(self) -> Step:
         """Clear this writer's waiting mark where it is still there (it gave up)."""
-        return owner_step(RELEASE, [self._mark], [self._mark_id], 0, False)
+        return owner_step(RELEASE_FULL, [self._mark], [self._mark_id], 0, False)
 
 
 def mark_ms(client: Any) -> int:

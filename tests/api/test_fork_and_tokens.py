@@ -6,7 +6,10 @@ import os
 import pytest
 
 from fastredlock import _tokens
-from fastredlock.protocol.scripts import EXTEND, EXTEND_SHA, RELEASE, RELEASE_SHA
+from fastredlock.protocol.scripts import (
+    EXTEND, EXTEND_SHA, MARK, MARK_SHA, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_SHA, RELEASE_TAGGED,
+    RELEASE_TAGGED_SHA,
+)
 
 
 def test_tokens_are_unique_and_long():
@@ -73,6 +76,8 @@ def test_fork_child_cannot_release_parents_lock_by_accident(dlm, masters, name, 
     lock.release()
 
 
-@pytest.mark.parametrize("script, sha", [(RELEASE, RELEASE_SHA), (EXTEND, EXTEND_SHA)])
+@pytest.mark.parametrize("script, sha", [(RELEASE, RELEASE_SHA), (RELEASE_TAGGED, RELEASE_TAGGED_SHA),
+                                         (RELEASE_FULL, RELEASE_FULL_SHA), (MARK, MARK_SHA),
+                                         (EXTEND, EXTEND_SHA)])
 def test_script_sha_matches_server(masters, script, sha):
     assert masters[0].command("SCRIPT", "LOAD", script) == sha

@@ -18,6 +18,7 @@ from fastredlock.protocol.scripts import TURN_MS
 from fastredlock.testing import LocalMaster, start_masters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
+from _checks import command_calls  # noqa: E402
 from _contender import contend_no_hold, contend_woken, run_contenders  # noqa: E402
 
 SLOW = 2.0  # retry_delay of the waiters: a wake-up must beat it by far
@@ -233,17 +234,24 @@ def test_a_plain_attempt_does_not_wait_for_the_turn(make_client, masters, name):
     thread.join(SLOW * 2)
 
 
-def test_queued_waiters_leave_no_queue_behind(make_client, masters, name, keys_on):
-    # Three waiters queue, each is named in turn and takes the lock; then no queue, no turn key.
+def queued_behind_a_holder(make_client, masters, name, retry_delay, count=3, **acquire):
+    """``count`` waiters of clients of their own queued behind a holder: ``(holder, outs, threads)``
+    (each waiter's thread releases as soon as it acquired; ``out`` as for :func:`waiter_thread`)."""
     holder = make_client(masters.urls).lock(name, ttl=10)
     assert holder.acquire(blocking=False)
     outs, threads = [], []
-    for _ in range(3):
+    for _ in range(count):
         out: list = []
         outs.append(out)
-        threads.append(waiter_thread(make_client(masters.urls, retry_delay=0.05, retry_jitter=0.0).lock(name, ttl=10),
-                                     out, release=True, timeout=5.0))
-    assert wait_until(lambda: queued(masters, name) == 3 * len(masters), 3.0)
+        threads.append(waiter_thread(make_client(masters.urls, retry_delay=retry_delay, retry_jitter=0.0).lock(name, ttl=10),
+                                     out, release=True, **acquire))
+    assert wait_until(lambda: queued(masters, name) == count * len(masters), 3.0)
+    return holder, outs, threads
+
+
+def test_queued_waiters_leave_no_queue_behind(make_client, masters, name, keys_on):
+    # Three waiters queue, each is named in turn and takes the lock; then no queue, no turn key.
+    holder, outs, threads = queued_behind_a_holder(make_client, masters, name, 0.05, timeout=5.0)
     holder.release()
     for thread in threads:
         thread.join(5.0)
@@ -531,3 +539,123 @@ def test_a_failed_queued_attempt_gives_no_turn_away(make_client, masters, name):
         assert m.command("EXISTS", name) == 0  # its own key was cleaned up
     for m in masters:
         m.command("DEL", name, queue)
+
+
+# --- the wake mark (issue 30: a release that finds no mark only deletes) ----------------------------
+@pytest.mark.parametrize("name", ["plain", "{tag}:x", "x{y"], ids=["no-tag", "tag", "open-brace"])
+def test_a_release_nobody_waits_for_costs_the_master_get_and_del(make_client, name):
+    # The common case: no waiter marked the name, so the release script calls GET and one DEL (of
+    # the key and the mark it does not find), nothing else: no PUBLISH, no look at the queue.
+    with start_masters(1) as local:
+        lock = make_client(local.urls, retry_count=0).lock(name, ttl=10)
+        assert lock.acquire() and lock.release() is None  # connected, scripts loaded, probes answered
+        local[0].command("CONFIG", "RESETSTAT")
+        for _ in range(20):
+            assert lock.acquire()
+            lock.release()
+        calls = command_calls(local[0])
+        assert calls.pop("evalsha") == 20 and calls.pop("set") == 20
+        assert calls.pop("get") == 20 and calls.pop("del") == 20
+        assert set(calls) <= {"config|resetstat"}, calls  # no publish, exists, zpopmin, time
+
+
+ODD_QUEUEABLE = [key for key in ODD_KEYS if __import__("fastredlock.protocol.family").protocol.family.queueable(key)]
+
+
+def test_the_lean_release_takes_the_mark_the_waiters_set(masters):
+    # The waiters name the mark in Python (wake_mark, as ACQUIRE_QUEUED and MARK get it), the
+    # release scripts build it in Lua: for every key that can queue they must name the same key,
+    # in the key's slot (a release that found it goes on to wake; the mark is gone with the key).
+    from fastredlock.protocol.cluster import key_slot
+    from fastredlock.protocol.family import lean_release, wake_mark
+
+    m = masters[0]
+    for key in ODD_QUEUEABLE:
+        mark = wake_mark(key)
+        assert key_slot(mark) == key_slot(key), key
+        m.command("SET", key, "tok")
+        m.command("SET", mark, "1")
+        assert m.command("EVAL", lean_release(key), 1, key, "tok") == 1
+        assert m.command("EXISTS", key, mark) == 0, key
+    assert {lean_release(key) for key in ODD_KEYS if key not in ODD_QUEUEABLE} == {None}  # RELEASE_FULL
+
+
+def test_a_fenced_waiter_is_woken_by_the_release(make_client, masters, name, keys_on):
+    # A fenced lock's waiter has no place in the queue: it marks the name before each pause, so
+    # the holder's release (of a key otherwise unmarked) still publishes to it.
+    holder = make_client(masters.urls).lock(name, ttl=10, fencing=True)
+    assert holder.acquire(blocking=False)
+    out: list = []
+    thread = waiter_thread(make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10, fencing=True),
+                           out, release=True)
+    assert wait_until(lambda: keys_on(masters, "{" + name + "}:wake") == len(masters), 2.0), "no mark"
+    assert queued(masters, name) == 0
+    released = time.monotonic()
+    holder.release()
+    thread.join(SLOW * 2)
+    assert out and out[0] is True
+    assert out[1] - released < 0.25, f"the waiter took {(out[1] - released) * 1000:.0f} ms: it was not woken"
+
+
+def test_a_waiter_with_retry_count_is_woken_in_its_first_pause(make_client, masters, name):
+    # With a retry_count, the waiter pauses before its first queued attempt: no place in the queue
+    # yet, so it marks the name for that pause.
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    out: list = []
+    thread = waiter_thread(make_client(masters.urls, retry_count=3, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10),
+                           out, release=True)
+    assert wait_until(lambda: subscriptions(masters, name) == len(masters), 2.0)
+    time.sleep(0.05)
+    assert queued(masters, name) == 0
+    released = time.monotonic()
+    holder.release()
+    thread.join(SLOW * 2)
+    assert out and out[0] is True and out[1] - released < 0.25
+
+
+def test_each_queued_waiter_is_named_in_turn_without_its_backoff(make_client, masters, name, keys_on):
+    # The first release takes the mark and names the first waiter; the queue is not empty, so it
+    # marks the name again, and every release after it names the next waiter. (Unmarked, the later
+    # waiters would sleep their backoff, SLOW, one after another.)
+    holder, outs, threads = queued_behind_a_holder(make_client, masters, name, SLOW)
+    released = time.monotonic()
+    holder.release()
+    for thread in threads:
+        thread.join(SLOW * 4)
+    assert all(out and out[0] is True for out in outs), outs
+    assert max(out[1] for out in outs) - released < SLOW / 2, [out[1] - released for out in outs]
+    assert queued(masters, name) == 0 and keys_on(masters, name) == 0
+
+
+def test_a_release_by_an_older_client_still_wakes_a_marked_waiter(make_client, masters, name):
+    # Mixed versions: a client from before the wake mark releases with RELEASE_FULL (it always
+    # looks at the queue and publishes), which names this version's queued waiter all the same.
+    from fastredlock.protocol.scripts import RELEASE_FULL
+
+    for m in masters:
+        m.command("SET", name, "old-client", "PX", 10000)
+    out: list = []
+    thread = waiter_thread(make_client(masters.urls, retry_delay=SLOW, retry_jitter=0.0).lock(name, ttl=10), out,
+                           release=True)
+    assert wait_until(lambda: queued(masters, name) == len(masters), 2.0)
+    released = time.monotonic()
+    said = [m.command("EVAL", RELEASE_FULL, 1, name, "old-client") for m in masters]
+    assert said[0] == 3 and set(said) <= {2, 3}, said  # (the woken waiter may be in or out of a later queue)
+    thread.join(SLOW * 2)
+    assert out and out[0] is True and out[1] - released < 0.25
+
+
+def test_a_waiter_of_an_older_client_is_not_named_and_waits_its_backoff(make_client, masters, name):
+    # Mixed versions, the other way: a waiter from before the wake mark queued without marking
+    # the name, so this version's release only deletes; it keeps its place, and comes back by its
+    # backoff (its attempts still exclude everyone: only its wake-up is late).
+    holder = make_client(masters.urls).lock(name, ttl=10)
+    assert holder.acquire(blocking=False)
+    for m in masters:
+        m.command("ZADD", "{" + name + "}:wait", 1, "older.1|0")
+    holder.release()
+    assert all(o.detail is None for o in holder.outcomes)
+    assert [m.command("ZSCORE", "{" + name + "}:wait", "older.1|0") for m in masters] == [b"1"] * len(masters)
+    for m in masters:
+        m.command("DEL", "{" + name + "}:wait")

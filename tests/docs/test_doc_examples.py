@@ -29,7 +29,7 @@ from _doc_examples import MAX_MASTERS, Example, all_examples  # noqa: E402
 EXAMPLES = all_examples()
 
 # Keys that a correct example may leave, by design, each with a TTL (suffix or prefix of the key).
-BY_DESIGN_SUFFIXES = (b":fastredlock-fence", b":wait", b":next")
+BY_DESIGN_SUFFIXES = (b":fastredlock-fence", b":wait", b":next", b":wake")
 BY_DESIGN_PREFIXES = (b"lock-signal:",)
 
 

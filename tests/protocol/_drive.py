@@ -54,15 +54,16 @@ class Drive:
                 self.written[i] += link.out
                 link.out = b""
 
-    def begin(self, kind=0, ttl_ms=1000, rows=1, k=1, wait=True, now=0.0, payload=None, fallbacks=None):
-        """Begin a round of ``k`` commands for ``rows`` keys; ``fallbacks``: the EVAL forms (a script)."""
+    def begin(self, kind=0, ttl_ms=1000, rows=1, k=1, wait=True, now=0.0, payload=None, fallbacks=None, native=None):
+        """Begin a round of ``k`` commands for ``rows`` keys; ``fallbacks``: the EVAL forms (a script);
+        ``native``: the round's native forms (``Session.begin``'s)."""
         self.kind = kind
         self.written = [b""] * self.n
         if payload is None:
             payload = b"".join(b"<cmd%d>" % j for j in range(k))
         make = None if fallbacks is None else (lambda: list(fallbacks))
         self.session.begin(kind, k, rows, payload, fallbacks is not None, make,
-                           (ttl_ms,) * rows, wait, now)
+                           (ttl_ms,) * rows, wait, now, native)
         self.sync()
 
     def over(self):

@@ -90,6 +90,33 @@ def test_classify(proto, kind, reply, expected):
     assert tuple(proto.replies.classify(kind, reply)) == expected
 
 
+def test_acquisitions_are_the_kinds_that_take_locks(proto):
+    r = proto.replies  # (is_acquisition compares literals: they must stay these kinds)
+    takes = {r.KIND_SET, r.KIND_FENCED, r.KIND_SCRIPT_ACQUIRE}
+    for kind in (r.KIND_SET, r.KIND_SCRIPT, r.KIND_FENCED, r.KIND_SCRIPT_ACQUIRE, r.KIND_BITS, r.KIND_READ, r.KIND_IFEQ):
+        assert r.is_acquisition(kind) is (kind in takes), kind
+
+
+def test_lean_release_agrees_with_the_queue_keys(proto):
+    # The plain release's script builds the wake mark's name in Lua ('{' .. key .. '}:wake' for
+    # RELEASE, key .. ':wake' for RELEASE_TAGGED): it must be the waiters' wake_mark, in the key's
+    # slot, for every key that can queue; a key that cannot has no lean release (RELEASE_FULL).
+    import random
+
+    f, sc = proto.family, proto.scripts
+    rng = random.Random(30)
+    keys = [b"plain", b"{t}x", b"a}b", b"a{}b", b"{}", b"x{y", b"}", b"{a}b}", b"{{a}}", b"a{b}c}", b"{}x}"]
+    keys += [bytes(rng.choice(b"ab{}") for _ in range(rng.randint(1, 7))) for _ in range(3000)]  # (no empty name)
+    for key in keys:
+        script = f.lean_release(key)
+        if not f.queueable(key):
+            assert script is None, key
+            continue
+        mark = b"{" + key + b"}" + sc.WAKE_SUFFIX if script == sc.RELEASE else key + sc.WAKE_SUFFIX
+        assert script in (sc.RELEASE, sc.RELEASE_TAGGED) and mark == f.wake_mark(key), key
+        assert proto.cluster.key_slot(mark) == proto.cluster.key_slot(key), key
+
+
 def test_classify_cuts_a_long_reply_short(proto):
     code, detail, _ = proto.replies.classify(SET, b"x" * 1000)
     assert code == PROTOCOL_ERROR and len(detail) <= len("unexpected reply ") + 80

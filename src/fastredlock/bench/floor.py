@@ -90,7 +90,8 @@ def build_c(source: str, stem: str, shared: bool = False) -> str:
 
 
 def scripts() -> Tuple[bytes, bytes]:
-    """The project's RELEASE and RELEASE_MANY scripts (what fastredlock's cores send)."""
+    """The project's RELEASE and RELEASE_MANY scripts (what fastredlock's cores send: RELEASE is the
+    plain release of a key without a hash tag, as the floor's keys are)."""
     from fastredlock.protocol.scripts import RELEASE, RELEASE_MANY
 
     return RELEASE, RELEASE_MANY

@@ -21,7 +21,7 @@ from ..errors import LockNotOwnedError
 from ..protocol.family import acquisition_step, script_step
 from ..protocol.plans import may_hold
 from ..protocol.replies import KIND_SCRIPT
-from ..protocol.scripts import ACQUIRE_NO_EXPIRY, QUIET, RELEASE
+from ..protocol.scripts import ACQUIRE_NO_EXPIRY, QUIET, RELEASE_FULL
 
 __all__ = ["Held", "aacquire", "acquire", "arelease", "release"]
 
@@ -58,7 +58,7 @@ def acquire(dlm: Any, key: bytes, token: bytes) -> Held:
     if may_hold(rnd.outcomes):
         # Undone quietly (no turn given, nobody woken: it never held the lock), written behind its
         # SET on the same connection and not awaited, as the engine undoes its own failed attempts.
-        executor.script_one(script_step(KIND_SCRIPT, RELEASE, [key], [token, QUIET], 0, False)[1], carrier)
+        executor.script_one(script_step(KIND_SCRIPT, RELEASE_FULL, [key], [token, QUIET], 0, False)[1], carrier)
     return Held(key, None, None, tuple(executor.outcomes(rnd)))
 
 

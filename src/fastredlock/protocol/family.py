@@ -50,7 +50,7 @@ import hashlib
 from typing import NamedTuple
 
 from .plans import may_hold
-from .scripts import ACQUIRE_QUEUED, RELEASE, UNQUEUE
+from .scripts import ACQUIRE_QUEUED, MARK, RELEASE, RELEASE_FULL, RELEASE_TAGGED, UNQUEUE, WAKE_SUFFIX
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 
 #: The plan steps' operations (methods of both I/O twins' ``Core``).
@@ -71,7 +71,7 @@ def tagged(key, suffix):
 
 
 def _wake(k):
-    """Lua: wake the waiters of ``KEYS[k]`` (PUBLISH on its channel, a pcall as in RELEASE), then
+    """Lua: wake the waiters of ``KEYS[k]`` (PUBLISH on its channel, a pcall as in RELEASE_FULL), then
     return 2 if someone heard it, else 1."""
     return (b"local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[%d], '1')\n"
             b"if type(heard) == 'number' and heard > 0 then\n    return 2\nend\nreturn 1\n" % k)
@@ -144,13 +144,13 @@ return 0
 
 # --- counting semaphore -----------------------------------------------------------------------------
 
-# PERMIT_RELEASE (a permit slot is a plain lock key; its release is the plain RELEASE but for the
+# PERMIT_RELEASE (a permit slot is a plain lock key; its release is RELEASE_FULL but for the
 # channel: it wakes the semaphore's waiters)
 # KEYS[1]  the permit slot
 # KEYS[2]  the semaphore's wake key (never written: its channel is the one waiters listen on)
 # ARGV[1]  the permit's token
 # Returns  1 if the slot held the token and was deleted, 2 if so and waiters heard it, 0 otherwise.
-PERMIT_RELEASE = RELEASE.replace(b"'fastredlock-wake:' .. KEYS[1]", b"'fastredlock-wake:' .. KEYS[2]")
+PERMIT_RELEASE = RELEASE_FULL.replace(b"'fastredlock-wake:' .. KEYS[1]", b"'fastredlock-wake:' .. KEYS[2]")
 
 # PERMIT_EXTEND: the plain EXTEND of fastredlock.protocol.scripts on the slot.
 
@@ -245,8 +245,9 @@ end
 return 1
 """
 
-# Writes release and extend with the plain RELEASE and EXTEND (fastredlock.protocol.scripts) on
-# the write key; a writer that gives up clears its mark with the plain RELEASE on the mark.
+# Writes release and extend with RELEASE_FULL and EXTEND (fastredlock.protocol.scripts) on the
+# write key (its waiters, readers and writers, leave no wake mark: the release always wakes them);
+# a writer that gives up clears its mark with RELEASE_FULL on the mark.
 
 _SCRIPTS = {}
 for _script in (RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND,
@@ -306,13 +307,38 @@ def acquisition_step(script, keys, argv, ttl_ms):
 
 def queueable(key):
     """Whether ``key``'s waiters can queue (turns): its queue and turn keys (:func:`tagged`) must
-    hash to its slot, which they do unless it has a ``}`` and no hash tag (RELEASE's Lua agrees)."""
+    hash to its slot, which they do unless it has a ``}`` and no hash tag (RELEASE_FULL's Lua agrees)."""
     left = key.find(b"{")
     if left != -1:
         right = key.find(b"}", left + 1)
         if right > left + 1:
             return True
     return b"}" not in key
+
+
+def wake_mark(key):
+    """The wake mark of the plain lock ``key``, which can queue: :data:`~.scripts.WAKE_SUFFIX`
+    beside it, in its slot (the plain release takes it with the key)."""
+    return tagged(key, WAKE_SUFFIX)
+
+
+def lean_release(key):
+    """The script of the plain release of ``key``: :data:`~.scripts.RELEASE` (no hash tag: the
+    script's mark is ``{key}:wake``), :data:`~.scripts.RELEASE_TAGGED` (a hash tag: ``key:wake``),
+    or None for a key that cannot queue (no mark: its release is RELEASE_FULL, which always looks
+    for waiters). The scripts build the mark's name themselves; it is :func:`wake_mark`'s."""
+    # (On every release: the common key, without '}', costs one look for it, memchr when compiled.
+    # Interpreted, the braces are looked for as ints, which bytes take without first failing to read
+    # a bytes argument as an int: an exception raised and dropped per call.)
+    if _CLOSE not in key:
+        return RELEASE
+    left = key.find(_OPEN)
+    if left != -1 and key.find(_CLOSE, left + 1) > left + 1:
+        return RELEASE_TAGGED
+    return None
+
+
+_OPEN, _CLOSE = ord("{"), ord("}")
 
 
 def renewal_ms(retry_delay, retry_jitter, io_timeout):
@@ -325,8 +351,16 @@ def renewal_ms(retry_delay, retry_jitter, io_timeout):
 def queued_step(key, token, ttl_ms, member, score, queue_ms):
     """A plain lock's attempt as a queued waiter (:data:`~.scripts.ACQUIRE_QUEUED`: it takes the
     free key on its turn or nobody's, else keeps its place in the queue for ``queue_ms``)."""
-    return acquisition_step(ACQUIRE_QUEUED, [key, tagged(key, b":wait"), tagged(key, b":next")],
+    return acquisition_step(ACQUIRE_QUEUED, [key, tagged(key, b":wait"), tagged(key, b":next"),
+                                             tagged(key, WAKE_SUFFIX)],
                             [token, ms(ttl_ms), member, score, ms(queue_ms)], ttl_ms)
+
+
+def mark_step(key, pause):
+    """A waiter of the plain lock ``key`` (which can queue) that listens without a place in the
+    queue marks the name for its pause of ``pause`` seconds and a margin (:data:`~.scripts.MARK`;
+    written, not awaited): else a release that finds no mark wakes nobody."""
+    return script_step(KIND_SCRIPT, MARK, [tagged(key, WAKE_SUFFIX)], [ms(int(pause * 1000) + 100)], 0, False)
 
 
 def unqueue_step(key, member):

@@ -3,3 +3,4 @@ from .voting cimport MasterClock
 cpdef tuple handshake(object spec, bint restart_aware)
 cpdef tuple parse_info_server(bytes info)
 cpdef object hello_reply(MasterClock clock, int kind, object reply, object error, double now)
+cpdef int probe_answer(Py_ssize_t n, object reply, object error) except -1

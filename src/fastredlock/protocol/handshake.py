@@ -13,7 +13,21 @@ EVALSHA, which then never meets ``NOSCRIPT``. That matters because a round may b
 quorum before a slow master's ``NOSCRIPT`` comes back: its ``EVAL`` fallback is then never sent,
 and that master would miss the write (a lock or a share held on one master fewer than it could
 be). A refused ``SCRIPT LOAD`` (an ACL without ``SCRIPT``) costs nothing: the fallback still works.
+
+Behind them, three probes (:data:`PROBE`, also not gated) ask whether this master, for this
+connection's user, runs the native owner-checked commands that replace a script where nothing else
+is needed: ``SET key token IFEQ token PX ttl`` (Valkey >= 8.1, Redis >= 8.4) for an extension,
+``DELIFEQ key token`` (Valkey >= 9.0) or ``DELEX key IFEQ token`` (Redis >= 8.4, Valkey >= 9.2) for
+the cleanup of a failed attempt. Each runs on a key of its own that never exists (so it changes
+nothing), and only the documented answer (nil, ``:0``, ``:0``) counts: a server without the
+command or the option (an error), an ACL that refuses it (an error), a proxy or a fake that
+answers otherwise, all leave the link on the scripts (:func:`probe_answer`). Trying the commands,
+rather than reading a version, also finds them on forks and managed services, and never believes a
+command that is renamed or refused. The answers set the link's capabilities (:data:`CAP_SET_IFEQ`,
+:data:`CAP_DELIFEQ`, :data:`CAP_DELEX`) from the next round on (the first round of a new
+connection chose its commands before they came).
 """
+from .replies import KIND_IFEQ, KIND_SCRIPT
 from .resp import encode_command
 from .cluster import node_verified
 from .family import PRELOADED_FAMILY
@@ -40,6 +54,50 @@ PRELOADED = PRELOADED_PLAIN + PRELOADED_FAMILY
 #: What a new connection writes before its first commands (after the handshake's answers): one
 #: ``SCRIPT LOAD`` per script of :data:`PRELOADED`, whose replies the session drops.
 PRELOAD = b"".join([encode_command(b"SCRIPT", b"LOAD", script) for script in PRELOADED])
+
+#: The link's capabilities (bits of ``Link.caps``): ``SET ... IFEQ ... PX``; ``DELIFEQ``; ``DELEX ... IFEQ``.
+CAP_SET_IFEQ = 1
+CAP_DELIFEQ = 2
+CAP_DELEX = 4
+#: The probes' key (never set by them: each acts only where it holds :data:`PROBE_VALUE`).
+PROBE_KEY = b"fastredlock:probe"
+PROBE_VALUE = b"fastredlock probe, never stored"
+#: Per probe, in the order written: the capability it finds, and the one answer that says so.
+_PROBES = (
+    (CAP_SET_IFEQ, encode_command(b"SET", PROBE_KEY, PROBE_VALUE, b"IFEQ", PROBE_VALUE, b"PX", b"1"), None),
+    (CAP_DELIFEQ, encode_command(b"DELIFEQ", PROBE_KEY, PROBE_VALUE), 0),
+    (CAP_DELEX, encode_command(b"DELEX", PROBE_KEY, b"IFEQ", PROBE_VALUE), 0),
+)
+#: What a new connection writes after :data:`PRELOAD`: the probes, whose answers set its capabilities.
+PROBE = b"".join([probe[1] for probe in _PROBES])
+#: How many answers :data:`PROBE` brings.
+PROBES = len(_PROBES)
+
+
+def native_deletes(keys, tokens):
+    """The native forms of an owner-checked delete of each ``keys[j]`` holding ``tokens[j]`` that
+    needs nothing else (no turn, no wake: the cleanup of a failed attempt), for :meth:`.Session.begin`:
+    ``DELEX key IFEQ token`` or ``DELIFEQ key token``, both read as the script's ``:1``/``:0``."""
+    return ((CAP_DELEX, b"".join([encode_command(b"DELEX", k, b"IFEQ", t) for k, t in zip(keys, tokens)]), KIND_SCRIPT),
+            (CAP_DELIFEQ, b"".join([encode_command(b"DELIFEQ", k, t) for k, t in zip(keys, tokens)]), KIND_SCRIPT))
+
+
+def native_extends(keys, tokens, ttls_ms):
+    """The native form of an owner-checked extension of each ``keys[j]`` holding ``tokens[j]`` to
+    ``ttls_ms[j]``, for :meth:`.Session.begin`: ``SET key token IFEQ token PX ttl`` (``+OK`` done,
+    nil not the owner: :data:`~.replies.KIND_IFEQ`)."""
+    return ((CAP_SET_IFEQ, b"".join([encode_command(b"SET", k, t, b"IFEQ", t, b"PX", b"%d" % ttl)
+                                     for k, t, ttl in zip(keys, tokens, ttls_ms)]), KIND_IFEQ),)
+
+
+def probe_answer(n, reply, error):
+    """The capability the answer to probe ``n`` (0-based; ``error``: an error reply's message)
+    shows, or 0: only the documented answer counts (an error, or anything else, means "use the
+    script")."""
+    cap, _command, expected = _PROBES[n]
+    if error is not None or type(reply) is not type(expected) or reply != expected:
+        return 0
+    return cap
 
 
 def handshake(spec, restart_aware):

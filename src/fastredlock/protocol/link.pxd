@@ -23,6 +23,11 @@ cdef class Link:
     cdef public bytes hello
     cdef public bytes preload
     cdef public Py_ssize_t preloads
+    cdef public bytes probe
+    cdef public Py_ssize_t probes
+    cdef public int caps
+    cdef public int kind
+    cdef public int native
     cdef public tuple hello_kinds
     cdef public MasterClock clock
     cdef public ReplyGuard guard

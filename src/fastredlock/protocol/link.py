@@ -13,7 +13,7 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
-from .handshake import PRELOAD, PRELOADED, handshake
+from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
 from .result import settle_sink
@@ -64,6 +64,19 @@ class Link:
         #: may send them too (see Session._start). ``load_failed``: one was refused.
         self.loaded = False
         self.load_failed = False
+        #: Written after them: the probes of the native commands (:mod:`.handshake`), or b"" (not
+        #: for a cluster's links: their commands go by slot, always as scripts).
+        self.probe = PROBE if preload and spec.cluster is None else b""
+        #: Answers to those probes still to come (each may add a capability).
+        self.probes = 0
+        #: What the master runs natively, for this connection's user (``CAP_*`` bits of
+        #: :mod:`.handshake`; 0 until the probes answered, and on every new connection).
+        self.caps = 0
+        #: The kind this round's replies on this link are read as (:mod:`.replies`): the round's,
+        #: or that of the native form it was sent instead.
+        self.kind = 0
+        #: The capability whose native form this round's commands went in (0: the round's own).
+        self.native = 0
         self.clock = MasterClock()
         self.guard = ReplyGuard()
         #: Replies owed to rounds that already returned, in the order they will arrive.
@@ -98,7 +111,7 @@ class Link:
 
     def expecting(self):
         """Whether replies are still to be read on this connection (owed, or this round's)."""
-        return bool(self.owed) or self.waiting() or self.preloads > 0
+        return bool(self.owed) or self.waiting() or self.preloads > 0 or self.probes > 0
 
     def waiting(self):
         """Whether this round's commands are not all answered yet."""
@@ -139,6 +152,8 @@ class Link:
         self.guard.reset()
         self.preloads = 0
         self.loaded = self.load_failed = False
+        self.probes = 0
+        self.caps = 0
         if self.hello_kinds:
             # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
             # may have run (on the wrong db, or without the checks restart-aware voting needs).
@@ -149,11 +164,13 @@ class Link:
             self.skip = -1
 
     def preloaded(self, first):
-        """``first`` behind the scripts a new connection loads (their replies are then awaited)."""
-        if not self.preload:
+        """``first`` behind the scripts a new connection loads and its probes (their replies are
+        then awaited)."""
+        if not self.preload and not self.probe:
             return first
-        self.preloads = len(PRELOADED)
-        return self.preload + first
+        self.preloads = len(PRELOADED) if self.preload else 0
+        self.probes = PROBES if self.probe else 0
+        return self.preload + self.probe + first
 
     def request_close(self):
         """Ask the twin to close the socket (close only: a fork sibling may share it)."""
@@ -167,6 +184,7 @@ class Link:
         self.skip = -1
         self.preloads = 0
         self.loaded = False
+        self.probes = 0
 
     def pending(self):
         """How many owed replies would still fill in a PENDING outcome."""

@@ -22,6 +22,12 @@ KIND_BITS = 4
 #: acquisition (no early decision, no restart-aware voting).
 KIND_READ = 5
 
+#: A native owner-checked ``SET key token IFEQ token PX ttl`` (an extension where the master has
+#: it, see :mod:`.handshake`): ``+OK`` means done, nil means not the owner (or no such key). Not an
+#: acquisition. (The native owner-checked deletes, ``DELIFEQ`` and ``DELEX ... IFEQ``, answer
+#: ``:1``/``:0`` as the release script does: they are read as KIND_SCRIPT.)
+KIND_IFEQ = 6
+
 #: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
 #: the releaser then lets the woken waiters go first (see fastredlock._wake).
 WOKE = "woke waiters"
@@ -32,12 +38,14 @@ TURN = "gave the turn"
 
 def is_acquisition(kind):
     """Whether commands of ``kind`` take locks (early decision and restart-aware voting apply)."""
-    return kind != KIND_SCRIPT and kind != KIND_BITS and kind != KIND_READ
+    # KIND_SET, KIND_FENCED, KIND_SCRIPT_ACQUIRE (literals: C comparisons in the compiled hot path,
+    # where the kinds are module globals; test_replies checks them against the names)
+    return kind == 0 or kind == 2 or kind == 3
 
 
 def classify(kind, reply):
     """Turn one non-error reply into ``(outcome, detail, value)`` for a command of ``kind``."""
-    if kind == KIND_SET:
+    if kind == KIND_SET or kind == KIND_IFEQ:
         if reply == b"OK":
             return OK, None, None
         if reply is None:
@@ -80,6 +88,13 @@ def bits(reply, rows):
 def is_noscript(message):
     """Whether an error reply says the master's script cache lacks the script (send EVAL)."""
     return message.startswith("NOSCRIPT")
+
+
+def is_unsupported(message):
+    """Whether an error reply to a native command says the master does not run it for this user
+    (unknown, a refused option, an ACL): the script does the same work."""
+    return message.startswith(("ERR unknown command", "ERR syntax error", "ERR wrong number of arguments",
+                               "ERR unknown subcommand", "NOPERM"))
 
 
 def what(code, detail):

@@ -4,7 +4,15 @@ The release and extend scripts are owner-checked: they act only where the key st
 acquisition's token, so a client whose lock expired and was taken by another can never delete or
 prolong the new holder's key.
 The cores send ``EVALSHA`` first and fall back to ``EVAL`` on ``NOSCRIPT`` (a restarted master has
-an empty script cache).
+an empty script cache). Where a master runs an owner-checked command natively and the operation
+needs nothing else (an extension; the cleanup of a failed attempt), the cores send that instead
+(see :mod:`.handshake`).
+
+What a script costs a master, measured (``benchmarks/master_cpu.py``, Redis 7.0): a Lua call is
+far dearer than a command (a script that only returns costs about two ``SET``s), each
+``redis.call`` about one more, and each extra key or argument and each string built (``..``,
+``string.find``) a little. So the common case of each script makes as few calls as it can, and
+what only contention needs (queues, turns, messages) waits behind a check that costs nothing more.
 """
 from __future__ import annotations
 
@@ -23,7 +31,8 @@ TURN_PREFIX = b"fastredlock-turn:"
 # member is ``<waiter id>|<deadline, ms since the epoch; 0: none>``. A release that finds waiters
 # pops the first whose deadline has not passed, gives it the turn (``<key>:next``, for TURN_MS)
 # and names it in its message: that one waiter wakes and takes the lock, the others sleep on. A
-# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own. A
+# queued attempt (ACQUIRE_QUEUED) takes a free key only when the turn is nobody's or its own, and
+# marks the name (WAKE_SUFFIX): the plain RELEASE looks at the queue only where the mark is. A
 # key with a '}' and no hash tag has no queue (``{<key>}`` would hash elsewhere; see queueable in
 # fastredlock.protocol.family): its waiters are woken all at once, as without turns.
 _TAGGED = b"""\
@@ -42,7 +51,7 @@ local function tagged(key, suffix)
 end
 """
 
-#: RELEASE's second argument for the cleanup of a failed attempt (``Core.release(..., quiet=True)``):
+#: RELEASE_FULL's second argument for the cleanup of a failed attempt (``Core.release(..., quiet=True)``):
 #: the key goes, but no turn is given and nobody is woken. (Given there, the turn would go to the
 #: next waiter on the few masters the failed attempt took, while the real release gives it
 #: elsewhere: masters that disagree on whose turn it is, and hand-overs that wait for the turn to
@@ -53,7 +62,20 @@ QUIET = b"q"
 #: killed while queued costs the others this, then their backoff).
 TURN_MS = 50
 
-# RELEASE
+#: The wake mark of a lock key is this suffix beside it, under its hash tag (``{<key>}:wake``; see
+#: :func:`fastredlock.protocol.family.wake_mark`): a waiter that needs the next release to do
+#: more than delete the key sets it (a queued attempt, for as long as its place in the queue lasts;
+#: a waiter that listens without a place, for its pause). A release that finds no mark only deletes.
+WAKE_SUFFIX = b":wake"
+#: How long a release that woke someone (or left waiters in the queue) keeps the mark, in
+#: milliseconds, at least: the releaser's own courtesy pause and the waiters it did not wake
+#: (another of the same client; the rest of the queue, for as long as the queue lasts) still want
+#: the next release to look for them.
+REMARK_MS = 1000
+
+# RELEASE_FULL (the release that always looks for waiters: the lock family's write keys, keys
+# that cannot queue, the cleanup of a failed attempt with QUIET, and every release of clients
+# before the wake mark)
 # KEYS[1]  the lock key
 # ARGV[1]  the token of this acquisition
 # ARGV[2]  optional: QUIET ('q'), the cleanup of a failed attempt: delete, give no turn, wake nobody
@@ -63,11 +85,10 @@ TURN_MS = 50
 # Where it deleted, it wakes the key's waiters: with queued waiters, the one whose turn it is, by
 # a message naming it on its client's channel (TURN_PREFIX .. client id: nobody else is woken);
 # else (or if that client did not hear it) all of them, by '1' on the key's (WAKE_PREFIX .. key).
-# With no subscriber and no queue that is two dictionary misses on the master (and the reply stays
-# 1). A PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new
-# users) still releases, its waiters just are not woken. The queue and turn keys are derived here,
-# in the key's hash slot.
-RELEASE = _TAGGED + b"""\
+# A PUBLISH is a pcall: an ACL user without channel permissions (Redis 7's default for new users)
+# still releases, its waiters just are not woken. The queue and turn keys are derived here, in the
+# key's hash slot. Its text never changes (clients of every version share its SHA1).
+RELEASE_FULL = _TAGGED + b"""\
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
     if ARGV[2] == 'QUIET' then
@@ -104,17 +125,93 @@ end
 return 0
 """.replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"QUIET", QUIET)
 
+# RELEASE and RELEASE_TAGGED (the plain lock's release, of a key that can queue: RELEASE for a key
+# without a hash tag, whose mark is '{' .. key .. '}:wake'; RELEASE_TAGGED for a key with one,
+# whose mark is key .. ':wake'; see fastredlock.protocol.family.lean_release)
+# KEYS[1]  the lock key
+# ARGV[1]  the token of this acquisition
+# Returns  as RELEASE_FULL: 1 deleted, 3 deleted and the turn given to a queued waiter whose
+#          client heard it, 2 deleted and the lock's channel had a subscriber, 0 not the owner.
+# The common case, nobody waits, costs two calls: GET, then one DEL of the key and its wake mark,
+# whose count says whether a waiter marked the name (the mark goes with it). Only then does the
+# release do RELEASE_FULL's work (the queue and turn keys: the mark's name with ':wait' and ':next'
+# for ':wake'), and marks the name again if it woke someone or left waiters queued (for REMARK_MS,
+# or as long as the queue lasts if longer): the rest of the queue sleeps on, and an unqueued
+# waiter marks again itself before its next pause. The mark's name is built here, by one concat
+# per form of key, rather than sent as KEYS[2] or found by string.find: measured on Redis 7.0, an
+# extra key argument costs the master more than the concat, and the whole release costs about what
+# a script of GET and DEL alone does.
+_RELEASE_LEAN = b"""\
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local mark = MARK
+if redis.call('del', KEYS[1], mark) == 1 then
+    return 1
+end
+local base = string.sub(mark, 1, -SUFFIX_LEN)
+local queue = base .. ':wait'
+local woke = 1
+if redis.call('exists', queue) == 1 then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+        local head = redis.call('zpopmin', queue)
+        if #head == 0 then
+            break
+        end
+        local last = tonumber(string.match(head[1], '|(%d+)$') or '0')
+        if last == 0 or last > now then
+            local turn = base .. ':next'
+            redis.call('set', turn, head[1], 'PX', TURN_MS)
+            local told = redis.pcall('publish', 'fastredlock-turn:' .. string.match(head[1], '^[^.]*'), head[1])
+            if type(told) == 'number' and told > 0 then
+                woke = 3
+            else
+                redis.call('del', turn)
+            end
+            break
+        end
+    end
+end
+if woke == 1 then
+    local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
+    if type(heard) == 'number' and heard > 0 then
+        woke = 2
+    end
+end
+if woke > 1 or redis.call('exists', queue) == 1 then
+    redis.call('set', mark, '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
+end
+return woke
+""".replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS).replace(
+    b"SUFFIX_LEN", b"%d" % (len(WAKE_SUFFIX) + 1))
+RELEASE = _RELEASE_LEAN.replace(b"MARK", b"'{' .. KEYS[1] .. '}%s'" % WAKE_SUFFIX)
+RELEASE_TAGGED = _RELEASE_LEAN.replace(b"MARK", b"KEYS[1] .. '%s'" % WAKE_SUFFIX)
+
+# MARK (a waiter that listens for the next release without a place in the queue: a fenced lock's,
+# or a plain lock's before its first queued attempt)
+# KEYS[1]  the wake mark
+# ARGV[1]  how long it lasts, in milliseconds (the waiter's pause, and a margin)
+# Returns  1
+MARK = b"""\
+redis.call('set', KEYS[1], '1', 'PX', ARGV[1])
+return 1
+"""
+
 # ACQUIRE_QUEUED (an attempt of a waiter of a plain lock; see "Turns" above)
 # KEYS[1]  the lock key
 # KEYS[2]  its queue (``:wait``)
 # KEYS[3]  its turn (``:next``)
+# KEYS[4]  its wake mark (``:wake``: set for as long as the queue lasts, where the waiter queues)
 # ARGV[1]  the token of this acquisition
 # ARGV[2]  the time to live in milliseconds
 # ARGV[3]  the waiter's member (``<id>|<deadline ms>``)
 # ARGV[4]  the waiter's score (when it began to wait, microseconds since the epoch)
-# ARGV[5]  how long the queue outlives this attempt, in milliseconds
+# ARGV[5]  how long the queue (and the mark) outlive this attempt, in milliseconds
 # Returns  1 if the key was free and the turn nobody's or this waiter's (the key is now set and
-#          the waiter out of the queue), else 0 (the waiter is in the queue, in its place).
+#          the waiter out of the queue), else 0 (the waiter is in the queue, in its place, and the
+#          name is marked: the next release looks for it).
 # UNQUEUE (a queued waiter that got the lock leaves the queues of the masters that refused it)
 # KEYS[1]  the queue
 # ARGV[1]  the waiter's member
@@ -138,6 +235,7 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 redis.call('zadd', KEYS[2], ARGV[4], ARGV[3])
 redis.call('pexpire', KEYS[2], ARGV[5])
+redis.call('set', KEYS[4], '1', 'PX', ARGV[5])
 return 0
 """
 
@@ -184,6 +282,9 @@ return 0
 """
 
 RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
+RELEASE_FULL_SHA = hashlib.sha1(RELEASE_FULL).hexdigest().encode()
+RELEASE_TAGGED_SHA = hashlib.sha1(RELEASE_TAGGED).hexdigest().encode()
+MARK_SHA = hashlib.sha1(MARK).hexdigest().encode()
 ACQUIRE_NO_EXPIRY_SHA = hashlib.sha1(ACQUIRE_NO_EXPIRY).hexdigest().encode()
 ACQUIRE_QUEUED_SHA = hashlib.sha1(ACQUIRE_QUEUED).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
@@ -302,5 +403,5 @@ RELEASE_MANY_SHA = hashlib.sha1(RELEASE_MANY).hexdigest().encode()
 
 
 #: The scripts above that a client may send, loaded on every new connection (:mod:`.handshake`).
-PRELOADED_PLAIN = (RELEASE, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
+PRELOADED_PLAIN = (RELEASE, RELEASE_TAGGED, RELEASE_FULL, MARK, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
                    ACQUIRE_ALL, RELEASE_MANY)

@@ -11,8 +11,9 @@ cdef int SENTINEL_ERROR, HELLO_ROLE
 cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 cdef int HEALTHY, TIMED_OUT
 
-from .handshake cimport hello_reply
-from .replies cimport bits, classify, is_acquisition, is_noscript, unexpected, what
+from .handshake cimport hello_reply, probe_answer
+cdef Py_ssize_t PROBES
+from .replies cimport bits, classify, is_acquisition, is_noscript, is_unsupported, unexpected, what
 from .result cimport decide, set_outcome, settle_sink
 
 cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
@@ -50,6 +51,8 @@ cdef class Session:
     cdef public bytes payload
     cdef public object fallbacks
     cdef public object make_fallbacks
+    cdef public object native       # the round's native forms ((cap, payload, kind), ...), or None
+    cdef public bint caps_seen      # some link learned a capability (a twin then offers native forms)
     cdef public object ttls_ms
     cdef public list outcomes
     cdef public object details
@@ -61,12 +64,12 @@ cdef class Session:
 
     @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
-                object ttls_ms, bint wait, double now)
+                object ttls_ms, bint wait, double now, object native=*)
     cdef object _fallback_payload(self)
     cdef _map_failed(self, Py_ssize_t i, double now)
     @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, cap=int, kind=int)
     cdef _start(self, Link link, double deadline)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
@@ -79,7 +82,7 @@ cdef class Session:
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
     @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,
-                   values=object, drow=object, outcomes=list)
+                   values=object, drow=object, outcomes=list, kind=int)
     cpdef list finish(self, double now)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
     cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
@@ -98,7 +101,7 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
@@ -110,7 +113,7 @@ cdef class Session:
     cdef bint _owed_answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(j=Py_ssize_t)
     cdef _fail(self, Link link, int code, object detail, int counter, bint strike, double now)
-    @cython.locals(j=Py_ssize_t)
+    @cython.locals(j=Py_ssize_t, kind=int)
     cdef _timeout(self, Link link, double now)
     @cython.locals(link=Link)
     cpdef tidy(self, Py_ssize_t i, double now)

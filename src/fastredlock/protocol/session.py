@@ -43,7 +43,7 @@ never looks at any of this (``routing`` is None).
 """
 from array import array
 
-from .handshake import HELLO_ROLE, hello_reply
+from .handshake import HELLO_ROLE, PROBES, hello_reply, probe_answer
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
 from .outcomes import (
@@ -52,7 +52,8 @@ from .outcomes import (
     TLS_ERROR,
 )
 from .replies import (
-    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, unexpected, what,
+    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, is_unsupported,
+    unexpected, what,
 )
 from .result import decide, set_outcome, settle_sink
 from .cluster import ClusterRouting, requeue_asking
@@ -115,19 +116,28 @@ class Session:
         #: The deadline a read of what had arrived already met (see pace).
         self.swept = -1.0
         self.payload, self.fallbacks, self.make_fallbacks, self.ttls_ms = b"", None, None, ()
+        #: The round's native forms, or None (see begin).
+        self.native = None
+        #: Some link learned a capability (:mod:`.handshake`'s probes): a twin then offers the
+        #: native forms of the rounds that have them (until then, it never builds them).
+        self.caps_seen = False
         self.outcomes, self.details, self.values, self.modes = [], None, None, None
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
         self.undecided = 0
 
     # --- the round -------------------------------------------------------------------------
-    def begin(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, now):
+    def begin(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, now, native=None):
         """Start a round of ``k`` commands (``payload``, encoded back to back) for ``rows`` keys.
 
         ``script``: the commands are EVALSHA, and ``make_fallbacks()`` returns their EVAL forms,
         one bytes per command (asked for only when a master needs them). ``ttls_ms[j]`` > 0 asks
-        for validity of key j. ``wait=False``: write only. Afterwards every link says what the
-        twin must do (see :mod:`.link`).
+        for validity of key j. ``wait=False``: write only. ``native``: None, or the round's native
+        forms, ``((capability, payload, reply kind), ...)`` in order of preference: a link whose
+        master runs one (``link.caps``; not a cluster's) is sent that payload instead, its replies
+        read as that kind; an answer saying the command is not there after all
+        (:func:`~.replies.is_unsupported`) sends the EVAL form instead and drops the capability.
+        Afterwards every link says what the twin must do (see :mod:`.link`).
         """
         n = self.n
         if self.routing is not None:
@@ -143,6 +153,7 @@ class Session:
         self.payload = payload
         self.fallbacks = None
         self.make_fallbacks = make_fallbacks if script else None
+        self.native = native
         self.ttls_ms = ttls_ms
         self.outcomes = [PENDING] * (rows * n)
         self.details = None
@@ -217,6 +228,8 @@ class Session:
         """Queue this round's commands on one link (opening it if needed), or skip it."""
         mode = HEALTHY if self.modes is None else self.modes[link.master]
         cmds = link.cmds
+        link.kind = self.kind
+        link.native = 0
         if cmds is not None and not cmds:  # a cluster node with nothing to do (or the cluster's own link)
             link.expect(0)
             link.polled = False
@@ -242,7 +255,17 @@ class Session:
             return
         link.best_effort = mode == TIMED_OUT
         link.waited = self.wait and not link.best_effort
-        if self.make_fallbacks is None or ((link.waited or link.loaded) and not link.use_eval):
+        if self.native is not None and link.caps and link.open and cmds is None:
+            for cap, payload, kind in self.native:
+                if link.caps & cap:
+                    # The master runs it natively: no script, no NOSCRIPT (nor EVAL where nobody waits).
+                    link.payload = payload
+                    link.kind = kind
+                    link.native = cap
+                    break
+        if link.native:
+            pass
+        elif self.make_fallbacks is None or ((link.waited or link.loaded) and not link.use_eval):
             # (Not waited for, EVALSHA still goes where this connection's SCRIPT LOADs were all
             # answered: a release that does not wait costs the master no script text.)
             link.payload = self.payload if cmds is None else self.routing.payload(link, None)
@@ -363,11 +386,12 @@ class Session:
             ))
         for link in self.links:
             while link.waiting():
+                kind = link.kind if link.head < link.end else self.kind
                 j = _cmd(link, link.pop_cmd())
                 if j < 0:
                     link.owe(KIND_SET, link.deadline, None, False)  # an ASKING's +OK
                 else:
-                    link.owe(self.kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                    link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
             link.polled = False
         self.in_round = False
         return rounds
@@ -436,7 +460,7 @@ class Session:
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
         link = self.links[i]
-        if link.skip >= 0 or link.preloads > 0:
+        if link.skip >= 0 or link.preloads > 0 or link.probes > 0:
             return -1
         if link.owed:
             entry = link.owed[0]
@@ -444,7 +468,7 @@ class Session:
         if link.waiting():
             if link.cmds is not None and link.cmds[link.next_cmd()] < 0:
                 return -1  # an ASKING's reply: parsed and dropped by reply()
-            return self.kind
+            return link.kind if link.head < link.end else self.kind  # (a requeued command: its EVAL)
         return -1
 
     def partial(self, i):
@@ -502,6 +526,14 @@ class Session:
             if link.preloads == 0:
                 link.loaded = not link.load_failed
             return True
+        if link.probes > 0:
+            # A probe's answer (:mod:`.handshake`): a capability from the next round on, or none.
+            cap = probe_answer(PROBES - link.probes, reply, error)
+            link.probes -= 1
+            if cap:
+                link.caps |= cap
+                self.caps_seen = True
+            return True
         if link.owed:
             return self._owed_reply(link, reply, error, now)
         if not link.waiting():
@@ -512,6 +544,15 @@ class Session:
             link.pop_cmd()  # ASKING's +OK (or its error: the command after it answers for itself)
             return True
         if error is not None:
+            if link.native and link.head < link.end and is_unsupported(error) and link.fallback_sent < self.k:
+                # The native form is not there after all (renamed, refused by an ACL changed
+                # since the probe): this command, and this link from now on, use the script.
+                link.caps = 0
+                j = link.pop_cmd()
+                link.fallback_sent += 1
+                link.requeue(j)
+                link.out += self._fallback_payload()[j]
+                return True
             if self.make_fallbacks is not None and is_noscript(error) and link.fallback_sent < self.k:
                 # The script cache is empty (a restart or SCRIPT FLUSH): send the script itself.
                 link.loaded = False
@@ -543,7 +584,7 @@ class Session:
             for row in range(self.rows):
                 self._record(row, link.master, codes[row], None, None)
             return True
-        code, detail, value = classify(self.kind, reply)
+        code, detail, value = classify(link.kind if link.head < link.end else self.kind, reply)
         return self._settle_cmd(link, code, detail, value, now)
 
     def answer(self, i, code, detail, value, now):
@@ -588,6 +629,8 @@ class Session:
             if is_noscript(error):
                 link.use_eval = True
                 link.loaded = False  # the cache was flushed: EVAL from now on where nobody waits
+            elif link.caps and is_unsupported(error):
+                link.caps = 0  # a native form sent behind a round that returned: scripts from now on
             elif link.spec.sentinel is not None and asks_again(error):
                 self._owed_answer(link, ERROR_REPLY, error, None, now)
                 self._fail(link, ERROR_REPLY, error, C_ERROR_REPLIES, False, now)
@@ -655,10 +698,11 @@ class Session:
         link.polled = False
         link.expire(now, True)
         while link.waiting():
+            kind = link.kind if link.head < link.end else self.kind
             j = _cmd(link, link.pop_cmd())
             if j >= 0:
                 self._record_cmd(j, link.master, TIMEOUT, None)
-            link.owe(self.kind if j >= 0 else KIND_SET, link.deadline, None, True)
+            link.owe(kind if j >= 0 else KIND_SET, link.deadline, None, True)
         self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         self._stamp(now)
 
