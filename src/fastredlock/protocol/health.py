@@ -83,71 +83,75 @@ class Health:
     def answered(self, i):
         """Master ``i`` sent a reply in time: count it, and end its cool-down."""
         lock = self._lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            self._counts[i * _NCOUNTERS + _C_REPLIES] += 1
-            if self._strikes[i]:
-                self._strikes[i] = 0
-                self._why[i] = None
-                if self._until[i] != 0.0:
-                    self._until[i] = 0.0
-                    self.n_cooling -= 1
-        finally:
-            if lock is not None:
-                lock.release()
+        if lock is None:
+            self._answered(i)
+            return
+        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+            self._answered(i)
+
+    def _answered(self, i):
+        self._counts[i * _NCOUNTERS + _C_REPLIES] += 1
+        if self._strikes[i]:
+            self._strikes[i] = 0
+            self._why[i] = None
+            if self._until[i] != 0.0:
+                self._until[i] = 0.0
+                self.n_cooling -= 1
 
     def timed(self, i, latency):
         """Master ``i`` answered all of a round's commands ``latency`` seconds after it began."""
         lock = self._lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            self._counts[i * _NCOUNTERS + _C_TIMED] += 1
-            self._lat_sum[i] += latency
-            if latency > self._lat_max[i]:
-                self._lat_max[i] = latency
-        finally:
-            if lock is not None:
-                lock.release()
+        if lock is None:
+            self._timed(i, latency)
+            return
+        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+            self._timed(i, latency)
+
+    def _timed(self, i, latency):
+        self._counts[i * _NCOUNTERS + _C_TIMED] += 1
+        self._lat_sum[i] += latency
+        if latency > self._lat_max[i]:
+            self._lat_max[i] = latency
 
     def count(self, i, counter):
         """Count one event of ``counter`` (an index of :data:`~.outcomes.COUNTERS`)."""
         lock = self._lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            self._counts[i * _NCOUNTERS + counter] += 1
-        finally:
-            if lock is not None:
-                lock.release()
+        if lock is None:
+            self._count(i, counter)
+            return
+        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+            self._count(i, counter)
+
+    def _count(self, i, counter):
+        self._counts[i * _NCOUNTERS + counter] += 1
 
     def failed(self, i, counter, what, now, strike):
         """Master ``i`` failed (``counter``, described by ``what``); ``strike``: start a cool-down."""
         lock = self._lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            self._counts[i * _NCOUNTERS + counter] += 1
-            self._last[i] = what
-            if not strike or self._until[i] > now:
-                return  # not a health failure, or already cooling down: one failure per cool-down
-            self._strikes[i] += 1
-            if self.cooldown <= 0.0:
-                return
-            strikes = self._strikes[i]
-            pause = self.cooldown * 2.0 ** (strikes - 1 if strikes < 63 else 62)
-            if pause > self.max_cooldown:
-                pause = self.max_cooldown
-            if self._until[i] == 0.0:
-                self.n_cooling += 1
-            self._until[i] = now + pause
-            self._timed_out[i] = 1 if counter == _C_TIMEOUTS else 0
-            self._why[i] = "cooling down after %d failure%s in a row (last: %s)" % (
-                strikes, "s" if strikes > 1 else "", what)
-        finally:
-            if lock is not None:
-                lock.release()
+        if lock is None:
+            self._failed(i, counter, what, now, strike)
+            return
+        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+            self._failed(i, counter, what, now, strike)
+
+    def _failed(self, i, counter, what, now, strike):
+        self._counts[i * _NCOUNTERS + counter] += 1
+        self._last[i] = what
+        if not strike or self._until[i] > now:
+            return  # not a health failure, or already cooling down: one failure per cool-down
+        self._strikes[i] += 1
+        if self.cooldown <= 0.0:
+            return
+        strikes = self._strikes[i]
+        pause = self.cooldown * 2.0 ** (strikes - 1 if strikes < 63 else 62)
+        if pause > self.max_cooldown:
+            pause = self.max_cooldown
+        if self._until[i] == 0.0:
+            self.n_cooling += 1
+        self._until[i] = now + pause
+        self._timed_out[i] = 1 if counter == _C_TIMEOUTS else 0
+        self._why[i] = "cooling down after %d failure%s in a row (last: %s)" % (
+            strikes, "s" if strikes > 1 else "", what)
 
     def snapshot(self, now):
         """Per master: the counters, mean and max latency, cool-down left, failures in a row, last failure."""
