@@ -325,8 +325,8 @@ class LockBase:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each pauses before.)
                         continue
-                elif (queued and self._last is not None and self._last.successes > 0
-                      and self._client.retry_count is None):
+                elif (queued and self._last is not None and self._client.retry_count is None
+                      and (yield from _took_some(self._last))):
                     # A queued attempt that took the key somewhere and still failed: a split
                     # round (another attempt took the rest), released quietly on both sides, so
                     # no release will wake anyone. Try again after a short random pause rather
@@ -767,6 +767,16 @@ class LockBase:
             state = f"held, validity={self.validity:.3f}s"
         fence = f" fence={self.fence}" if self.fence is not None else ""
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
+
+
+def _took_some(rnd: Any) -> Plan:
+    """Whether a failed attempt's round took its key on some master. A round decided early (three
+    refusals of five made a quorum impossible) may have its OKs still on the way: those stragglers
+    are read first, else a split round whose OKs came last looks like a plain refusal, and every
+    waiter sleeps its backoff (nobody holds the key, so no release comes to wake them)."""
+    if rnd.successes == 0 and oc.PENDING in rnd.outcomes:
+        yield Settle(rnd)
+    return rnd.successes > 0
 
 
 def _signal_of(signal: Any) -> Tuple[bytes, int]:

@@ -10,7 +10,7 @@ event loop), ``aioredlock``, ``redis-py`` (``redis.lock.Lock``, on the first loc
 ``redis-py-aio`` (``redis.asyncio.lock.Lock``, likewise) or ``python-redis-lock`` (on the first master
 only; with a ``role`` in SPEC, the wake-up run of :func:`wake` instead); SIDE ``original`` or ``shim``;
 SPEC a JSON object with ``ports`` (the lock masters), ``counter_port``, ``resource``, ``seconds``,
-``ttl_ms``, ``start_at`` and, for the shim, ``core``; with ``"unprotected": true`` the shim side locks
+``ttl_ms``, ``parties`` (how many workers start together) and, for the shim, ``core``; with ``"unprotected": true`` the shim side locks
 another resource than the original (the negative control: a shim whose keys differ from the
 original's, so the two exclude nobody); with ``"no_timeout": true`` redis-py's locks (and the shim's)
 are made without ``timeout``: keys without expiry.
@@ -172,15 +172,18 @@ def _redis_lock(side: str, spec: dict):
 
 
 def wake(side: str, spec: dict) -> None:
-    """python-redis-lock's wake-up across processes: ``role`` "hold" takes the lock, holds it for
-    ``hold`` seconds and releases it; "wait" waits for the key, then blocks in ``acquire(timeout=)``
-    until the release's signal wakes it. Prints when it released / acquired (wall clock)."""
+    """python-redis-lock's wake-up across processes: ``role`` "hold" takes the lock, holds it until
+    a client of the server is blocked (the waiter, in its ``BLPOP``; at most ``hold`` seconds) and
+    releases it; "wait" waits for the key, then blocks in ``acquire(timeout=)`` until the release's
+    signal wakes it. Prints when it released / acquired (wall clock)."""
     conn, redis_lock = _redis_lock(side, spec)
     key = "lock:" + spec["resource"]
     if spec["role"] == "hold":
         lock = redis_lock.Lock(conn, spec["resource"], expire=30)
         assert lock.acquire(blocking=False)
-        time.sleep(spec["hold"])
+        end = time.monotonic() + spec["hold"]
+        while conn.info("clients")["blocked_clients"] == 0 and time.monotonic() < end:
+            time.sleep(0.002)
         released_at = time.time()
         lock.release()
         print(json.dumps({"released_at": released_at}))
@@ -205,8 +208,14 @@ def main() -> None:
     counter = Counter(spec["counter_port"])
     held = refused = overlaps = 0
     errors = []
-    # Start together: the parent gives a wall-clock start time (both processes are on this machine).
-    time.sleep(max(0.0, spec["start_at"] - time.time()))
+    # Start together, once every worker is ready (interpreter started, library imported, clients
+    # made): each counts itself in on the counter master, then waits for the others.
+    counter.call("INCR", "ready")
+    deadline = time.monotonic() + 60
+    while counter.call("INCRBY", "ready", "0") < spec["parties"]:
+        if time.monotonic() > deadline:
+            raise SystemExit("the other workers never became ready")
+        time.sleep(0.002)
     end = time.monotonic() + spec["seconds"]
     while time.monotonic() < end:
         try:

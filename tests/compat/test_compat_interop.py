@@ -63,7 +63,7 @@ def _run_sides(lib, core, masters, counter, name, seconds, unprotected=False, no
         "seconds": seconds,
         "ttl_ms": TTL_MS,
         "core": core,
-        "start_at": time.time() + 1.5,  # after every interpreter has started
+        "parties": 4,  # they start together, once all four are ready
         "unprotected": unprotected,
         "no_timeout": no_timeout,
     }
@@ -101,8 +101,9 @@ def test_original_and_shim_exclude_each_other(lib, core, masters, counter, name,
     # A SET that arrived after its release (a late reply on a busy machine; pottery also returns at
     # quorum with SETs still in flight) may linger, but only until its TTL: nothing is left for good.
     key = {"pottery": f"redlock:{name}", "pottery-aio": f"redlock:{name}", "python-redis-lock": f"lock:{name}"}.get(lib, name)
-    if keys_on(masters, key):
-        time.sleep(TTL_MS / 1000 + 0.2)
+    deadline = time.monotonic() + TTL_MS / 1000 + 0.2
+    while keys_on(masters, key) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert keys_on(masters, key) == 0, "a lock was left behind past its TTL"
 
 
@@ -142,9 +143,10 @@ def _install(lib):
 @pytest.mark.parametrize("holder, waiter", [("original", "shim"), ("shim", "original")])
 def test_redis_lock_release_wakes_a_waiter_on_the_other_side(holder, waiter, core, masters, name):
     """python-redis-lock's waiters sleep in BLPOP on ``lock-signal:NAME``: a release by either side
-    wakes a waiter of the other, long before its timeout (5 s) would have."""
+    wakes a waiter of the other, long before its timeout (5 s) would have. The holder releases once
+    the waiter is blocked (the server counts it), or after ``hold`` seconds."""
     paths = dict(zip(("original", "shim"), _install("python-redis-lock")))
-    spec = {"ports": [masters[0].port], "resource": name, "core": core, "hold": 1.0, "timeout": 5}
+    spec = {"ports": [masters[0].port], "resource": name, "core": core, "hold": 10.0, "timeout": 5}
 
     def start(side, role):
         env = _env(paths[side], shim=side == "shim")

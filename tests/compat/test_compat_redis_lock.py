@@ -196,6 +196,10 @@ def _wait_in_thread(conn, name, timeout, results):
 
     thread = threading.Thread(target=wait)
     thread.start()
+    deadline = time.monotonic() + 5
+    while conn.info("clients")["blocked_clients"] == 0:  # until the waiter is in BLPOP
+        assert time.monotonic() < deadline and thread.is_alive(), results
+        time.sleep(0.002)
     return thread
 
 
@@ -209,8 +213,7 @@ def test_release_wakes_a_waiter(shim_core, conn, name, signal, monkeypatch):
     holder = Lock(conn, name, expire=5)
     assert holder.acquire()
     results = {}
-    thread = _wait_in_thread(conn, name, 3, results)
-    time.sleep(0.3)  # the waiter is in BLPOP
+    thread = _wait_in_thread(conn, name, 3, results)  # returns once the waiter is in BLPOP
     holder.release()
     thread.join(5)
     assert results["got"]
@@ -226,7 +229,6 @@ def test_reset_deletes_and_wakes_waiters(shim_core, conn, name, how):
     assert holder.acquire()
     results = {}
     thread = _wait_in_thread(conn, name, 3, results)
-    time.sleep(0.3)
     if how == "reset":
         Lock(conn, name).reset()
     else:

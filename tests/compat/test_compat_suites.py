@@ -3,16 +3,20 @@
 The suites run in subprocesses, each on fresh local servers, adapted only as
 ``_originals.ADAPTATIONS`` lists (the server's address, the import line, fault injection that
 reaches the shim); see ``_originals``' docstring for why. The original runs once per session, the
-shim once per core. The shim's outcomes equal the original's but for the tests that assert what the
-shim documents as different (``Original.differences``, each with the evidence its failure message
-must show, and ``_originals.DIFFERENCES``, by test id): those must fail against the shim, and only
-those. Skipped, with the reason, only when the original cannot be fetched.
+shim once per core; the original's run and the first core's shim run overlap (two subprocesses on
+servers of their own, mostly waiting in their suites' sleeps). The shim's outcomes equal the
+original's but for the tests that assert what the shim documents as different
+(``Original.differences``, each with the evidence its failure message must show, and
+``_originals.DIFFERENCES``, by test id): those must fail against the shim, and only those.
+Skipped, with the reason, only when the original cannot be fetched.
 """
 from __future__ import annotations
 
 import os
 import re
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -22,6 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _originals  # noqa: E402
 
 _original_runs = {}
+_mktemp_lock = threading.Lock()  # the original's run makes its folders in another thread
 
 
 def _run_once(lib, dest, *, shim, core=None):
@@ -31,14 +36,19 @@ def _run_once(lib, dest, *, shim, core=None):
         return applied, _originals.run_suite(lib, dest, port=ports[0], shim=shim)
 
 
-def _run(lib, tmp_path_factory, label, *, shim, core=None, expected=None):
+def _mktemp(tmp_path_factory, label):
+    with _mktemp_lock:
+        return tmp_path_factory.mktemp(label)
+
+
+def _run(lib, tmp_path_factory, label, *, shim, core=None, expected=None, done=None):
     """Run a suite; once more if it did not end as ``expected`` (default: every test passed; some of
     the originals' tests are timing-sensitive, and this machine has two cores): a real difference
-    fails twice."""
-    applied, run = _run_once(lib, tmp_path_factory.mktemp(label), shim=shim, core=core)
+    fails twice. ``done``: the first run's ``(applied, run)``, if it was already made."""
+    applied, run = done or _run_once(lib, _mktemp(tmp_path_factory, label), shim=shim, core=core)
     if run.outcomes != (expected or {t: "passed" for t in run.outcomes}):
         first = run.output
-        applied, run = _run_once(lib, tmp_path_factory.mktemp(label), shim=shim, core=core)
+        applied, run = _run_once(lib, _mktemp(tmp_path_factory, label), shim=shim, core=core)
         run = run._replace(output=f"first run:\n{first[-3000:]}\nsecond run:\n{run.output}")
     return applied, run
 
@@ -64,8 +74,13 @@ _LONG_OPT_IN = pytest.mark.skipif(not os.environ.get("FASTREDLOCK_LONG_SUITES"),
                                  for lib in _originals.WITH_SUITES])
 def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
     _fetch(lib)
+    shim_first = None
     if lib not in _original_runs:
-        _original_runs[lib] = _run(lib, tmp_path_factory, f"{lib}-original", shim=False)
+        # The original's run (retried in its thread if it fails) beside this core's first shim run.
+        with ThreadPoolExecutor(1) as pool:
+            original_run = pool.submit(_run, lib, tmp_path_factory, f"{lib}-original", shim=False)
+            shim_first = _run_once(lib, _mktemp(tmp_path_factory, f"{lib}-shim-{core}"), shim=True, core=core)
+            _original_runs[lib] = original_run.result()
     applied, original = _original_runs[lib]
     print(f"{lib}: adaptations\n  " + "\n  ".join(applied))
     assert original.outcomes, original.output[-3000:]
@@ -79,7 +94,8 @@ def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
         assert original.outcomes.get(test) == "passed", f"{test} is not in the original's run: {sorted(original.outcomes)}"
     for difference in _originals.ORIGINALS[lib].differences:
         assert any(difference.covers(t) for t in expected), f"{lib}: no test {difference.test} (a stale list?)"
-    _, shim = _run(lib, tmp_path_factory, f"{lib}-shim-{core}", shim=True, core=core, expected=expected)
+    _, shim = _run(lib, tmp_path_factory, f"{lib}-shim-{core}", shim=True, core=core, expected=expected,
+                   done=shim_first)
     assert shim.outcomes == expected, f"the shim differs from {lib}:\n{shim.output[-5000:]}"
     for test_id, state in shim.outcomes.items():
         for difference in _originals.ORIGINALS[lib].differences:

@@ -238,7 +238,13 @@ def run_soak(seconds: float = 60.0, processes: int = 8, threads: int = 4, ttl: f
     try:
         if mode == "voting":
             time.sleep(ttl + 1.0)  # fresh masters are "restarted recently" until the grace has passed
-        ctx = multiprocessing.get_context("spawn")
+        # Forks of a server that imported fastredlock and this module once (each starts in
+        # milliseconds), where there is one; they share nothing with this process.
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["fastredlock", "soak"])
+        else:
+            ctx = multiprocessing.get_context("spawn")
         results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         cores = ["cython", "python"] if core == "mixed" else [core]
         procs = [

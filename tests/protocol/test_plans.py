@@ -56,3 +56,31 @@ def test_renewal_verdict(proto, outcomes, ok, now, verdict):
 ], ids=["confirmed", "impossible", "open", "one-of-two-open"])
 def test_releases_written_without_waiting_are_read_until_decided(proto, rounds, decided):
     assert proto.plans.release_decided([rnd(o) for o in rounds], 3, 5) is decided
+
+
+@pytest.mark.parametrize("outcomes, late, split", [
+    ([OK, NO, NO, NO, NO], None, True),                    # took one master: a split round
+    ([NO] * 5, None, False),                               # refused everywhere: somebody holds it
+    ([NO, NO, NO, PENDING, PENDING], OK, True),            # decided at three refusals; its OKs came last
+    ([NO, NO, NO, PENDING, PENDING], NO, False),           # ... or its stragglers said no as well
+], ids=["ok-minority", "all-no", "decided-early-then-ok", "decided-early-then-no"])
+def test_a_split_round_is_told_from_a_refusal_once_its_stragglers_answered(outcomes, late, split):
+    # A queued waiter retries at once after a split round (nobody holds the key: no release will
+    # wake anyone), else it sleeps its backoff. A round decided early has its stragglers read
+    # first (a Settle step): counted while PENDING, a split would pass for a refusal.
+    from fastredlock._handle import _took_some
+    from fastredlock._steps import Settle
+
+    round_ = rnd(outcomes)
+    plan = _took_some(round_)
+    try:
+        step = next(plan)
+    except StopIteration as stop:
+        assert late is None and stop.value is split
+        return
+    assert late is not None and type(step) is Settle and step.rnd is round_
+    round_.outcomes = tuple(late if code == PENDING else code for code in outcomes)  # what Settle reads
+    round_.successes = sum(1 for code in round_.outcomes if code == OK)
+    with pytest.raises(StopIteration) as stop:
+        plan.send([])
+    assert stop.value.value is split
