@@ -275,12 +275,8 @@ class Executor:
         the thread's own (the next acquisition there is written behind it). Once its answers are
         in, ``lock._unwaited_report(entry)`` is called (by the reaper, or by :meth:`close`)."""
         unwaited = self.unwaited
-        if unwaited:  # the earlier ones' answers were read by the rounds since: report them here
-            done = unwaited.done(self.on_event is None)
-            if done:
-                self._report(done)
-            if len(unwaited) >= MAX_IN_FLIGHT:  # a master stopped answering: do not pile up behind it
-                self._reap(True)
+        if unwaited:
+            self._before_unwaited(unwaited)
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
         try:
             rnd = core.release(lock.key, token, False)
@@ -298,9 +294,7 @@ class Executor:
         handles hold nothing afterwards, each is reported on its own once the answers are in."""
         unwaited = self.unwaited
         if unwaited:
-            self._report(unwaited.done(self.on_event is None))
-            if len(unwaited) >= MAX_IN_FLIGHT:
-                self._reap(True)
+            self._before_unwaited(unwaited)
         acquired = [lock._acquired_at for lock in locks]
         try:
             with self.core(carrying=carriers) as core:
@@ -316,6 +310,16 @@ class Executor:
             first = self.unwaited.add(new_entry(lock, rnd, core, since, False)) or first
         if first:
             self._wake_reaper()
+
+    def _before_unwaited(self, unwaited: Any) -> None:
+        """Before another release not waited for: report the earlier ones whose answers the
+        rounds since have read; with too many in flight (a master stopped answering), read them
+        all first rather than pile up behind it."""
+        done = unwaited.done(self.on_event is None)
+        if done:
+            self._report(done)
+        if len(unwaited) >= MAX_IN_FLIGHT:
+            self._reap(True)
 
     def release_signal(self, key: bytes, token: bytes, carrier: Any, signal: bytes, signal_ms: int) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release that also pushes to the list ``signal``
