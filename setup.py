@@ -1,13 +1,13 @@
 """Build script: the Cython core is compiled here; the metadata lives in pyproject.toml.
 
-- ``fastredlock._io_c`` (the C I/O twin) is compiled from ``src/fastredlock/_io_c.pyx``, and the
+- ``fastredlock.io.core_c`` (the C I/O twin) is compiled from ``src/fastredlock/io/core_c.pyx``, and the
   protocol modules ``src/fastredlock/protocol/*.py`` in Cython's pure-Python mode, each with its
   ``.pxd`` (Cython is a build requirement; the generated ``.c`` files are neither committed nor
   shipped in the sdist).
 - If it cannot be compiled, the build fails, loudly: never a silent fallback to the slow core.
 - ``FASTREDLOCK_NO_EXTENSIONS=1`` builds the pure-Python package on purpose.
 - Windows and interpreters other than CPython get the pure-Python package, with a warning: the
-  core is written against POSIX ``poll(2)`` and sockets (``_cores.py`` picks the pure core off CPython).
+  core is written against POSIX ``poll(2)`` and sockets (``io/cores.py`` picks the pure core off CPython).
 - ``FASTREDLOCK_DEBUG_BUILD=1`` compiles without optimisation, with debug symbols and C asserts.
 """
 import glob
@@ -33,13 +33,16 @@ NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
 #: The protocol modules compiled for the C build (the rest of the package stays interpreted).
 PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "plans",
                     "cluster", "family")
-#: The executor and the combiner (the seam under the front-ends), compiled the same way: their hot
-#: path (a thread alone locking and unlocking) then crosses from Python into C once per call. The
-#: plain lock's and the lock family's handles (lock, family) are compiled for the same reason.
-SEAM_MODULES = ("_executor", "_combine", "_handle", "lock", "_tokens", "_fork", "_checks", "family", "_unwaited")
+#: The engine's seam under the front-ends (the executor, the combiner, releases not waited for,
+#: tokens, fork, checks), the handles' shared state and plans, and the sync front-end's handles,
+#: compiled the same way: their hot path (a thread alone locking and unlocking) then crosses from
+#: Python into C once per call. In a C build the front-ends' ``[python]`` test runs therefore still
+#: run these compiled: only the core (``io`` twin and protocol) is interpreted there.
+SEAM_MODULES = ("engine.executor", "engine.combine", "engine.unwaited", "engine.tokens", "engine.fork",
+                "engine.checks", "handles.lock", "handles.family", "sync.lock", "sync.family")
 #: The asyncio front-end's hot path (its coroutines and the event loop's callbacks), compiled too:
 #: a compiled coroutine does not go through the interpreter's eval loop at each step.
-ASYNCIO_MODULES = ("_loop_io", "_executor", "lock")
+ASYNCIO_MODULES = ("loop_io", "executor", "lock")
 DEBUG = _flag("FASTREDLOCK_DEBUG_BUILD")
 
 if not NO_EXTENSIONS and sys.platform == "win32":
@@ -114,7 +117,7 @@ class BuildCore(build_ext):
         built = os.path.join("src", built)
         if not os.path.exists(built):
             return None
-        inputs = list(ext.sources) + list(ext.depends) + [__file__] + glob.glob("src/fastredlock/*.h")
+        inputs = list(ext.sources) + list(ext.depends) + [__file__] + glob.glob("src/fastredlock/io/*.h")
         newest = max(os.path.getmtime(path) for path in inputs if os.path.exists(path))
         return built if os.path.getmtime(built) > newest else None
 
@@ -166,7 +169,7 @@ def _read_stamp():
 
 def _failure(reason):
     message = (
-        "ERROR: fastredlock's C build (fastredlock._io_c and the compiled protocol) could not be built:\n"
+        "ERROR: fastredlock's C build (fastredlock.io.core_c and the compiled protocol) could not be built:\n"
         f"  {reason}\n"
         "It needs a C compiler, the Python headers and Cython>=3.0.11 (a build requirement).\n"
         "To install the slower pure-Python core on purpose, set FASTREDLOCK_NO_EXTENSIONS=1."
@@ -182,10 +185,11 @@ else:
     # Cython's large C files (and wheel size); FASTREDLOCK_DEBUG_BUILD=1 builds with it.
     cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG else ["-O2", "-g0"]
     _STAMP = f"{sys.version} {cflags}\n"
-    here = ["src/fastredlock"]  # _io_c_sys.h, _encode_c.h
+    here = ["src/fastredlock/io"]  # core_c_sys.h, tls_c.h, encode_c.h
     ext_modules = [
-        Extension("fastredlock._io_c", ["src/fastredlock/_io_c.pyx"], include_dirs=here, extra_compile_args=cflags),
-        Extension("fastredlock._encode_c", ["src/fastredlock/_encode_c.pyx"], include_dirs=here,
+        Extension("fastredlock.io.core_c", ["src/fastredlock/io/core_c.pyx"], include_dirs=here,
+                  extra_compile_args=cflags),
+        Extension("fastredlock.io.encode_c", ["src/fastredlock/io/encode_c.pyx"], include_dirs=here,
                   extra_compile_args=cflags),
     ]
     # The protocol is plain Python, compiled in Cython's pure-Python mode (each .py with its .pxd).
@@ -194,7 +198,7 @@ else:
         for name in PROTOCOL_MODULES
     ]
     ext_modules += [
-        Extension(f"fastredlock.{name}", [f"src/fastredlock/{name}.py"], extra_compile_args=cflags)
+        Extension(f"fastredlock.{name}", [f"src/fastredlock/{name.replace('.', '/')}.py"], extra_compile_args=cflags)
         for name in SEAM_MODULES
     ]
     ext_modules += [

@@ -44,7 +44,7 @@ def ttl() -> float:
 def core(request: pytest.FixtureRequest) -> str:
     if request.param == "cython":
         try:
-            import fastredlock._io_c  # noqa: F401  (only: is it built?)
+            import fastredlock.io.core_c  # noqa: F401  (only: is it built?)
         except ImportError as exc:
             pytest.skip(f"the Cython core is not built: {exc}")
     return request.param

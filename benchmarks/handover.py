@@ -40,8 +40,8 @@ def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
     import asyncio
     import threading
 
-    from fastredlock import _wake
-    from fastredlock.asyncio import _wake as _async_wake
+    from fastredlock.sync import notifier as sync_notifier
+    from fastredlock.asyncio import notifier as async_notifier
 
     marks: Dict[str, float] = {}
 
@@ -64,7 +64,7 @@ def _stamps(use_asyncio: bool = False) -> Dict[str, float]:
     class StampedAsyncEvent(Stamped, asyncio.Event):
         pass
 
-    notifier = _async_wake.AsyncNotifier if use_asyncio else _wake.Notifier
+    notifier = async_notifier.AsyncNotifier if use_asyncio else sync_notifier.Notifier
     leave = notifier.leave
 
     def stamped_leave(self: Any, *args: Any) -> None:

@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 
-from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
+from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 import socket
 
 from fastredlock import Redlock

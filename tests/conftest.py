@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 import fastredlock
-from fastredlock._cores import NO_EXTENSIONS
+from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.testing import find_server, make_certs, server_version, start_masters
 from fastredlock.testing.tls import tls_server
 
@@ -39,7 +39,7 @@ def core(request) -> str:
         if NO_EXTENSIONS:
             pytest.skip("FASTREDLOCK_NO_EXTENSIONS is set: the Cython core is disabled on purpose")
         try:
-            import fastredlock._io_c  # noqa: F401
+            import fastredlock.io.core_c  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the failure this guards against
             pytest.fail(f"the Cython core is expected but not importable: {exc}")
     return name

@@ -3,13 +3,14 @@
 One multiplexed round trip per lock operation to all N masters at once, a C core (Cython) with a
 pure-Python twin, conservative validity on the monotonic clock. See README.md for the guarantees.
 """
-from ._cores import CORE
-from .client import MasterStats, Redlock
-from .family import RLock, ReadLock, RWLock, Semaphore, WriteLock
+from .io.cores import CORE
+from .sync.client import MasterStats, Redlock
+from .sync.family import RLock, ReadLock, Semaphore, WriteLock
+from .handles.family import RWLock
 from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
-from ._tokens import holder_of
-from .lock import Lock
-from .lockinfo import FamilyInfo, LockInfo, MasterView
+from .engine.tokens import holder_of
+from .sync.lock import Lock
+from .handles.lockinfo import FamilyInfo, LockInfo, MasterView
 
 __version__ = "0.1.0.dev0"
 

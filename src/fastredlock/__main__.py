@@ -1,6 +1,6 @@
-"""``python -m fastredlock``: see :mod:`fastredlock.cli`."""
+"""``python -m fastredlock``: see :mod:`fastredlock.cli.main`."""
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

@@ -18,7 +18,7 @@ import fastredlock
 from fastredlock import Redlock
 from fastredlock.protocol.handshake import PROBE_KEY
 from fastredlock.protocol.scripts import RELEASE_SHA
-from fastredlock.client import MAX_NAME_BYTES, MAX_TTL
+from fastredlock.sync.client import MAX_NAME_BYTES, MAX_TTL
 from fastredlock.testing import FakeMaster
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers

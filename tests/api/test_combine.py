@@ -1,6 +1,6 @@
 """Automatic pipelining: requests of threads sharing one client ride together in one round trip.
 
-The first part drives :class:`fastredlock._combine.Combiner` with a runner that holds its round
+The first part drives :class:`fastredlock.engine.combine.Combiner` with a runner that holds its round
 open until the test lets it go (no network: this is the leader/follower logic alone). The second
 part runs against real masters on both cores: a proxy in front of every master adds latency so a
 round is reliably in flight while other threads ask, and the test checks who rode with whom, that
@@ -14,8 +14,8 @@ import time
 import pytest
 
 from fastredlock import LockError
-from fastredlock._checks import key_of
-from fastredlock._combine import Combiner, Request
+from fastredlock.engine.checks import key_of
+from fastredlock.engine.combine import Combiner, Request
 from fastredlock.testing import FaultProxy
 
 

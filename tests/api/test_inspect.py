@@ -12,8 +12,8 @@ from time import monotonic
 import pytest
 
 from fastredlock import LockInfo, MasterView, holder_of
-from fastredlock._tokens import new_token
-from fastredlock.lockinfo import format_table
+from fastredlock.engine.tokens import new_token
+from fastredlock.handles.lockinfo import format_table
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound, timed  # noqa: E402

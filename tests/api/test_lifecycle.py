@@ -200,7 +200,7 @@ def test_fence_increases_across_200_holders_with_masters_failing(make_client, fa
 
 
 def test_fence_key_shares_hash_tag():
-    from fastredlock.lock import fence_key
+    from fastredlock.sync.lock import fence_key
 
     assert fence_key(b"orders:42") == b"{orders:42}:fastredlock-fence"
     assert fence_key(b"{user1}:orders") == b"{user1}:orders:fastredlock-fence"

@@ -1,4 +1,4 @@
-"""Wake on release (fastredlock._wake), fair turns, and the wait semantics of ``acquire``.
+"""Wake on release (fastredlock.engine.wake), fair turns, and the wait semantics of ``acquire``.
 
 Every waiter here has a long ``retry_delay`` (2 s) unless the test is about the backoff, so a
 waiter that got the lock within a fraction of it was woken, not polling. The negative controls run
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fastredlock._wake import LINGER
+from fastredlock.engine.wake import LINGER
 from fastredlock.protocol.scripts import TURN_MS
 from fastredlock.testing import LocalMaster, start_masters
 

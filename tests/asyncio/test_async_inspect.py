@@ -10,7 +10,7 @@ import sys
 from time import monotonic
 
 from fastredlock import LockInfo, holder_of
-from fastredlock._tokens import new_token
+from fastredlock.engine.tokens import new_token
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
 from _checks import bound  # noqa: E402

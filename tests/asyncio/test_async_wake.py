@@ -1,11 +1,11 @@
-"""Wake on release on the asyncio client (fastredlock.asyncio._wake): the sync tests' cases
+"""Wake on release on the asyncio client (fastredlock.asyncio.notifier): the sync tests' cases
 (tests/api/test_wake.py) with tasks; the waiters' backoff is long, so a quick turn was a wake-up."""
 from __future__ import annotations
 
 import asyncio
 import time
 
-from fastredlock._wake import LINGER
+from fastredlock.engine.wake import LINGER
 from fastredlock.protocol.scripts import ACQUIRE_QUEUED, RELEASE, UNQUEUE
 
 SLOW = 2.0

@@ -6,7 +6,7 @@ The bad masters are real ``redis-server`` processes started here: ``maxmemory-po
 (``--replicaof``), a master whose clock runs 1.5 times too fast (under libfaketime), a master
 behind a proxy that adds latency, ACL users that lack a command, a port nothing listens on.
 The audit talks to masters with its own blocking sockets, never through a core, so these tests
-run once (no ``core`` parametrization). Most call :func:`fastredlock.audit.audit` in-process; one
+run once (no ``core`` parametrization). Most call :func:`fastredlock.cli.audit.audit` in-process; one
 runs ``python -m fastredlock audit --json`` as a user would.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from fastredlock.audit import FAIL, PASS, WARN, audit, main
+from fastredlock.cli.main.audit import FAIL, PASS, WARN, audit, main
 from fastredlock.testing import PERSISTENCE_ARGS, FaultProxy, start_master
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 from fastredlock import holder_of
-from fastredlock._tokens import new_token
-from fastredlock.lockinfo import EXIT_STATUS
+from fastredlock.engine.tokens import new_token
+from fastredlock.handles.lockinfo import EXIT_STATUS
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from fastredlock.runner import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE
+from fastredlock.cli.main.run import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 

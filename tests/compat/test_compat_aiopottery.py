@@ -22,12 +22,7 @@ from redis.backoff import NoBackoff
 
 from fastredlock.compat import _common
 from fastredlock.compat.pottery import (
-    AIORedlock,
-    ExtendUnlockedLock,
-    QuorumIsImpossible,
-    QuorumNotAchieved,
-    ReleaseUnlockedLock,
-    TooManyExtensions,
+    AIORedlock, ExtendUnlockedLock, QuorumIsImpossible, QuorumNotAchieved, ReleaseUnlockedLock, TooManyExtensions,
 )
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -18,13 +18,7 @@ import time
 import pytest
 
 from fastredlock.compat.aioredlock import (
-    Aioredlock,
-    Lock,
-    LockAcquiringError,
-    LockError,
-    LockRuntimeError,
-    Sentinel,
-    SentinelConfigError,
+    Aioredlock, Lock, LockAcquiringError, LockError, LockRuntimeError, Sentinel, SentinelConfigError,
 )
 
 

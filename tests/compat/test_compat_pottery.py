@@ -9,14 +9,7 @@ import pytest
 import redis
 
 from fastredlock.compat.pottery import (
-    ContextTimer,
-    ExtendUnlockedLock,
-    QuorumIsImpossible,
-    QuorumNotAchieved,
-    Redlock,
-    ReleaseUnlockedLock,
-    TooManyExtensions,
-    synchronize,
+    ContextTimer, ExtendUnlockedLock, QuorumIsImpossible, QuorumNotAchieved, Redlock, ReleaseUnlockedLock, TooManyExtensions, synchronize,
 )
 
 

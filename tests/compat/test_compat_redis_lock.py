@@ -17,14 +17,7 @@ import redis
 from fastredlock import Redlock
 from fastredlock.compat import redis_lock
 from fastredlock.compat.redis_lock import (
-    AlreadyAcquired,
-    InvalidTimeout,
-    Lock,
-    NotAcquired,
-    NotExpirable,
-    TimeoutNotUsable,
-    TimeoutTooLarge,
-    reset_all,
+    AlreadyAcquired, InvalidTimeout, Lock, NotAcquired, NotExpirable, TimeoutNotUsable, TimeoutTooLarge, reset_all,
 )
 
 

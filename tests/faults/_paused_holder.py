@@ -13,7 +13,7 @@ import json
 import socket
 import sys
 
-from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
+from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 
 import fastredlock
 from fastredlock.protocol.resp import encode_command

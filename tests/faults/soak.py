@@ -51,7 +51,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
+from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 
 NAMES = 2  # lock names contended for (all threads of all processes share them)
 MODES = ("delayed", "voting", "persistent", "unsafe")
@@ -227,7 +227,7 @@ def run_soak(seconds: float = 60.0, processes: int = 8, threads: int = 4, ttl: f
     burst = burst or (MAJORITY if unsafe else 1)
     hold = (0.9 * ttl if unsafe else 0.003) if hold is None else hold
     max_down = max(max_down, burst)
-    from fastredlock._cores import core_class
+    from fastredlock.io.cores import core_class
 
     for name in (["cython", "python"] if core == "mixed" else [core]):
         core_class(name)  # a missing Cython build fails here, not as 8 dead workers

@@ -6,10 +6,10 @@ import subprocess
 import sys
 import time
 
-from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
+from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 import pytest
 
-from fastredlock._blocking import Connection
+from fastredlock.io.blocking import Connection
 from fastredlock.testing import (
     Close, FakeMaster, FaultProxy, HalfThenClose, blackhole_address, pause_process, restart, start_master,
 )

@@ -109,7 +109,7 @@ def test_any_reply_gives_a_defined_outcome(core, target, data, close, n):
 @given(target=st.sampled_from(["acquire", "release", "extend"]), data=replies, close=st.booleans())
 def test_both_cores_agree_on_any_reply(target, data, close):
     try:
-        import fastredlock._io_c  # noqa: F401
+        import fastredlock.io.core_c  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the conftest's rule: a missing build fails
         pytest.fail(f"the Cython core is expected but not importable: {exc}")
 

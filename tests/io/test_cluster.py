@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fastredlock._blocking import Connection
+from fastredlock.io.blocking import Connection
 from fastredlock.protocol.cluster import SLOTS, key_slot
 from fastredlock.testing import start_cluster
 

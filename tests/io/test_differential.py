@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastredlock
-from fastredlock._cores import NO_EXTENSIONS
+from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.errors import LockError
 from fastredlock.testing import start_masters
 
@@ -31,7 +31,7 @@ OPS = st.lists(
 
 @pytest.fixture(scope="module")
 def pairs():
-    import fastredlock._io_c  # noqa: F401 - the Cython core must be built here
+    import fastredlock.io.core_c  # noqa: F401 - the Cython core must be built here
 
     with start_masters(3) as cy_masters, start_masters(3) as py_masters:
         yield {"cython": cy_masters, "python": py_masters}

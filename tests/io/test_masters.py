@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fastredlock import Redlock
-from fastredlock._masters import MasterSpec, parse_master
+from fastredlock.io.masters import MasterSpec, parse_master
 from fastredlock.testing import start_masters
 
 
@@ -137,7 +137,7 @@ def test_rediss_url_takes_redis_py_query_parameters(certs):
 def test_tls_context_verifies_by_default(certs):
     import ssl
 
-    from fastredlock._tls import context_for
+    from fastredlock.io.tls import context_for
 
     ctx = context_for(parse_master(f"rediss://localhost:7001?ssl_ca_certs={certs.ca}").tls)
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
@@ -181,7 +181,7 @@ def test_redlock_ssl_context_is_the_default_for_tls_masters(one_core, certs):
 
 # --- Sentinel masters ---------------------------------------------------------------------------------
 def _sentinel(sentinels, service, db=0, username=None, password=None, s_user=None, s_password=None, tls=None):
-    from fastredlock._masters import SentinelSpec
+    from fastredlock.io.masters import SentinelSpec
 
     return MasterSpec(None, 0, None, db, username, password, tls, SentinelSpec(tuple(sentinels), service, s_user, s_password))
 
@@ -235,7 +235,7 @@ def test_bad_sentinel_masters_raise_naming_masters(bad, match):
 
 
 def test_command_line_lists_keep_a_sentinel_urls_commas():
-    from fastredlock._masters import split_urls
+    from fastredlock.io.masters import split_urls
 
     assert split_urls("redis://a:1,redis+sentinel://h:1,h:2/svc,redis://b:2 unix:///x.sock") == [
         "redis://a:1", "redis+sentinel://h:1,h:2/svc", "redis://b:2", "unix:///x.sock"]

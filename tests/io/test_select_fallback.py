@@ -11,7 +11,7 @@ import sys
 SCRIPT = r"""
 import select, sys
 del select.poll
-import fastredlock._pure._io_py as cp
+import fastredlock._pure.io.core_py as cp
 assert cp._new_poller.__name__ == "_SelectPoller"
 import fastredlock
 urls = sys.argv[1:]

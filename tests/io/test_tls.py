@@ -270,9 +270,9 @@ def test_cython_core_without_its_c_tls_path(make_client, tls_urls, name, core):
     # to the shared Python state machine where OpenSSL's functions are not reachable: run that too.
     if core != "cython":
         pytest.skip("the C twin's fallback")
-    from fastredlock import _io_c
+    from fastredlock.io import core_c
 
-    _io_c._set_tls_in_c(False)
+    core_c._set_tls_in_c(False)
     try:
         dlm = make_client(tls_urls, connect_timeout=1.0, io_timeout=5.0)
         for _ in range(5):
@@ -281,7 +281,7 @@ def test_cython_core_without_its_c_tls_path(make_client, tls_urls, name, core):
         assert all(lock is not None for lock in locks)
         assert dlm.release_many(locks) == [True] * len(locks)
     finally:
-        _io_c._set_tls_in_c(True)
+        core_c._set_tls_in_c(True)
 
 
 def test_reconnect_resumes_the_tls_session(tls_masters, certs, core):
@@ -289,8 +289,8 @@ def test_reconnect_resumes_the_tls_session(tls_masters, certs, core):
     # TlsConn, and hands it the previous session the same way).
     if core != "python":
         pytest.skip("the session is observed on the pure twin's TlsConn")
-    from fastredlock._io_py import Core
-    from fastredlock._masters import parse_masters
+    from fastredlock.io.core_py import Core
+    from fastredlock.io.masters import parse_masters
 
     twin = Core(parse_masters([with_ca(tls_masters[0].tls_url, certs.ca)]), 0.5, 1.0, 0.01)
     reused = []

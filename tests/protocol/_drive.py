@@ -7,7 +7,7 @@ the one place that calls the Session's methods, so a change of their signatures 
 """
 from __future__ import annotations
 
-from fastredlock._masters import parse_master
+from fastredlock.io.masters import parse_master
 
 #: The replies a master gives, per command kind: what "ok" and "no" look like on the wire.
 WORDS = {

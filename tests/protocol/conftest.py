@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fastredlock._cores import NO_EXTENSIONS
+from fastredlock.io.cores import NO_EXTENSIONS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

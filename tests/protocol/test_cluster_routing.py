@@ -3,7 +3,7 @@ followed within the round, and when a slot map is asked again (no cluster, no se
 ``protocol/cluster.py``'s ClusterRouting as the session applies them)."""
 from __future__ import annotations
 
-from fastredlock._masters import parse_master
+from fastredlock.io.masters import parse_master
 from fastredlock.protocol.resp import encode_command
 
 SET = 0

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from fastredlock._cores import NO_EXTENSIONS
+from fastredlock.io.cores import NO_EXTENSIONS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETUP = os.path.join(os.path.dirname(os.path.dirname(HERE)), "setup.py")
@@ -32,7 +32,7 @@ def compiled_modules():
 
 
 def test_setup_lists_the_family_among_the_compiled_modules():
-    assert {"fastredlock.lock", "fastredlock.family"} <= set(compiled_modules())
+    assert {"fastredlock.sync.lock", "fastredlock.handles.family"} <= set(compiled_modules())
 
 
 @pytest.mark.parametrize("module", compiled_modules())

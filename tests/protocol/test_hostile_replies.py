@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastredlock import _reader, _reader_py
+from fastredlock.io import reader, reader_py
 from fastredlock.testing import HOSTILE_REPLIES, Stream
 
 from _drive import Drive
@@ -41,8 +41,8 @@ EXPECTED = {
 SOCKET_CASES = {"truncated", "half then close", "half then reset", "close", "silent"}
 assert set(EXPECTED) | SOCKET_CASES == set(HOSTILE_REPLIES)
 CASES = [pytest.param(case, id=case.replace(" ", "-")) for case in EXPECTED]
-READERS = [pytest.param(_reader_py, id="pure-reader")] + (
-    [pytest.param(_reader, id="hiredis")] if _reader.PARSER == "hiredis" else [])
+READERS = [pytest.param(reader_py, id="pure-reader")] + (
+    [pytest.param(reader, id="hiredis")] if reader.PARSER == "hiredis" else [])
 #: Most bytes a streaming case may push before the guard (or the round) stops it: a reply to a
 #: lock command is a few bytes, so a master streaming megabytes is cut off, not buffered.
 STREAM_LIMIT = 4 << 20

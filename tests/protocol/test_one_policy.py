@@ -1,7 +1,7 @@
 """The lock's policy is written once: the asyncio front-end does not repeat the sync one.
 
-Every lock operation is a plan in :mod:`fastredlock._handle` (and the family's in
-:mod:`fastredlock.family`); the front-ends only drive them. This test reads the sources (no server)
+Every lock operation is a plan in :mod:`fastredlock.handles.lock` (and the family's in
+:mod:`fastredlock.handles.family`); the front-ends only drive them. This test reads the sources (no server)
 and counts the lines the asyncio front-end repeats from the sync front-end: lines compared with
 ``await``/``async`` removed and white space folded, in runs of 4 or more consecutive lines
 (comments, blank lines and docstrings' prose count too: a copied docstring is a copied rule).
@@ -16,8 +16,8 @@ from typing import Dict, List, Set, Tuple
 import fastredlock
 
 PACKAGE = os.path.dirname(os.path.abspath(fastredlock.__file__))
-SYNC = ["lock.py", "family.py", "client.py", "_wake.py"]
-ASYNC = ["asyncio/lock.py", "asyncio/family.py", "asyncio/client.py", "asyncio/_wake.py"]
+SYNC = ["sync/lock.py", "sync/family.py", "sync/client.py", "sync/notifier.py", "sync/watchdog.py"]
+ASYNC = ["asyncio/lock.py", "asyncio/family.py", "asyncio/client.py", "asyncio/notifier.py", "asyncio/watchdog.py"]
 BUDGET = 25
 RUN = 4
 
@@ -61,13 +61,13 @@ def test_the_asyncio_front_end_repeats_at_most_the_budget():
 
 def test_the_count_sees_a_copied_rule():
     """The measure itself: a plan copied into a front-end is counted (so the test can fail)."""
-    sync = [_lines("_handle.py")]
-    copy = _lines("_handle.py")[200:240]
+    sync = [_lines("handles/lock.py")]
+    copy = _lines("handles/lock.py")[200:240]
     assert len(repeated_runs(sync, copy)) >= 30
 
 
 def test_no_handle_overrides_with_a_type_ignore():
     """Neither handle subclasses the other: no method is overridden against its type."""
-    for path in SYNC + ASYNC + ["_handle.py"]:
+    for path in SYNC + ASYNC + ["handles/lock.py"]:
         with open(os.path.join(PACKAGE, path), encoding="utf-8") as f:
             assert "type: ignore[override]" not in f.read(), path

@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fastredlock.protocol.outcomes import CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, SKIPPED, TIMEOUT, UNTRUSTED
+from fastredlock.protocol.outcomes import (
+    CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, SKIPPED, TIMEOUT, UNTRUSTED,
+)
 
 
 def rnd(outcomes, ok=False):
@@ -68,8 +70,8 @@ def test_a_split_round_is_told_from_a_refusal_once_its_stragglers_answered(outco
     # A queued waiter retries at once after a split round (nobody holds the key: no release will
     # wake anyone), else it sleeps its backoff. A round decided early has its stragglers read
     # first (a Settle step): counted while PENDING, a split would pass for a refusal.
-    from fastredlock._handle import _took_some
-    from fastredlock._steps import Settle
+    from fastredlock.handles.lock import _took_some
+    from fastredlock.engine.steps import Settle
 
     round_ = rnd(outcomes)
     plan = _took_some(round_)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastredlock import _reader_py
+from fastredlock.io import reader_py
 
 try:
     import hiredis
@@ -45,11 +45,11 @@ CASES = {
 
 
 def _reader(kind):
-    return _reader_py.Reader() if kind == "python" else hiredis.Reader()
+    return reader_py.Reader() if kind == "python" else hiredis.Reader()
 
 
 def _plain(reply, kind):
-    errors = _reader_py.ReplyError if kind == "python" else hiredis.ReplyError
+    errors = reader_py.ReplyError if kind == "python" else hiredis.ReplyError
     if isinstance(reply, errors):
         return (E, str(reply))
     if isinstance(reply, list):
@@ -85,22 +85,22 @@ def test_reader_reads_the_table(kind, chunks, expected):
 def test_reader_refuses_what_is_not_resp(kind, data):
     reader = _reader(kind)
     reader.feed(data)
-    errors = _reader_py.ProtocolError if kind == "python" else hiredis.ProtocolError
+    errors = reader_py.ProtocolError if kind == "python" else hiredis.ProtocolError
     with pytest.raises(errors):
         reader.gets()
 
 
 def test_reader_feeds_a_slice_like_hiredis():
-    reader = _reader_py.Reader()
+    reader = reader_py.Reader()
     reader.feed(b"xx+OK\r\nyy", 2, 5)
     assert reader.gets() == b"OK" and reader.gets() is False and not reader.has_data()
 
 
 def test_reader_stays_broken_after_a_protocol_error():
-    reader = _reader_py.Reader()
+    reader = reader_py.Reader()
     reader.feed(b"?\r\n")
     for _ in range(2):
-        with pytest.raises(_reader_py.ProtocolError, match='got "\\?" as reply type byte'):
+        with pytest.raises(reader_py.ProtocolError, match='got "\\?" as reply type byte'):
             reader.gets()
 
 

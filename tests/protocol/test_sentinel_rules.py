@@ -16,7 +16,7 @@ ADDR = ("127.0.0.1", 6400)
 
 
 def test_the_sentinel_query_and_its_answers(proto):
-    from fastredlock._masters import SentinelSpec
+    from fastredlock.io.masters import SentinelSpec
 
     out, replies = proto.sentinel.sentinel_query(SentinelSpec((("h", 1),), "svc", None, "pw"))
     assert replies == 3 and out.startswith(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n")

@@ -1,4 +1,4 @@
-"""The interpreted engine, whatever was compiled: ``fastredlock._pure.protocol`` and ``._io_py``.
+"""The interpreted engine, whatever was compiled: ``fastredlock._pure.protocol`` and ``.io.core_py``.
 
 The C build compiles :mod:`fastredlock.protocol` with Cython, and Python then imports the compiled
 modules in place of the ``.py`` files beside them. The pure core (``core="python"``, or an install
@@ -13,8 +13,9 @@ import sys
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PREFIX = __name__ + "."
-#: What this package serves: the protocol package and the pure I/O twin (the rest is shared).
-_SERVED = ("protocol", "_io_py")
+#: What this package serves: the protocol package and the pure I/O twin, ``io.core_py`` (the rest of
+#: ``io`` is shared: the twin imports it by its absolute name, never through this package).
+_SERVED = ("protocol", "io")
 
 __path__ = []  # submodules come from the finder below, never from a folder
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
 
-from .._base import RedlockBase
-from .._checks import key_of
-from .._tokens import new_token, new_tokens
-from ..lock import fence_key
-from ..lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
+from ..handles.client import RedlockBase
+from ..engine.checks import key_of
+from ..engine.tokens import new_token, new_tokens
+from ..handles.lock import fence_key
+from ..handles.lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from ..protocol.plans import may_hold
-from ._executor import AsyncExecutor
-from ._wake import AsyncNotifier
+from .executor import AsyncExecutor
+from .notifier import AsyncNotifier
 from .family import ReadLock, RLock, Semaphore, WriteLock
 from .lock import Lock, new_lock
 from .watchdog import Watchdog

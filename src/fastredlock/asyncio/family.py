@@ -1,8 +1,8 @@
-"""The lock family for asyncio: the plans of :mod:`fastredlock.family`, mixed with the asyncio handle.
+"""The lock family for asyncio: the plans of :mod:`fastredlock.handles.family`, mixed with the asyncio handle.
 
 Each kind is a :class:`fastredlock.asyncio.Lock` (acquire with its waits and wake-ups, release,
 extend, the watchdog task, ``async with``) whose rounds are its plan's; the plans, their decisions
-and the reentrant lock's owner logic are :mod:`fastredlock.family`'s (the rules are
+and the reentrant lock's owner logic are :mod:`fastredlock.handles.family`'s (the rules are
 :mod:`fastredlock.protocol.family`'s). The owner of an :class:`RLock` is the task that acquired it.
 """
 from __future__ import annotations
@@ -11,26 +11,26 @@ import asyncio
 from typing import Any, List, Optional
 
 from ..errors import LockNotAcquiredError
-from ..family import RLockBase, RWLock, _PermitPlan, _ReadPlan, _RLockPlan, _WritePlan
+from ..handles.family import RLockBase, RWLock, PermitPlan, ReadPlan, RLockPlan, WritePlan
 from .lock import Lock, drive
 
 __all__ = ["RLock", "RWLock", "ReadLock", "Semaphore", "WriteLock"]
 
 
-class Semaphore(_PermitPlan, Lock):
+class Semaphore(PermitPlan, Lock):
     """One permit of a semaphore, for asyncio (see :class:`fastredlock.Semaphore`)."""
 
 
-class ReadLock(_ReadPlan, Lock):
+class ReadLock(ReadPlan, Lock):
     """The read side of an :class:`RWLock`, for asyncio (see :class:`fastredlock.ReadLock`)."""
 
 
-class WriteLock(_WritePlan, Lock):
+class WriteLock(WritePlan, Lock):
     """The write side of an :class:`RWLock`, for asyncio (see :class:`fastredlock.WriteLock`)."""
 
 
-class _Reentry(_RLockPlan, Lock):
-    """One task's hold of a reentrant lock (see :class:`fastredlock.family._Reentry`)."""
+class _Reentry(RLockPlan, Lock):
+    """One task's hold of a reentrant lock (the asyncio twin of the sync front-end's ``fastredlock.sync.family._Reentry``)."""
 
 
 class RLock(RLockBase):

@@ -1,11 +1,11 @@
 # cython: annotation_typing=False
-"""``Lock`` for asyncio: the shared handle (:class:`fastredlock._handle.LockBase`), awaitable.
+"""``Lock`` for asyncio: the shared handle (:class:`fastredlock.handles.lock.LockBase`), awaitable.
 
 Construction, the checks of its arguments, ``validity``, ``locked()``, ``lost``, ``check()``,
 ``token``, ``fence``, its repr and every operation's plan are the base's, shared with the sync
 :class:`fastredlock.Lock` (neither handle subclasses the other). What talks to the masters is
 awaitable and runs on the client's event loop: each method hands its plan to :func:`drive`, which
-awaits the plan's rounds on the client's asyncio executor (:mod:`fastredlock.asyncio._executor`,
+awaits the plan's rounds on the client's asyncio executor (:mod:`fastredlock.asyncio.executor`,
 through its public methods only) and its pauses with ``asyncio``.
 
 Cancellation (``task.cancel()``, ``asyncio.wait_for``, ``asyncio.timeout``, a ``TaskGroup``):
@@ -23,8 +23,8 @@ import asyncio
 import logging
 from typing import Any, List, Optional, Sequence, Union
 
-from .._handle import LockBase, _held_locks
-from .._steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
+from ..handles.lock import LockBase, held_locks
+from ..engine.steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
 from ..errors import LockError, MasterOutcome
 from ..events import LOST
 
@@ -53,9 +53,9 @@ class Lock(LockBase):
     @classmethod
     def held(cls, client: Any, names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
              tokens: Sequence[bytes], rounds: Sequence[Any], carriers: Sequence[Any]) -> List[Optional["Lock"]]:
-        """The handles of a batch round (see :meth:`fastredlock._handle.LockBase.held`), bound to
+        """The handles of a batch round (see :meth:`fastredlock.handles.lock.LockBase.held`), bound to
         the client's loop like any other."""
-        locks: List[Optional[Lock]] = _held_locks(cls, client, list(names), list(keys), ttl, ttl_ms, list(tokens),
+        locks: List[Optional[Lock]] = held_locks(cls, client, list(names), list(keys), ttl, ttl_ms, list(tokens),
                                                    list(rounds), list(carriers))
         aexec = client.async_executor
         for lock in locks:
@@ -113,7 +113,7 @@ class Lock(LockBase):
 
     def _unwaited_report(self, entry: Any) -> None:
         """The answers to a release of this handle that was not waited for are in (see
-        :mod:`fastredlock._unwaited`): report them; ``on_lost`` runs in a task the client owns if
+        :mod:`fastredlock.engine.unwaited`): report them; ``on_lost`` runs in a task the client owns if
         they say the lock was not held on a quorum."""
         if self._unwaited_done(entry) and self.on_lost is not None:
             self._aexec.spawn(drive(self._aexec, self._call_on_lost()))
@@ -185,7 +185,7 @@ def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool
 
 # --- the asyncio driver ----------------------------------------------------------------------------
 async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> Any:
-    """Run ``plan`` (see :mod:`fastredlock._steps`) to its end on ``aexec``; its result.
+    """Run ``plan`` (see :mod:`fastredlock.engine.steps`) to its end on ``aexec``; its result.
 
     An exception from a step is thrown into the plan, which cleans up (in the background) and lets
     it go on. A cancellation during a protected step (a release) is not: the step's request stays
@@ -211,7 +211,7 @@ async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> 
 
 
 async def _run(aexec: Any, step: Any, plan: Any, owner: Any = None) -> Any:
-    """One step of a plan, on the client's loop (see :mod:`fastredlock._steps`)."""
+    """One step of a plan, on the client's loop (see :mod:`fastredlock.engine.steps`)."""
     kind = type(step)
     if kind is Acquire:
         return None, await aexec.acquire_one(step.key, step.token, step.ttl_ms)

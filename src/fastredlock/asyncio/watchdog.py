@@ -1,9 +1,9 @@
 """The asyncio watchdog: one task per client that renews auto-extended locks and notices lost ones.
 
-The sync :mod:`fastredlock.watchdog` on the event loop instead of a thread: every due lock is
+The sync :mod:`fastredlock.handles.watchdog` on the event loop instead of a thread: every due lock is
 renewed in one ``extend_many`` round, about every third of its TTL, until it is released or its
-``max_hold`` has passed. The decisions are the sync watchdog's functions (:func:`~fastredlock.watchdog.triage`,
-:func:`~fastredlock.watchdog.after_renewal`); only the waiting differs. The task starts with the first watched lock, ends when none is left, and
+``max_hold`` has passed. The decisions are the sync watchdog's functions (:func:`~fastredlock.handles.watchdog.triage`,
+:func:`~fastredlock.handles.watchdog.after_renewal`); only the waiting differs. The task starts with the first watched lock, ends when none is left, and
 is cancelled by :meth:`Redlock.aclose`.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 
-from ..watchdog import after_renewal, entry_of, renewal_args, triage
+from ..handles.watchdog import after_renewal, entry_of, renewal_args, triage
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock

@@ -169,7 +169,7 @@ class Bench:
         """Keys left on the lock masters, counted once a turn given at the very end (fastredlock's
         `<key>:next`, 50 ms) has lapsed: what stays, not what is still expiring on its own. So
         fastredlock's wake marks (`<key>:wake`, which outlive contention by a second or so: see
-        fastredlock._wake) are not counted while they have a TTL."""
+        fastredlock.engine.wake) are not counted while they have a TTL."""
         time.sleep(0.1)
         total = 0
         for m in self.lock_masters + [self.victim]:
@@ -493,12 +493,12 @@ class Bench:
                 self.skipped[c.id] = f"could not install: {self.install_notes[c.group]}"
 
     def check_cython(self) -> Optional[str]:
-        proc = subprocess.run([sys.executable, "-c", "import fastredlock._io_c"],
+        proc = subprocess.run([sys.executable, "-c", "import fastredlock.io.core_c"],
                               capture_output=True, text=True, timeout=60)
         if proc.returncode == 0:
             return None
         last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["import failed"]
-        return ("the Cython core fastredlock._io_c is not built (" + last[0].strip()
+        return ("the Cython core fastredlock.io.core_c is not built (" + last[0].strip()
                 + "); build it with `pip install -e .` and a C compiler")
 
     def probe_one(self, c: Config) -> Tuple[Config, Optional[str]]:

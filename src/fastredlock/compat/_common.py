@@ -13,9 +13,9 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..client import MAX_TTL, Redlock
+from ..sync.client import MAX_TTL, Redlock
 from ..errors import LockError, LockNotOwnedError, MasterOutcome
-from .._masters import MasterSpec, parse_masters, shared_servers
+from ..io.masters import MasterSpec, parse_masters, shared_servers
 
 if TYPE_CHECKING:  # type names only: the asyncio client is imported by the asyncio shims
     from ..asyncio import Redlock as AsyncRedlock

@@ -96,7 +96,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from ..asyncio import Redlock as _AsyncRedlock
 from ..errors import LockNotOwnedError as _NotOwned, MasterOutcome
-from .._masters import MasterSpec, parse_master, parse_masters, shared_servers
+from ..io.masters import MasterSpec, parse_master, parse_masters, shared_servers
 from ._common import encode_key, error_outcomes, one_server_message, options, usable_ttl
 
 __all__ = [

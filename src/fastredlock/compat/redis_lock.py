@@ -76,7 +76,7 @@ from typing import Any, Optional, Union
 
 from redis import StrictRedis
 
-from .._tokens import new_token
+from ..engine.tokens import new_token
 from ..errors import LockError
 from ._common import Masters, encode_key, error_outcomes, pool_state, redis_errors, release_token
 

@@ -74,7 +74,7 @@ import threading
 import time
 from typing import Any, Awaitable, Optional, Tuple, Union, cast
 
-from .._tokens import new_token
+from ..engine.tokens import new_token
 from ..errors import LockError as _LockError
 from . import _no_expiry
 from ._no_expiry import Held as _Held

@@ -54,8 +54,8 @@ import random
 import time
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ..client import Redlock
-from ..lock import Lock as _Handle
+from ..sync.client import Redlock
+from ..sync.lock import Lock as _Handle
 from ._common import Masters, encode_key, release_token, usable_ttl
 
 __all__ = ["RedLock", "RedLockError", "RedLockFactory", "ReentrantRedLock"]

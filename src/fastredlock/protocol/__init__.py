@@ -3,8 +3,8 @@
 No sockets, threads, sleeps or clocks of its own (time is passed in), so it is tested from tables
 without servers (``tests/protocol``). The modules are plain Python; the C build compiles them with
 Cython (pure-Python mode, each ``.py`` augmented by its ``.pxd``) and the C I/O twin calls them as
-C; the pure install interprets the same files. The I/O twins (``fastredlock._io_c`` and
-``fastredlock._io_py``) own sockets only and drive these objects.
+C; the pure install interprets the same files. The I/O twins (``fastredlock.io.core_c`` and
+``fastredlock.io.core_py``) own sockets only and drive these objects.
 
 - :mod:`.outcomes`  per-master outcome codes and health counters
 - :mod:`.scripts`   the Lua scripts (owner-checked release/extend, fencing, batches, turns)
@@ -23,5 +23,5 @@ C; the pure install interprets the same files. The I/O twins (``fastredlock._io_
 - :mod:`.family`    the lock family's scripts, keys and steps (reentrant, read-write, semaphore)
 
 The lock operations themselves (acquire with its retries, release, extend...) are plans over these
-rounds, in :mod:`fastredlock._handle`.
+rounds, in :mod:`fastredlock.handles.lock`.
 """

@@ -11,7 +11,7 @@ map is asked again). The :class:`~.session.Session` owns one ClusterRouting (Non
 masters), calls it at the points of a round where a cluster differs, and keeps what the I/O
 twins read (``maps_stale``, ``redirected``) and the methods they call (``add_node``,
 ``learned``, ``refresh_tried``, ``stale_routes``). Asking a node for the map is I/O:
-:mod:`fastredlock._cluster`'s.
+:mod:`fastredlock.io.cluster`'s.
 
 **Slots.** A key's slot is CRC16-XMODEM of the key (or of its hash tag: the bytes between the
 first ``{`` and the next ``}``, when not empty) modulo 16384, as Redis defines it. The fence
@@ -21,7 +21,7 @@ slots; ``lock_all`` over keys of different slots is refused (:class:`CrossSlotEr
 **The slot map** is learned with ``CLUSTER SHARDS`` (``CLUSTER SLOTS`` on servers without it) when
 a core is made, and again (at most every :data:`REFRESH_EVERY` seconds) after a node failed, a
 ``-MOVED`` named a node the map does not know, or ``-CLUSTERDOWN``. The I/O (a short blocking
-exchange) is :mod:`fastredlock._cluster`'s.
+exchange) is :mod:`fastredlock.io.cluster`'s.
 
 **Redirections.** ``-MOVED slot host:port``: the slot's owner changed; the map is corrected at
 once and the command resent to the new owner in the same round (same deadline). ``-ASK slot
@@ -426,7 +426,7 @@ def node_verified(clock, reply, now, vote):
     """Check a cluster node's handshake ``INFO replication`` answer; return a problem (the node
     is a replica now: the slot map is asked again) or None. With ``vote`` (restart-aware voting),
     a node promoted since it started counts as up only since this client first saw it so: a
-    cluster tells no promotion time (see the module docstring of :mod:`fastredlock._cluster`)."""
+    cluster tells no promotion time (see the module docstring of :mod:`fastredlock.io.cluster`)."""
     problem, second = role_checked(clock, reply, "the node", "primary", "the slot map is asked again")
     if problem is None and vote and second >= 0:
         if clock.promoted_run is None or clock.promoted_run != clock.run_id:

@@ -2,7 +2,7 @@
 
 Every rule of the three kinds lives here, as the scripts each master runs and the plans a front-end
 follows; the I/O twins only carry the scripts (``Core.script``: EVALSHA with the EVAL fallback) and
-the sync and asyncio handles (:mod:`fastredlock.family`, :mod:`fastredlock.asyncio.family`) only
+the sync and asyncio handles (:mod:`fastredlock.handles.family`, :mod:`fastredlock.asyncio.family`) only
 run what a plan names. A plan step is ``(op, args)``: the name of a core operation and its
 arguments, which the sync front-end calls on a core and the asyncio one hands to its loop.
 

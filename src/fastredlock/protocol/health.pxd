@@ -9,7 +9,8 @@ cdef class Health:
     cdef public double cooldown
     cdef public double max_cooldown
     cdef public Py_ssize_t n_cooling
-    cdef object _lock
+    cdef object _lock      # None when compiled (the GIL guards every method); else new_lock()
+    cdef object _new_lock  # the caller's lock factory (threading.Lock), None when compiled
     cdef double[:] _until
     cdef long long[:] _strikes
     cdef signed char[:] _timed_out

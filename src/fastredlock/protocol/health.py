@@ -7,7 +7,6 @@ in time ends it. While a master cools down, acquisitions skip it (outcome ``SKIP
 "no" without waiting) and other rounds do not wait for it; once the cool-down has passed the next
 round probes it again. ``cooldown=0`` keeps the counters but never skips a master.
 """
-import threading
 from array import array
 
 from .outcomes import C_REPLIES, C_TIMED, C_TIMEOUTS, COUNTERS
@@ -39,16 +38,18 @@ class Health:
     """Per-master health and counters; see the module docstring.
 
     Thread-safe: compiled, every method runs under the GIL without releasing it; interpreted, a
-    lock guards the read-modify-write updates.
+    lock made by ``new_lock`` (the caller's ``threading.Lock``: the protocol imports no thread
+    module) guards the read-modify-write updates; without one, a single thread must use it.
     """
 
-    def __init__(self, n, cooldown=0.0, max_cooldown=MAX_COOLDOWN):
+    def __init__(self, n, cooldown=0.0, max_cooldown=MAX_COOLDOWN, new_lock=None):
         self.n = n
         self.cooldown = float(cooldown)
         self.max_cooldown = max(float(max_cooldown), self.cooldown)
         #: How many masters have a cool-down set (possibly passed, until a reply ends it).
         self.n_cooling = 0
-        self._lock = None if _COMPILED else threading.Lock()
+        self._new_lock = None if _COMPILED else new_lock
+        self._lock = None if self._new_lock is None else self._new_lock()
         # flat arrays: compiled, they are C arrays (typed memoryviews, see health.pxd)
         self._until = array("d", [0.0]) * n
         self._strikes = array("q", [0]) * n
@@ -61,8 +62,8 @@ class Health:
 
     def after_fork(self):
         """In a fork child: a lock held by a parent thread at the fork would never be released."""
-        if self._lock is not None:
-            self._lock = threading.Lock()
+        if self._new_lock is not None:
+            self._lock = self._new_lock()
 
     def mode(self, i, now):
         """Master ``i``'s mode at ``now``: :data:`HEALTHY`, :data:`REFUSED` or :data:`TIMED_OUT`."""

@@ -29,10 +29,10 @@ KIND_READ = 5
 KIND_IFEQ = 6
 
 #: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
-#: the releaser then lets the woken waiters go first (see fastredlock._wake).
+#: the releaser then lets the woken waiters go first (see fastredlock.engine.wake).
 WOKE = "woke waiters"
 #: The detail of a release's OK (``:3``) where it gave the turn to a queued waiter and that
-#: waiter's client heard it (see fastredlock._wake, "Turns").
+#: waiter's client heard it (see fastredlock.engine.wake, "Turns").
 TURN = "gave the turn"
 
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 
 #: The pub/sub channel of a lock is this prefix plus its key: a release that deletes the key
-#: publishes there, and waiters of the key listen there (see fastredlock._wake).
+#: publishes there, and waiters of the key listen there (see fastredlock.engine.wake).
 WAKE_PREFIX = b"fastredlock-wake:"
 #: A client's turn channel is this prefix plus its id: a release that gives the turn to one of its
-#: queued waiters names the waiter there (see fastredlock._wake, "Turns").
+#: queued waiters names the waiter there (see fastredlock.engine.wake, "Turns").
 TURN_PREFIX = b"fastredlock-turn:"
 
-# Turns (see fastredlock._wake, "Turns"): the waiters of a plain lock queue on each master in a
+# Turns (see fastredlock.engine.wake, "Turns"): the waiters of a plain lock queue on each master in a
 # sorted set beside the key, ``<key>:wait`` under the key's hash tag (``{<key>}:wait`` if it has
 # none), scored by when each began to wait (the client's clock: every master orders them alike); a
 # member is ``<waiter id>|<deadline, ms since the epoch; 0: none>``. A release that finds waiters

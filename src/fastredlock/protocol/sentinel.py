@@ -2,7 +2,7 @@
 
 Written once for both cores and kept off the hot path (only a connect of a Sentinel master, or an
 error reply, comes here). The I/O (a short blocking exchange with one sentinel after another,
-bounded by ``connect_timeout``) is :mod:`fastredlock._sentinel`'s.
+bounded by ``connect_timeout``) is :mod:`fastredlock.io.sentinel`'s.
 
 **Resolution.** Before each connect of a Sentinel master the client sends one sentinel, in one
 write, ``SENTINEL GET-MASTER-ADDR-BY-NAME <service>`` and ``SENTINEL MASTER <service>``: the first
@@ -47,7 +47,7 @@ _ASK_AGAIN = ("READONLY", "LOADING", "MASTERDOWN")
 
 
 def sentinel_query(spec):
-    """The bytes sent to one sentinel for ``spec`` (a :class:`~fastredlock._masters.SentinelSpec`):
+    """The bytes sent to one sentinel for ``spec`` (a :class:`~fastredlock.io.masters.SentinelSpec`):
     AUTH when it has a password, then the address and the master's state; and how many replies."""
     service = spec.service.encode()
     out = b""

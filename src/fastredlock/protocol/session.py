@@ -47,13 +47,10 @@ from .handshake import HELLO_ROLE, PROBES, hello_reply, probe_answer
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link
 from .outcomes import (
-    C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED,
-    C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT,
-    TLS_ERROR,
+    C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED, C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
 from .replies import (
-    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, is_unsupported,
-    unexpected, what,
+    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, is_unsupported, unexpected, what,
 )
 from .result import decide, set_outcome, settle_sink
 from .cluster import ClusterRouting, requeue_asking

@@ -46,14 +46,7 @@ Example::
 """
 from .fake import HOSTILE_REPLIES, Close, FakeMaster, HalfThenClose, Silent, Stream
 from .masters import (
-    PERSISTENCE_ARGS,
-    LocalMaster,
-    LocalMasters,
-    pause_process,
-    paused,
-    restart,
-    start_master,
-    start_masters,
+    PERSISTENCE_ARGS, LocalMaster, LocalMasters, pause_process, paused, restart, start_master, start_masters,
 )
 from .cluster import ClusterNode, LocalCluster, start_cluster
 from .net import blackhole_address

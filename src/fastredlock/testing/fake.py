@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Union
 
-from fastredlock import _reader as hiredis  # hiredis, or the pure reader where it is absent
+from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from ..protocol.handshake import PROBE_KEY
 from .net import HOST, _arm_reset, _LoopbackServer

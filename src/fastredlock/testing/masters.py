@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
-from .._blocking import Connection
+from ..io.blocking import Connection
 from .net import HOST
 from .tls import ServerTls
 from .servers import _free_port, _uses_jemalloc, faketime_library, find_server, find_servers

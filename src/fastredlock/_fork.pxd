@@ -1,5 +1,0 @@
-# Compiled with Cython for the C build (pure-Python mode: _fork.py is the source): the lock and the
-# executor read the fork generation with one C call instead of a module attribute lookup.
-cdef Py_ssize_t _generation
-
-cpdef Py_ssize_t fork_generation() noexcept

@@ -1,0 +1,55 @@
+# Compiled with Cython for the C build (pure-Python mode: lock.py is the source); the pure
+# install interprets lock.py. The handle's fields are C struct members shared by the sync and the
+# asyncio Lock (both subclasses of LockBase), so the plans and the front-ends' hot paths read them
+# as C fields.
+cimport cython
+from ..engine.executor cimport Executor
+from ..engine.tokens cimport new_token
+from ..engine.fork cimport fork_generation
+from ..engine.checks cimport key_of
+
+cdef class LockBase:
+    cdef public object _client
+    cdef public Executor _executor
+    cdef public object name
+    cdef public bytes key
+    cdef public double ttl
+    cdef public object _ttl_ms
+    cdef public object token
+    cdef public double _valid_until
+    cdef public object _last
+    cdef public object fence
+    cdef public bint fencing
+    cdef public bint auto_extend
+    cdef public object max_hold
+    cdef public object on_lost
+    cdef public bint _lost
+    cdef public double _acquired_at
+    cdef public Py_ssize_t _generation
+    cdef public object _carrier
+    cdef public bint _planned     # a kind of the lock family (fastredlock.handles.family): its rounds are its plan's
+    cdef public object _deadline  # the acquisition under way: its deadline (monotonic) or None
+    cdef public double _started   # ... and when it began (0.0 without an on_event hook)
+    cdef public bint _was_lost    # the release under way found the lock lost already
+    cdef public object _chosen    # the token the caller chose for the acquisition under way, or None
+    cdef object __weakref__
+
+    cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
+                 bint fencing)
+    @cython.locals(executor=Executor)
+    cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
+    cpdef bint _took(self, object token, object rnd, object carrier) except -1
+    cpdef _acquired(self, object token, Py_ssize_t attempts)
+    cpdef bytes _release_begin(self)
+    @cython.locals(executor=Executor)
+    cpdef bint _released(self, object rnd, bint ok) except -1
+    cpdef _reset(self)
+    cpdef bytes _require_token(self)
+
+@cython.locals(lock=LockBase, result=list, j=Py_ssize_t, valid_until=double, have_validity=bint, generation=Py_ssize_t)
+cpdef list held_locks(object cls, object client, list names, list keys, double ttl, object ttl_ms, list tokens,
+                       list rounds, list carriers)
+@cython.locals(lock=LockBase, handles=list, keys=list, tokens=list, carriers=list)
+cpdef tuple _release_args_of(object locks)
+@cython.locals(lock=LockBase, j=Py_ssize_t)
+cpdef _released_all(list handles, object rounds)

@@ -1,0 +1,1166 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The C I/O twin: N non-blocking fds, ``poll(2)`` without the GIL, and a fast reply parser, driving
+the compiled protocol session.
+
+Every rule of a round (what it writes, when a master's answer decides, validity, cool-downs,
+restart-aware voting, owed replies, handshake, reply guard and classification) lives in
+:mod:`fastredlock.protocol`, which Cython compiles for this build; this module calls it as C
+(``cimport``) and does only I/O, exactly as :mod:`fastredlock.io.core_py` does in Python:
+
+* the connections are plain non-blocking file descriptors (TCP with ``TCP_NODELAY``, or Unix
+  sockets) opened with libc ``getaddrinfo``/``socket``/``connect`` (without the GIL);
+* the commands of a round are encoded as RESP once, straight from the key/token/ttl bytes, into a
+  reusable C buffer; every master normally gets exactly one ``send``. The EVAL fallback of an
+  EVALSHA command is derived from the encoded EVALSHA bytes only when the session asks for it;
+* the wait is ``poll(2)`` with the GIL released, until the session's next deadline; replies are
+  read into a reusable buffer. A fast path recognizes, at the front of a read on a clean
+  connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
+  scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
+  building a reply object; anything else goes to ``hiredis.Reader`` (one ``feed`` per read);
+* TLS masters (``rediss://``) run on the same non-blocking fds. The shared :mod:`fastredlock.io.tls`
+  state machine (``ssl.SSLObject`` over memory BIOs) sets each connection up: context,
+  verification, host name, the handshake, which is part of the connect (the link stays
+  ``connecting``, under the connect deadline). After it, rounds run in C on that same SSL object
+  (``_tls_c.h``: ``SSL_write`` + one ``send``; ``recv`` + ``SSL_read`` until OpenSSL wants more,
+  so no reply waits above the socket where ``poll`` cannot see it), using the OpenSSL that
+  Python's ``_ssl`` loaded; where that is not available the Python state machine does it all.
+  Plain links keep their path: one C flag per master tells them apart;
+* time is ``clock_gettime(CLOCK_MONOTONIC)`` (the clock of ``time.monotonic()`` on Linux;
+  ``CLOCK_UPTIME_RAW`` on macOS).
+
+A ``Core`` is not thread-safe (the client pools one per concurrent caller) but never holds the GIL
+while it waits on the network (nor while it resolves a host name).
+
+Portability: Linux and macOS (POSIX ``poll``). Windows is not supported by this module; there the
+package uses the pure core, which ``setup.py``/the wheel configuration decide.
+"""
+
+cimport cython
+from libc.errno cimport errno, EINTR, EPIPE, ECONNRESET, ECONNABORTED, ENOTCONN
+from libc.string cimport memcpy, memcmp
+from libc.stdlib cimport malloc, realloc, free
+from libc.math cimport ceil
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.mem cimport PyMem_Free
+
+import os
+
+import hiredis
+
+
+from ..protocol.session cimport Session
+from ..protocol.plans cimport inspect_args
+from ..protocol.link cimport Link
+from .encode_c cimport Commands, _grow
+
+#: Session.pace's answer: deadlines passed and were expired (protocol.session.PACE_EXPIRED).
+cdef double PACE_EXPIRED = -2.0
+from ..protocol import outcomes as _oc
+from ..protocol import replies as _replies
+from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
+from ..protocol.result import Round
+from ..protocol.link import MAX_OWED, STALE_AFTER
+from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
+from ..protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
+from ..protocol.family cimport lean_release
+from ..protocol.handshake import native_deletes, native_extends
+from .tls import TlsConn, TlsError, context_for
+from .sentinel import Resolver, resolve
+from .cluster import refresh
+
+__all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
+           "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
+
+cdef extern from "core_c_sys.h":
+    double frl_now() nogil
+    int frl_connect(const char *host, const char *port, const char *path, Py_ssize_t path_len,
+                    int *connecting, int *err) nogil
+    int frl_sock_error(int fd) nogil
+    int frl_would_block(int e) nogil
+    int MSG_NOSIGNAL
+
+
+cdef extern from "tls_c.h":
+    int frl_tls_load(const char *ssl_module_path)
+    void *frl_tls_ssl(object sslobj, object incoming, object outgoing, void **rbio, void **wbio)
+    Py_ssize_t frl_tls_encrypt(void *ssl, void *wbio, const char *p, Py_ssize_t n, char **buf,
+                               Py_ssize_t *cap, const char **why)
+    int frl_tls_feed(void *rbio, const char *c, Py_ssize_t n)
+    Py_ssize_t frl_tls_decrypt(void *ssl, char *out, Py_ssize_t cap, const char **why)
+    Py_ssize_t frl_tls_backlog(void *wbio)
+
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    ctypedef unsigned long nfds_t
+    int poll(pollfd *fds, nfds_t nfds, int timeout)
+    enum:
+        POLLIN
+        POLLPRI
+        POLLOUT
+        POLLERR
+        POLLHUP
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t send(int fd, const void *buf, size_t n, int flags)
+    ssize_t recv(int fd, void *buf, size_t n, int flags)
+
+
+cdef extern from "<netdb.h>" nogil:
+    const char *gai_strerror(int errcode)
+
+
+cdef extern from "<unistd.h>" nogil:
+    int c_close "close"(int fd)
+
+
+
+# --- constants ---------------------------------------------------------------------------------
+cdef enum:
+    RECV_SIZE = 65536
+    POLL_IN = POLLIN | POLLPRI | POLLHUP | POLLERR
+
+# Command kinds and outcome codes, read from the protocol so the twins can never disagree on them.
+cdef int KIND_SET = _replies.KIND_SET
+cdef int KIND_SCRIPT = _replies.KIND_SCRIPT
+cdef int KIND_FENCED = _replies.KIND_FENCED
+cdef int KIND_SCRIPT_ACQUIRE = _replies.KIND_SCRIPT_ACQUIRE
+cdef int KIND_BITS = _replies.KIND_BITS
+cdef int KIND_READ = _replies.KIND_READ
+cdef int KIND_IFEQ = _replies.KIND_IFEQ
+cdef int OC_OK = _oc.OK
+cdef int OC_NO = _oc.NO
+
+cdef bytes _EMPTY = b""
+
+# OpenSSL as loaded by Python's _ssl (the TLS data path in C); TLS links use Python's otherwise.
+import _ssl
+cdef bytes _ssl_path = os.fsencode(getattr(_ssl, "__file__", None) or "")
+cdef bint _tls_in_c = frl_tls_load(<const char *>_ssl_path if _ssl_path else NULL) == 1
+
+
+def _set_tls_in_c(bint enabled):
+    """Enable or disable the TLS data path in C for links set up from now on (measurements,
+    differential tests); it cannot be enabled where OpenSSL's functions were not found."""
+    global _tls_in_c
+    _tls_in_c = enabled and frl_tls_load(NULL) == 1
+
+
+cdef str _ossl_reason(const char *why):
+    """OpenSSL's reason string in the form Python's ssl module gives it (``CERTIFICATE_REQUIRED``)."""
+    if why == NULL:
+        return "TLS error"
+    return (<bytes>why).decode("ascii", "replace").upper().replace(" ", "_")
+
+
+_Reader = hiredis.Reader
+_ReplyError = hiredis.ReplyError
+_os_strerror = os.strerror
+
+# The parser fast path, switchable for measurements and differential tests.
+cdef bint _fast_path = True
+
+
+def _set_fast_path(bint enabled):
+    """Enable or disable the exact-reply fast path (then hiredis parses every reply)."""
+    global _fast_path
+    _fast_path = enabled
+
+
+cdef inline bint _stale(int err) noexcept nogil:
+    """Errors after which a reused connection is reopened and the command resent once."""
+    return err == EPIPE or err == ECONNRESET or err == ECONNABORTED or err == ENOTCONN
+
+
+cdef inline bytes _as_bytes(object value):
+    """Bytes as given; other bytes-like objects copied; anything else raises TypeError."""
+    if type(value) is bytes:
+        return <bytes>value
+    return bytes(memoryview(value))
+
+
+cdef bytes _lean_release(list keys):
+    """The lean release script every one of ``keys`` takes, or None (``RELEASE_FULL`` for all:
+    one cannot queue, or they are of both forms; see :meth:`fastredlock.io.core_py.Core.release_each`)."""
+    cdef set scripts = {lean_release(key) for key in keys}
+    return scripts.pop() if len(scripts) == 1 else None
+
+
+cdef tuple _pairs(object keys, object tokens):
+    """``keys`` and ``tokens`` as two lists of bytes of the same length (``zip`` semantics)."""
+    if type(keys) is list and type(tokens) is list and len(<list>keys) == len(<list>tokens):
+        return [_as_bytes(k) for k in <list>keys], [_as_bytes(t) for t in <list>tokens]
+    cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+
+
+
+# --- the parser fast path ----------------------------------------------------------------------
+cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *code,
+                                   long long *value) noexcept nogil:
+    """If ``p[:n]`` starts with a whole expected reply, set its outcome and return its length.
+
+    Only replies whose meaning is settled without hiredis are recognized; 0 means "ask hiredis".
+    """
+    cdef Py_ssize_t pos
+    cdef long long v = 0
+    cdef bint neg = False
+    if kind == KIND_BITS or kind == KIND_READ:
+        return 0  # one bulk string per master, or any value read: hiredis reads it
+    if kind == KIND_SET or kind == KIND_IFEQ:
+        if n >= 5:
+            if memcmp(p, b"+OK\r\n", 5) == 0:
+                code[0] = OC_OK
+                return 5
+            if memcmp(p, b"$-1\r\n", 5) == 0:
+                code[0] = OC_NO
+                return 5
+        return 0
+    if kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
+        if n >= 4 and p[0] == b':' and p[2] == b'\r' and p[3] == b'\n':
+            if p[1] == b'1':
+                code[0] = OC_OK
+                return 4
+            if p[1] == b'0':
+                code[0] = OC_NO
+                return 4
+        return 0
+    # KIND_FENCED: ':' '-'? digits{1,18} CRLF
+    if n < 4 or p[0] != b':':
+        return 0
+    pos = 1
+    if p[1] == b'-':
+        neg = True
+        pos = 2
+    while pos < n and pos < 20 and c'0' <= p[pos] <= c'9':
+        v = v * 10 + (p[pos] - c'0')
+        pos += 1
+    if pos == (2 if neg else 1) or pos + 2 > n or p[pos] != b'\r' or p[pos + 1] != b'\n':
+        return 0
+    if neg:
+        if v != 1:
+            return 0  # hiredis reports the unexpected value
+        code[0] = OC_NO
+    else:
+        code[0] = OC_OK
+        value[0] = v
+    return pos + 2
+
+
+
+# --- the core ----------------------------------------------------------------------------------
+@cython.final
+cdef inline bint _asks(Link link) noexcept:
+    """Whether the link asks the twin for anything (:meth:`Core._sync` would do nothing else)."""
+    return link.closing or link.opening or PyBytes_GET_SIZE(link.out) != 0
+
+
+cdef class Core:
+    """N connections to the masters, driven by one compiled protocol :class:`Session`. Not thread-safe."""
+
+    cdef Session _s
+    cdef list _links
+    cdef readonly Py_ssize_t n
+    cdef Py_ssize_t _nl         # links: the masters' own, then cluster nodes' (the arrays below are per link)
+    cdef readonly Py_ssize_t quorum
+    cdef readonly bint restart_aware
+    cdef object _grace_obj
+    cdef int *_fds              # one per master, -1 when closed
+    cdef bint *_dirty           # the master's reader holds bytes fed since it last ended clean
+    cdef bint *_is_tls          # the master is a TLS master (its link takes the TLS path)
+    cdef list _tls_ctx          # per master: its ssl.SSLContext, or None
+    cdef list _tls              # per master: the open connection's _tls.TlsConn, or None
+    cdef list _tls_session      # per master: the last TLS session (resumed on reconnect), or None
+    cdef void **_ssl            # per master: the SSL* its rounds drive in C (after the handshake), or NULL
+    cdef void **_rbio           # ... its incoming memory BIO
+    cdef void **_wbio           # ... its outgoing memory BIO
+    cdef bint *_backlog         # ciphertext waits in the link's TlsConn.pending (the Python path sends it)
+    cdef char *_sbuf            # encrypted records of a round, before their send
+    cdef Py_ssize_t _scap       # _sbuf's size
+    cdef bytearray _pbuf        # decrypted replies
+    cdef char *_pbufp
+    cdef list _readers          # one hiredis.Reader per master (None until its first connection)
+    cdef pollfd *_pfds
+    cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
+    cdef list _addr             # per master: (host, port, path) as bytes, or an error message
+    cdef list _hosts            # per master: the host name TLS checks (a Sentinel master's: the last resolved)
+    cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
+    cdef bint _sentinels        # some master is a Sentinel one (a round then writes to it last)
+    cdef Commands _enc          # the encoded commands of the round
+    cdef bytearray _rbuf
+    cdef char *_rbufp
+    cdef bint _stepped          # start(): begin the round and return; the caller drives it
+    cdef Py_ssize_t _opened     # sockets opened or closed so far (the caller's watch list changes)
+    cdef Py_ssize_t _seen       # _opened when watched() last told the caller
+    cdef public object on_close  # on_close(i, fd): called before master i's socket is closed
+
+    def __cinit__(self):
+        self._fds = NULL
+        self._dirty = NULL
+        self._is_tls = NULL
+        self._ssl = NULL
+        self._rbio = NULL
+        self._wbio = NULL
+        self._backlog = NULL
+        self._sbuf = NULL
+        self._scap = 0
+        self._pfds = NULL
+        self._pidx = NULL
+        self._grace_obj = 0
+
+    def __init__(self, masters, double io_timeout, double connect_timeout, double drift_factor,
+                 bint restart_aware=False, health=None, bint early=True):
+        cdef Py_ssize_t n, i
+        if self._s is not None:
+            raise RuntimeError("Core is initialized once")
+        self._s = Session(masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early, True)
+        if self._s.health.n != self._s.n:
+            raise ValueError(f"health is for {self._s.health.n} masters, not {self._s.n}")
+        self._links = self._s.links
+        self.n = self._s.n
+        self.quorum = self._s.quorum
+        self.restart_aware = restart_aware
+        self._tls_ctx, self._tls, self._tls_session, self._readers = [], [], [], []
+        self._resolvers, self._addr, self._hosts = [], [], []
+        self._nl = 0
+        self._grow_links()
+        self._sentinels = any(r is not None for r in self._resolvers)
+        self._enc = Commands()
+        self._rbuf = bytearray(RECV_SIZE)
+        self._rbufp = PyByteArray_AS_STRING(self._rbuf)
+        if self._s.routing is not None:
+            self._refresh(0.0)
+
+    cdef int _grow_links(self) except -1:
+        """Make room for the links the session has now (cluster nodes are added as they are learned)."""
+        cdef Py_ssize_t nl = len(self._links), i
+        if nl == self._nl:
+            return 0
+        self._fds = <int *>_grow(self._fds, (nl + 1) * sizeof(int))
+        self._dirty = <bint *>_grow(self._dirty, (nl + 1) * sizeof(bint))
+        self._is_tls = <bint *>_grow(self._is_tls, (nl + 1) * sizeof(bint))
+        self._backlog = <bint *>_grow(self._backlog, (nl + 1) * sizeof(bint))
+        self._ssl = <void **>_grow(self._ssl, (nl + 1) * sizeof(void *))
+        self._rbio = <void **>_grow(self._rbio, (nl + 1) * sizeof(void *))
+        self._wbio = <void **>_grow(self._wbio, (nl + 1) * sizeof(void *))
+        self._pfds = <pollfd *>_grow(self._pfds, (nl + 1) * sizeof(pollfd))
+        self._pidx = <Py_ssize_t *>_grow(self._pidx, (nl + 1) * sizeof(Py_ssize_t))
+        for i in range(self._nl, nl):
+            spec = (<Link>self._links[i]).spec
+            self._tls_ctx.append(None if spec.tls is None else context_for(spec.tls))
+            self._tls.append(None)
+            self._tls_session.append(None)
+            self._readers.append(None)
+            self._resolvers.append(None if spec.sentinel is None else Resolver(spec))
+            self._addr.append("not resolved yet" if spec.sentinel is not None else _address(spec))
+            self._hosts.append(spec.host)
+            self._fds[i] = -1
+            self._dirty[i] = False
+            self._is_tls[i] = self._tls_ctx[i] is not None
+            self._backlog[i] = False
+            self._ssl[i] = NULL
+        self._nl = nl
+        if self._pbuf is None and any(self._tls_ctx):
+            self._pbuf = bytearray(RECV_SIZE)
+            self._pbufp = PyByteArray_AS_STRING(self._pbuf)
+        return 0
+
+    cdef int _refresh(self, double now) except -1:
+        """Ask the clusters whose slot map is due (none, almost always) for it again."""
+        for i in self._s.stale_routes(now):
+            if refresh(self._s, i) is not None:
+                self._grow_links()
+        return 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self._fds != NULL:
+            for i in range(self._nl):
+                if self._fds[i] >= 0:
+                    c_close(self._fds[i])
+        free(self._fds)
+        free(self._dirty)
+        free(self._is_tls)
+        free(self._backlog)
+        free(self._ssl)
+        free(self._rbio)
+        free(self._wbio)
+        PyMem_Free(self._sbuf)
+        free(self._pfds)
+        free(self._pidx)
+
+    # --- settings and state -------------------------------------------------------------------
+    @property
+    def health(self):
+        """The health of the masters, shared with the other cores of the client."""
+        return self._s.health
+
+    @property
+    def early(self):
+        """Whether acquisitions return as soon as every key is decided."""
+        return self._s.early
+
+    @property
+    def restart_grace_ms(self):
+        """An OK from a master up for less than this many milliseconds does not count (UNTRUSTED)."""
+        return self._grace_obj
+
+    @restart_grace_ms.setter
+    def restart_grace_ms(self, value):
+        self._s.restart_grace_ms = float(value)
+        self._grace_obj = value
+
+    def master_states(self):
+        """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
+        return self._s.master_states()
+
+    @property
+    def owed(self):
+        """How many replies the connections still owe to rounds that already returned."""
+        return self._s.owed()
+
+    @property
+    def pending(self):
+        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
+        return self._s.pending()
+
+    # --- operations on one key (the commands are encoded by _encode_c.Commands) ----------------
+    def acquire(self, key, token, long long ttl_ms):
+        """``SET key token NX PX ttl_ms`` on all masters in one round."""
+        self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
+        return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
+
+    def release(self, key, token, bint wait=True, bint quiet=False):
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+
+        ``wait=False`` writes the release and returns without waiting for any answer. ``quiet``:
+        the cleanup of a failed attempt (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
+        nobody; where a master has ``DELEX``/``DELIFEQ``, that instead).
+        """
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        if quiet:
+            self._enc.release_quiet(k, t)
+            return self._run(KIND_SCRIPT, 1, (0,), wait, native_deletes((k,), (t,)) if self._s.caps_seen else None)[0]
+        self._release1(k, t)
+        return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
+
+    cdef int _release1(self, bytes key, bytes token) except -1:
+        """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
+        ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
+        :meth:`fastredlock.io.core_py.Core.release_each`)."""
+        return self._enc.release(key, token, lean_release(key) if self._s.routing is None else None)
+
+    def extend(self, key, token, long long ttl_ms):
+        """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start
+        (``SET ... IFEQ ... PX`` where a master has it)."""
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        self._enc.extend(k, t, ttl_ms)
+        return self._run(KIND_SCRIPT, 1, (ttl_ms,), True,
+                         native_extends((k,), (t,), (ttl_ms,)) if self._s.caps_seen else None)[0]
+
+    def release_signal(self, key, signal, token, long long signal_ms):
+        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
+        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
+        self._enc.parts([b"EVALSHA", RELEASE_SIGNAL_SHA, b"2", _as_bytes(key), _as_bytes(signal),
+                         _as_bytes(token), b"%d" % signal_ms], RELEASE_SIGNAL)
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
+
+    def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
+        """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.
+
+        ``values`` holds each granting master's counter.
+        """
+        self._enc.acquire_fenced(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token), ttl_ms)
+        return self._run(KIND_FENCED, 1, (ttl_ms,), True)[0]
+
+    def write_fence(self, key, fence_key, token, fence, retention_ms):
+        """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
+        self._enc.write_fence(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token),
+                              b"%d" % fence, b"%d" % retention_ms)
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
+
+    # --- operations on many keys, pipelined in one write per master --------------------------
+    def acquire_many(self, keys, tokens, long long ttl_ms):
+        """``SET keys[i] tokens[i] NX PX ttl_ms`` for every i, in one round (one timing window)."""
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        if not kbs:
+            return []
+        self._enc.acquire_many(kbs, tbs, ttl_ms)
+        return self._run(KIND_SET, len(kbs), (ttl_ms,) * len(kbs), True)
+
+    def acquire_all(self, keys, token, long long ttl_ms):
+        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
+        cdef list parts = [b"EVALSHA", ACQUIRE_ALL_SHA, b"%d" % len(keys)]
+        parts.extend([_as_bytes(k) for k in keys])
+        parts.append(_as_bytes(token))
+        parts.append(b"%d" % ttl_ms)
+        self._enc.parts(parts, ACQUIRE_ALL)
+        return self._run(KIND_SCRIPT_ACQUIRE, 1, (ttl_ms,), True)[0]
+
+    def release_many(self, keys, tokens, bint wait=True):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+
+        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
+        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
+        """
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        if not kbs:
+            return []
+        if self._s.routing is not None:  # a cluster: one script per key (slot)
+            self._enc.release_each(kbs, tbs, None)
+            return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+        if len(kbs) >= 2:
+            self._enc.release_many(kbs, tbs)
+            return self._run(KIND_BITS, len(kbs), (0,) * len(kbs), wait)
+        self._release1(<bytes>kbs[0], <bytes>tbs[0])
+        return self._run(KIND_SCRIPT, 1, (0,), wait)
+
+    def release_each(self, keys, tokens, bint wait=True):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
+        ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
+        the keys of one slot only); for a plain master, ``release_many`` is cheaper."""
+        cdef list kbs, tbs
+        kbs, tbs = _pairs(keys, tokens)
+        if not kbs:
+            return []
+        self._enc.release_each(kbs, tbs, _lean_release(kbs) if self._s.routing is None else None)
+        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+
+    def extend_many(self, keys, tokens, ttls_ms):
+        """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
+        cdef list triples = [(_as_bytes(k), _as_bytes(t), <long long>ttl)
+                             for k, t, ttl in zip(keys, tokens, ttls_ms)]
+        if not triples:
+            return []
+        ttls = [t[2] for t in triples]
+        kbs, tbs = [t[0] for t in triples], [t[1] for t in triples]
+        self._enc.extend_many(kbs, tbs, ttls)
+        return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True,
+                         native_extends(kbs, tbs, ttls) if self._s.caps_seen else None)
+
+    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) -
+    def script(self, int kind, sha, script, args, long long ttl_ms=0, bint wait=True):
+        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
+        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
+        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+        cdef list parts = [b"EVALSHA", _as_bytes(sha)]
+        parts.extend([_as_bytes(a) for a in args])
+        self._enc.parts(parts, _as_bytes(script))
+        return self._run(kind, 1, (ttl_ms,), wait)[0]
+
+    # --- reads --------------------------------------------------------------------------------
+    def inspect(self, keys, fence_keys):
+        """Read each key's value and PTTL and its fence counter on all masters, in one round that
+        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
+        cdef list args = inspect_args([_as_bytes(k) for k in keys], [_as_bytes(k) for k in fence_keys])
+        if not args:
+            return []
+        self._enc.commands(args)
+        return self._run(KIND_READ, len(args), (0,) * len(args), True)
+
+    def reads(self, commands):
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
+        if not args:
+            return []
+        self._enc.commands(args)
+        return self._run(KIND_READ, len(args), (0,) * len(args), True)
+
+    # --- the round ----------------------------------------------------------------------------
+    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
+        """Run the encoded commands on every master: until the session says the round is over,
+        poll and hand it what happens; return its Rounds, one per key (``rows``). ``native``: the
+        round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
+        cdef Session s = self._s
+        cdef Py_ssize_t n, i
+        cdef double wait_ms, first
+        cdef int timeout_ms
+        cdef Commands enc = self._enc
+        if s.maps_stale:
+            self._refresh(frl_now())
+        n = self._nl
+        s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
+                ttls_ms, wait, frl_now(), native)
+        if self._sentinels:
+            self._sync_sentinels_last()
+        else:
+            for i in range(n):
+                self._sync(i)
+        if self._stepped:
+            return [None] * rows  # start(): the caller drives the round (see start)
+        while True:
+            if s.redirected:
+                self._sync_redirected()
+            first = s.next_deadline()
+            if first < 0.0:  # PACE_OVER: the round is over
+                break
+            wait_ms = s.pace(first, frl_now())
+            if wait_ms == PACE_EXPIRED:
+                for i in range(n):
+                    self._sync(i)
+                continue
+            wait_ms = ceil(wait_ms)
+            timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
+            self._poll(timeout_ms)
+        rounds = s.finish(frl_now())
+        self._tidy()
+        return rounds
+
+    cdef int _sync_sentinels_last(self) except -1:
+        """Start a round where some masters are Sentinel ones: the others' commands go out first,
+        then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
+        to connect_timeout) while the others' replies come in."""
+        cdef Py_ssize_t i
+        for i in range(self._nl):
+            if not (<Link>self._links[i]).opening or self._resolvers[i] is None:
+                self._sync(i)
+        for i in range(self._nl):
+            if (<Link>self._links[i]).opening:
+                self._sync(i)
+        return 0
+
+    cdef int _sync_redirected(self) except -1:
+        """A cluster round: carry out what node links ask for that were not being served (a
+        command redirected to a node opens or writes to it)."""
+        cdef Py_ssize_t i
+        self._s.redirected = False
+        for i in range(self._nl):
+            if _asks(<Link>self._links[i]):
+                self._sync(i)
+        return 0
+
+    cdef int _tidy(self) except -1:
+        """Read what already arrived on the links whose owed replies are overdue, then let the
+        session expire what is still missing; carry out what the links then ask for."""
+        cdef Py_ssize_t i
+        cdef double now = frl_now()
+        for i in self._s.overdue_links(now):
+            self._readable(i)  # non-blocking: whatever already arrived is not late
+        self._s.tidy_all(now)
+        for i in range(self._nl):
+            if _asks(<Link>self._links[i]):
+                self._sync(i)
+        return 0
+
+    cdef int _poll(self, int timeout_ms) except -1:
+        """Wait until a polled link can be written or read (or the timeout passed) and serve it."""
+        cdef Py_ssize_t i, m = 0, q
+        cdef Link link
+        cdef int rc, err
+        cdef short ev
+        cdef pollfd *pfds = self._pfds
+        for i in range(self._nl):
+            link = <Link>self._links[i]
+            if link.polled and self._fds[i] >= 0:
+                pfds[m].fd = self._fds[i]
+                pfds[m].events = POLL_IN | (POLLOUT if self._wants_write(i, link) else 0)
+                pfds[m].revents = 0
+                self._pidx[m] = i
+                m += 1
+        with nogil:
+            rc = poll(pfds, <nfds_t>m, timeout_ms)
+            err = errno
+        if rc < 0:
+            if err == EINTR:
+                PyErr_CheckSignals()  # a signal handler's exception ends the round
+                return 0
+            raise OSError(err, _os_strerror(err))
+        if rc == 0:
+            return 0
+        for q in range(m):
+            ev = pfds[q].revents
+            i = self._pidx[q]
+            if ev == 0 or self._fds[i] != pfds[q].fd:
+                continue
+            self._serve(i, ev & POLL_IN, ev & POLLOUT)
+        return 0
+
+    cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
+        """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
+        if not self._is_tls[i]:
+            return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return PyBytes_GET_SIZE(link.out) != 0
+        tls = self._tls[i]
+        return tls is not None and (<object>tls).wants_write(link.out)
+
+    cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
+        """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
+        cdef Link link = <Link>self._links[i]
+        cdef int err
+        if writable:
+            if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
+                err = frl_sock_error(self._fds[i])
+                if err:
+                    self._s.connect_failed(i, _os_strerror(err), frl_now())
+                    return self._sync(i)
+                if self._is_tls[i]:
+                    self._tls[i].tcp_up = True  # the handshake runs; the link stays connecting
+                else:
+                    link.connecting = False
+            self._sync(i)
+        if readable and self._fds[i] >= 0:
+            self._readable(i)
+        return 0
+
+    cdef int _sync(self, Py_ssize_t i) except -1:
+        """Carry out what link ``i`` asks for: close, open, write."""
+        cdef Link link = <Link>self._links[i]
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        cdef int err
+        while True:
+            if link.closing:
+                link.closing = False
+                if self._is_tls[i] and self._tls[i] is not None:
+                    self._tls_session[i] = self._tls[i].session or self._tls_session[i]
+                    self._tls[i] = None
+                    self._ssl[i] = NULL
+                    self._backlog[i] = False
+                if self._fds[i] >= 0:
+                    if self.on_close is not None:
+                        self.on_close(i, self._fds[i])  # an event loop forgets the fd first
+                    c_close(self._fds[i])  # close only: never shutdown, a fork sibling may share it
+                    self._fds[i] = -1
+                    self._opened += 1
+            if link.opening:
+                link.opening = False
+                if self._resolvers[i] is not None and not self._resolve(i):
+                    continue  # no sentinel said where the master is (the session was told)
+                detail = self._open(i)
+                if detail is not None:
+                    self._s.connect_failed(i, detail, frl_now())
+                    continue
+            if self._is_tls[i]:
+                if self._send_tls(i, link):
+                    continue
+                return 0
+            size = PyBytes_GET_SIZE(link.out)
+            if size == 0 or link.connecting or self._fds[i] < 0:
+                return 0
+            sent = send(self._fds[i], PyBytes_AS_STRING(link.out), <size_t>size, MSG_NOSIGNAL)
+            if sent < 0:
+                err = errno
+                if err == EINTR:
+                    PyErr_CheckSignals()
+                    continue
+                if frl_would_block(err):
+                    return 0
+                self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+                continue
+            link.out = _EMPTY if sent == size else link.out[sent:]
+            return 0
+
+    cdef bint _send_tls(self, Py_ssize_t i, Link link) except -1:
+        """Send what a TLS link has to send (handshake records, or its ``out`` encrypted); True
+        when :meth:`_sync` must look at the link again (it failed, or more may be sendable)."""
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        cdef int err
+        if self._ssl[i] != NULL and not self._backlog[i]:
+            return self._send_tls_c(i, link)
+        tls = self._tls[i]
+        if tls is None or self._fds[i] < 0 or not tls.tcp_up:
+            return False
+        try:
+            data = tls.outgoing(link.out)
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            return True
+        size = PyBytes_GET_SIZE(data)
+        if size == 0:
+            return False
+        sent = send(self._fds[i], PyBytes_AS_STRING(data), <size_t>size, MSG_NOSIGNAL)
+        if sent < 0:
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                return True
+            if frl_would_block(err):
+                return False
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        link.out = tls.sent(sent, link.out)
+        if tls.pending:
+            return False
+        self._backlog[i] = False
+        return True
+
+    cdef bint _send_tls_c(self, Py_ssize_t i, Link link) except -1:
+        """:meth:`_send_tls` in C: encrypt ``out``, one ``send``; what the socket does not take
+        waits in the TlsConn (the Python path sends it when the socket is writable)."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(link.out), clen
+        cdef ssize_t sent
+        cdef int err
+        cdef const char *why = NULL
+        if size == 0 or self._fds[i] < 0:
+            return False
+        clen = frl_tls_encrypt(self._ssl[i], self._wbio[i], PyBytes_AS_STRING(link.out), size,
+                               &self._sbuf, &self._scap, &why)
+        if clen < 0:
+            self._s.tls_failed(i, _ossl_reason(why), frl_now())
+            return True
+        while True:
+            sent = send(self._fds[i], self._sbuf, <size_t>clen, MSG_NOSIGNAL)
+            if sent >= 0:
+                break
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+                continue
+            if frl_would_block(err):
+                sent = 0
+                break
+            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            return True
+        if sent == clen:
+            link.out = _EMPTY
+            return False
+        tls = self._tls[i]
+        tls.pending = PyBytes_FromStringAndSize(self._sbuf + sent, clen - sent)
+        tls.plain_len = size
+        self._backlog[i] = True
+        return False
+
+    cdef int _read_tls_c(self, Py_ssize_t i, Link link, Py_ssize_t got, double now) except -1:
+        """The ``got`` bytes of ciphertext just read, decrypted in C and handed to the session;
+        OpenSSL is read until it wants more, so nothing decrypted stays above the socket."""
+        cdef Session s = self._s
+        cdef Py_ssize_t n, back
+        cdef const char *why = NULL
+        cdef void *ssl = self._ssl[i]
+        if frl_tls_feed(self._rbio[i], self._rbufp, got) < 0:
+            s.tls_failed(i, "cannot buffer the ciphertext", now)
+            return self._sync(i)
+        while True:
+            n = frl_tls_decrypt(ssl, self._pbufp, RECV_SIZE, &why)
+            if n == -2:
+                s.io_failed(i, "connection closed by the master (TLS close_notify)", True, now)
+                return self._sync(i)
+            if n == -1:
+                s.tls_failed(i, _ossl_reason(why), now)
+                return self._sync(i)
+            back = frl_tls_backlog(self._wbio[i])
+            if back:  # OpenSSL answered something (a key update): the Python path sends it
+                tls = self._tls[i]
+                tls.pending += tls._out.read()
+                self._backlog[i] = True
+                self._sync(i)
+                if self._ssl[i] != ssl:
+                    return 0
+            if n == 0:
+                return 0
+            self._consume(i, link, self._pbuf, self._pbufp, n, now)
+            if self._ssl[i] != ssl:
+                return 0  # the link was closed while its replies were handled
+
+    cdef object _decrypt(self, Py_ssize_t i, Link link, Py_ssize_t got):
+        """The plaintext of the ``got`` bytes of ciphertext just read (all of it: nothing stays
+        buffered above the socket); advance the handshake and send what it answers. None when
+        there is nothing to parse (the handshake went on, a session ticket came, the link failed)."""
+        tls = self._tls[i]
+        try:
+            data = tls.feed(PyBytes_FromStringAndSize(self._rbufp, got))
+        except TlsError as exc:
+            self._s.tls_failed(i, str(exc), frl_now())
+            self._sync(i)
+            return None
+        if link.connecting and tls.done:
+            link.connecting = False
+            if _tls_in_c:
+                self._ssl[i] = frl_tls_ssl(tls.obj._sslobj, tls._in, tls._out, &self._rbio[i], &self._wbio[i])
+                self._backlog[i] = bool(tls.pending)
+        if tls.pending or (PyBytes_GET_SIZE(link.out) and not link.connecting):
+            self._sync(i)
+            if self._tls[i] is not tls:
+                return None  # the link failed while writing
+        return data if PyBytes_GET_SIZE(data) else None
+
+    cdef bint _resolve(self, Py_ssize_t i) except -1:
+        """Ask a Sentinel master's sentinels where it is, before its connect; whether they said."""
+        spec = resolve(self._s, i, self._resolvers[i])
+        if spec is None:
+            return False
+        self._addr[i] = _address(spec)
+        self._hosts[i] = spec.host
+        return True
+
+    cdef object _open(self, Py_ssize_t i):
+        """Start a non-blocking connect to master ``i``; None, or a message saying why it failed."""
+        cdef const char *host = NULL
+        cdef const char *port = NULL
+        cdef const char *path = NULL
+        cdef Py_ssize_t path_len = 0
+        cdef int connecting = 0, err = 0, fd
+        addr = self._addr[i]
+        if type(addr) is str:
+            return addr
+        if addr[2] is not None:
+            path = PyBytes_AS_STRING(addr[2])
+            path_len = PyBytes_GET_SIZE(addr[2])
+        else:
+            host = PyBytes_AS_STRING(addr[0])
+            port = PyBytes_AS_STRING(addr[1])
+        with nogil:  # getaddrinfo may block on DNS
+            fd = frl_connect(host, port, path, path_len, &connecting, &err)
+        if fd == -1:
+            return _os_strerror(err)
+        if fd == -2:
+            return (<bytes>gai_strerror(err)).decode("utf-8", "replace")
+        if fd == -3:
+            return "AF_UNIX path too long"
+        self._fds[i] = fd
+        self._opened += 1
+        (<Link>self._links[i]).connecting = connecting != 0
+        if self._is_tls[i]:
+            tls = TlsConn(self._tls_ctx[i], self._hosts[i], self._tls_session[i])
+            tls.tcp_up = connecting == 0
+            self._tls[i] = tls
+            (<Link>self._links[i]).connecting = True  # until the handshake is done
+        if self._readers[i] is None or self._dirty[i]:
+            self._readers[i] = _Reader()
+            self._dirty[i] = False
+        return None
+
+    cdef int _readable(self, Py_ssize_t i) except -1:
+        """Read what arrived on one connection and hand the complete replies to the session."""
+        cdef Session s = self._s
+        cdef Link link = <Link>self._links[i]
+        cdef ssize_t got
+        cdef int err
+        cdef double now
+        got = recv(self._fds[i], self._rbufp, RECV_SIZE, 0)
+        now = frl_now()
+        if got < 0:
+            err = errno
+            if err == EINTR or frl_would_block(err):
+                return 0
+            s.io_failed(i, _os_strerror(err), _stale(err), now)
+            return self._sync(i)
+        if got == 0:
+            s.io_failed(i, "connection closed by the master", True, now)
+            return self._sync(i)
+        if self._is_tls[i]:
+            if self._ssl[i] != NULL:
+                return self._read_tls_c(i, link, got, now)
+            plain = self._decrypt(i, link, got)
+            if plain is None:
+                return 0
+            return self._consume(i, link, plain, PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), frl_now())
+        return self._consume(i, link, self._rbuf, self._rbufp, got, now)
+
+    cdef inline int _consume(self, Py_ssize_t i, Link link, object buf, const char *p, Py_ssize_t got,
+                             double now) except -1:
+        """Hand the replies in ``p[:got]`` (the bytes of ``buf``) to the session."""
+        cdef Session s = self._s
+        cdef int kind, code = 0
+        cdef long long value = 0
+        cdef Py_ssize_t pos = 0, used
+        if _fast_path and not self._dirty[i]:
+            # Exact expected replies at the front of a read on a clean connection: settled here
+            # without a reply object (and without the guard: they are well-formed by definition).
+            while pos < got:
+                kind = s.next_kind(i)
+                if kind < 0:
+                    break
+                used = _fast_reply(p + pos, got - pos, kind, &code, &value)
+                if used == 0:
+                    break
+                pos += used
+                if not s.answer(i, code, None, value if code == OC_OK and kind == KIND_FENCED else None, now):
+                    return self._sync(i)
+            if pos == got:
+                s.drained(i, False, now)
+                return self._sync(i) if _asks(link) else 0
+        if not s.received(i, buf, pos, got, now):
+            return self._sync(i)
+        reader = self._readers[i]
+        reader.feed(buf, pos, got - pos)
+        self._dirty[i] = True
+        while link.expecting():
+            try:
+                reply = reader.gets()
+            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
+                s.parse_failed(i, f"{type(exc).__name__}: {exc}", now)
+                return self._sync(i)
+            if reply is False:
+                break
+            if isinstance(reply, _ReplyError):
+                alive = s.reply(i, None, str(reply), now)
+            else:
+                alive = s.reply(i, reply, None, now)
+            self._sync(i)
+            if not alive or self._fds[i] < 0:
+                return 0
+        leftover = reader.has_data()
+        if not leftover:
+            self._dirty[i] = False  # the reader is clean again: the fast path may serve
+        s.drained(i, leftover, now)
+        return self._sync(i)
+
+    # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
+    def start(self, op, *args):
+        """Begin operation ``op`` (the name of one of the operations above, with its arguments)
+        and return at once: its commands are written, or queued where a socket does not take them
+        yet. The caller then drives the round: it watches :meth:`watched`, reports readiness with
+        :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
+        :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
+        """
+        if self._s.in_round:
+            raise RuntimeError("this core is already running a round")
+        self._stepped = True
+        try:
+            getattr(self, op)(*args)
+        finally:
+            self._stepped = False
+
+    def watched(self):
+        """``(changes, writing)``: ``changes`` counts sockets opened or closed so far (when it
+        moved, see :meth:`fds`); ``writing`` the masters whose socket the round waits to write to
+        (a tuple, empty almost always: a send normally takes the whole round at once)."""
+        cdef Py_ssize_t i
+        cdef Link link
+        writing = None
+        for i in range(self._nl):
+            link = <Link>self._links[i]
+            if self._fds[i] >= 0 and self._wants_write(i, link):
+                if writing is None:
+                    writing = []
+                writing.append(i)
+        self._seen = self._opened
+        return self._opened, (() if writing is None else tuple(writing))
+
+    def fds(self):
+        """The open sockets' fds by master (-1: none)."""
+        return [self._fds[i] for i in range(self._nl)]
+
+    def ready(self, Py_ssize_t i, bint readable, bint writable):
+        """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
+        replies that arrive between rounds are read this way too.
+
+        Returns what the caller must look at (0 almost always, so an event loop's callback stays
+        short): ``READY_OVER`` (1) the round in progress is over; ``READY_WATCH`` (2) sockets were
+        opened or closed since :meth:`watched`, or one waits to be written; ``READY_IDLE`` (4)
+        no round is in progress (an owed reply was read).
+        """
+        cdef int code = 0
+        cdef Link link
+        cdef Py_ssize_t j
+        if self._fds[i] >= 0:
+            self._serve(i, readable, writable)
+        if self._s.redirected:
+            self._sync_redirected()
+        if not self._s.in_round:
+            code |= 4
+        elif self._s.next_deadline() < 0.0:
+            code |= 1
+        if self._opened != self._seen:
+            code |= 2
+        else:
+            for j in range(self._nl):
+                link = <Link>self._links[j]
+                if self._fds[j] >= 0 and self._wants_write(j, link):
+                    code |= 2
+                    break
+        return code
+
+    def next_deadline(self):
+        """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
+        return self._s.next_deadline()
+
+    def sweep(self):
+        """Read what already arrived on the sockets the round waits for (non-blocking): an event
+        loop that saw one socket ready need not go round again for the others."""
+        cdef Py_ssize_t i
+        for i in range(self._nl):
+            if (<Link>self._links[i]).polled and self._fds[i] >= 0:
+                self._readable(i)
+
+    def overdue(self):
+        """A deadline passed: read what already arrived on the round's sockets, then call late
+        the masters still missing."""
+        cdef Py_ssize_t i
+        self.sweep()
+        self._s.expire_due(frl_now())
+        for i in range(self._nl):
+            self._sync(i)
+
+    def finish(self):
+        """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
+        rounds = self._s.finish(frl_now())
+        self._tidy()
+        return rounds
+
+    def tidy(self):
+        """Between rounds: expire owed replies past their deadline (reading what arrived first);
+        close a connection that owes too much or too long."""
+        self._tidy()
+
+    def owed_deadline(self):
+        """The earliest deadline of an owed reply someone waits for, or -1.0."""
+        return self._s.first_owed_deadline()
+
+    @staticmethod
+    def now():
+        """The clock of the deadlines (monotonic seconds)."""
+        return frl_now()
+
+    # --- outside rounds ---------------------------------------------------------------------------
+    def settle(self, timeout=None, until=None):
+        """Read the replies owed by earlier rounds until each arrived or its deadline passed.
+
+        Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
+        ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
+        ``until``: a callable; return as soon as it returns true (checked before each wait).
+        """
+        cdef Session s = self._s
+        cdef double end = -1.0, now, due, wait_ms
+        if timeout is not None:
+            end = frl_now() + <double>timeout
+        try:
+            while until is None or not until():
+                due = s.settle_wait(end)
+                if due < 0.0:
+                    return
+                now = frl_now()
+                if due > now:
+                    wait_ms = ceil((due - now) * 1000.0)
+                    self._poll(2147483647 if wait_ms > 2147483647.0 else <int>wait_ms)
+                    continue
+                self._tidy()
+                if 0.0 <= end <= now:
+                    return
+        finally:
+            s.settle_done()
+
+    def close(self):
+        """Close every connection; the core reconnects lazily if used again."""
+        cdef Py_ssize_t i
+        if self._s is None:
+            return
+        self._s.close()
+        for i in range(self._nl):
+            self._sync(i)
+
+
+cdef object _address(spec):
+    """``(host, port, path)`` of a master as bytes for libc (None where unused), or an error message."""
+    if spec.path is None and spec.host is None:
+        return "a cluster's own link is never opened (its nodes' are)"
+    try:
+        if spec.path is not None:
+            return (None, None, os.fsencode(spec.path))
+        return (spec.host.encode("idna"), str(int(spec.port)).encode(), None)
+    except (UnicodeError, TypeError, ValueError) as exc:
+        return str(exc)
