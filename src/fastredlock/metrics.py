@@ -11,7 +11,7 @@ there already), which counts events and sorts their durations into histogram buc
 counters and health are read from ``stats()`` when the metrics are collected. Nothing is recorded
 until a client is instrumented: then each event costs one call and a few additions under a lock.
 
-The names (Prometheus; OpenTelemetry uses dots: ``fastredlock.sync.lock.events`` ...), every one with a
+The names (Prometheus; OpenTelemetry uses dots: ``fastredlock.lock.events`` ...), every one with a
 ``client`` label (``client=`` argument, default ``"default"``):
 
 - ``fastredlock_lock_events_total{kind}``: counter of events by kind (acquired, refused, extended,

@@ -95,10 +95,10 @@ def test_batch_handles_match_single_handles(make_client, masters, name):
 
 
 def test_batch_tokens_are_distinct_from_single_tokens():
-    from fastredlock.engine import tokens
+    from fastredlock.engine import tokens as _tokens
 
-    singles = {tokens.new_token() for _ in range(2000)}
-    batches = [tokens.new_tokens(k) for k in (1, 2, 64, 1024, 1025, 3000)]
+    singles = {_tokens.new_token() for _ in range(2000)}
+    batches = [_tokens.new_tokens(k) for k in (1, 2, 64, 1024, 1025, 3000)]
     every = [t for batch in batches for t in batch]
     assert len(set(every)) == len(every)
     assert not singles & set(every)

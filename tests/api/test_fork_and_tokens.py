@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from fastredlock.engine import tokens
+from fastredlock.engine import tokens as _tokens
 from fastredlock.protocol.scripts import (
     EXTEND, EXTEND_SHA, MARK, MARK_SHA, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_SHA, RELEASE_TAGGED, RELEASE_TAGGED_SHA,
 )
 
 
 def test_tokens_are_unique_and_long():
-    tokens = {tokens.new_token() for _ in range(10000)}
+    tokens = {_tokens.new_token() for _ in range(10000)}
     assert len(tokens) == 10000
     prefix = next(iter(tokens)).split(b":")[0]
     assert len(bytes.fromhex(prefix.decode())) * 8 >= 128
@@ -37,8 +37,8 @@ def _in_child(fn):
 
 
 def test_fork_child_gets_new_token_prefix():
-    parent = tokens.new_token().split(b":")[0]
-    child = _in_child(lambda: tokens.new_token().split(b":")[0])
+    parent = _tokens.new_token().split(b":")[0]
+    child = _in_child(lambda: _tokens.new_token().split(b":")[0])
     assert child and child != parent
 
 

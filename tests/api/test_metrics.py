@@ -76,10 +76,10 @@ def test_opentelemetry(make_client, masters, name):
         for sm in rm.scope_metrics:
             for m in sm.metrics:
                 points[m.name] = list(m.data.data_points)
-    by_kind = {p.attributes["kind"]: p.value for p in points["fastredlock.sync.lock.events"]}
+    by_kind = {p.attributes["kind"]: p.value for p in points["fastredlock.lock.events"]}
     assert by_kind == {"acquired": 2, "extended": 2, "released": 2}
-    assert points["fastredlock.sync.lock.hold"][0].count == 2
-    assert points["fastredlock.sync.lock.wait"][0].attributes == {"client": "jobs"}
+    assert points["fastredlock.lock.hold"][0].count == 2
+    assert points["fastredlock.lock.wait"][0].attributes == {"client": "jobs"}
     replies = {p.attributes["master"]: p.value for p in points["fastredlock.master.replies"]}
     assert len(replies) == 5 and all(v >= 6 for v in replies.values())
     assert "fastredlock.master.latency_avg" in points

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from fastredlock.cli.main.audit import FAIL, PASS, WARN, audit, main
+from fastredlock.cli.audit import FAIL, PASS, WARN, audit, main
 from fastredlock.testing import PERSISTENCE_ARGS, FaultProxy, start_master
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")

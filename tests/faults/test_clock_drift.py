@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fastredlock.cli.main.audit import FAIL, PASS, audit
+from fastredlock.cli.audit import FAIL, PASS, audit
 from fastredlock.testing import start_master
 
 TTL = 1.0

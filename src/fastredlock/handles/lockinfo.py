@@ -30,7 +30,7 @@ from ..protocol.plans import (
 )
 from ..protocol.result import Round
 
-__all__ = ["EXIT_STATUS", "FREE", "HELD", "PARTIAL", "UNKNOWN", "FamilyInfo", "LockInfo", "MasterView", "format_table", "main"]
+__all__ = ["EXIT_STATUS", "FREE", "HELD", "PARTIAL", "UNKNOWN", "FamilyInfo", "LockInfo", "MasterView", "format_table"]
 
 #: ``python -m fastredlock inspect``'s exit status per state (2 is bad usage, as argparse has it).
 EXIT_STATUS = {FREE: 0, HELD: 1, PARTIAL: 3, UNKNOWN: 4}
