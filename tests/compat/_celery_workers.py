@@ -1,0 +1,228 @@
+"""Real Celery workers for the Celery drop-in tests, started once per test session (per xdist worker).
+
+``celery_fleet`` (a session fixture, made available to tests/compat through conftest.py) starts
+four local masters of its own: three are the lock masters (a quorum of two), the fourth is the
+broker (db 1), the result backend (db 2) and the probe the tasks record their runs on (db 3). Two
+workers consume the default queue, each a prefork pool of one child: one on the Cython core, one
+on the pure core (``FASTREDLOCK_NO_EXTENSIONS=1``), so together they are two worker processes and
+every task runs on either core. Tests that kill a worker start one of their own on a queue of its
+own (:meth:`Fleet.start_worker`). The originals (celery-once 3.0.1, celery-singleton 0.3.1) are
+installed from PyPI at test time into the compat cache (``--no-deps``: this environment's Celery
+and redis-py serve them) for the interop tests, which skip with the reason if PyPI is unreachable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+import fastredlock
+import fastredlock.compat
+from fastredlock.testing import start_masters
+
+import _originals
+
+HERE = Path(__file__).resolve().parent
+#: The short TTL of a running task's locks in these tests (the drop-ins' default is 30 s).
+RUN_TTL = 2.0
+ORIGINALS = ("celery-once==3.0.1", "celery-singleton==0.3.1", "six==1.17.0")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something true (returned), or fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def install_originals() -> Path:
+    """The folder holding celery-once and celery-singleton (PyPI, cached); ``Unavailable`` if not."""
+    label = "-".join(p.replace("==", "-") for p in ORIGINALS)
+    return _originals._build_once(
+        _originals.cache_dir() / f"celery-originals-{label}",
+        lambda tmp: _originals._pip(["install", "--quiet", "--no-deps", "--target", str(tmp), *ORIGINALS],
+                                    " ".join(ORIGINALS)),
+    )
+
+
+class Worker:
+    def __init__(self, name: str, proc: subprocess.Popen, log: Path) -> None:
+        self.name = name
+        self.proc = proc
+        self.log = log
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # cold shutdown: do not wait for running tasks
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+class Fleet:
+    """The masters, the configuration, the workers, and helpers to look at what the tasks did."""
+
+    def __init__(self, masters: Any, tmp: Path) -> None:
+        self.masters = list(masters)
+        self.tmp = tmp
+        self.lock_urls = [m.url for m in self.masters[:3]]
+        broker = self.masters[3]
+        self.broker = f"redis://127.0.0.1:{broker.port}"
+        self.config = {"broker": self.broker, "probe": self.broker + "/3", "locks": self.lock_urls,
+                       "impl": "shim", "run_ttl": RUN_TTL}
+        self.workers: List[Worker] = []
+        self._tasks: Optional[Any] = None
+        self._interop: Optional[Any] = None
+
+    # --- processes ---------------------------------------------------------------------------
+    def env(self, *, impl: str = "shim", core: Optional[str] = None, locks: Optional[List[str]] = None,
+            originals: Optional[Path] = None) -> Dict[str, str]:
+        env = dict(os.environ)  # (a pure run, FASTREDLOCK_NO_EXTENSIONS=1, keeps every worker pure)
+        if core == "python":
+            env["FASTREDLOCK_NO_EXTENSIONS"] = "1"
+        config = dict(self.config, impl=impl)
+        if locks is not None:
+            config["locks"] = locks
+        env["FRL_CELERY"] = json.dumps(config)
+        paths = [str(HERE)]
+        if originals is not None:
+            paths.append(str(originals))
+        paths.append(str(Path(fastredlock.__file__).resolve().parent.parent))  # the fastredlock under test
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        return env
+
+    def start_worker(self, name: str, *, queues: str = "celery", pool: str = "prefork", concurrency: int = 1,
+                     **env_options: Any) -> Worker:
+        """Start a worker (not waiting for it: see :meth:`wait_ready`)."""
+        env = self.env(**env_options)
+        env["FRL_CELERY_WORKER"] = name
+        log = self.tmp / f"worker-{name}.log"
+        cmd = [sys.executable, "-m", "celery", "-A", "_celery_app", "worker", "-P", pool, "-c", str(concurrency),
+               "-n", f"{name}@frl", "-Q", queues, "--without-gossip", "--without-mingle", "--without-heartbeat",
+               "-l", "warning", "--logfile", str(log)]
+        proc = subprocess.Popen(cmd, cwd=str(HERE), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        worker = Worker(name, proc, log)
+        self.workers.append(worker)
+        return worker
+
+    def wait_ready(self, *workers: Worker, timeout: float = 30.0) -> None:
+        for worker in workers:
+            def ready(worker: Worker = worker) -> bool:
+                if worker.proc.poll() is not None:
+                    raise AssertionError(f"worker {worker.name} exited ({worker.proc.returncode}):\n{worker.output()}")
+                return self.probe.exists(f"ready:{worker.name}")
+            wait_for(ready, timeout, f"worker {worker.name} to be ready")
+
+    def enqueue_from(self, sides: List[Dict[str, Any]], task: str, args: List[Any], count: int,
+                     queue: str = "celery", timeout: float = 30.0) -> List[Dict[str, Any]]:
+        """Start one enqueuing process per side (``env`` options), all enqueueing ``task`` ``count``
+        times at one instant; return their reports, in order."""
+        at = time.time() + 1.5  # after every process has imported Celery (about 0.5 s each here)
+        spec = json.dumps({"task": task, "args": args, "count": count, "at": at, "queue": queue})
+        procs = [subprocess.Popen([sys.executable, str(HERE / "_celery_enqueue.py"), spec], cwd=str(HERE),
+                                  env=self.env(**side), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for side in sides]
+        reports = []
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, f"an enqueuing process failed:\n{err[-3000:]}"
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        return reports
+
+    # --- what happened -----------------------------------------------------------------------------
+    @property
+    def tasks(self) -> Any:
+        """The app and its tasks in this process (the drop-ins, on the active core)."""
+        if self._tasks is None:
+            import _celery_app
+
+            self._tasks = _celery_app.build(self.config)
+        return self._tasks
+
+    @property
+    def probe(self) -> Any:
+        return self.tasks.probe
+
+    def runs(self, name: str) -> int:
+        return int(self.probe.get(f"runs:{name}") or 0)
+
+    def overlaps(self, name: str) -> int:
+        return int(self.probe.get(f"overlap:{name}") or 0)
+
+    def started(self, name: str) -> Optional[int]:
+        pid = self.probe.get(f"started:{name}")
+        return int(pid) if pid is not None else None
+
+    def held(self, key: str) -> int:
+        """On how many lock masters ``key`` exists."""
+        return sum(m.command("EXISTS", key) for m in self.masters[:3])
+
+    def interop(self) -> Any:
+        """Two more workers on the queue ``interop``, both locking on the first lock master only
+        (celery-once and celery-singleton take one URL): one runs the originals, one the drop-ins.
+        Started on first use; skips the test if the originals cannot be installed."""
+        if self._interop is None:
+            try:
+                originals = install_originals()
+            except _originals.Unavailable as exc:
+                pytest.skip(f"cannot install celery-once / celery-singleton from PyPI: {exc}")
+            locks = self.lock_urls[:1]
+            workers = [self.start_worker("original", queues="interop", impl="original", originals=originals, locks=locks),
+                       self.start_worker("shim-one-master", queues="interop", locks=locks)]
+            self.wait_ready(*workers)
+            self._interop = types.SimpleNamespace(originals=originals, locks=locks)
+        return self._interop
+
+    def stop(self) -> None:
+        for worker in self.workers:  # all at once, then wait for each
+            if worker.proc.poll() is None:
+                worker.proc.send_signal(signal.SIGQUIT)
+        for worker in self.workers:
+            worker.stop()
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def celery_fleet(tmp_path_factory):
+    """Four masters and two workers (Cython core, pure core) serving the Celery drop-ins' tasks."""
+    pytest.importorskip("celery")
+    fastredlock.compat.configure(restart_aware=False)
+    with start_masters(4) as masters:
+        fleet = Fleet(masters, tmp_path_factory.mktemp("celery"))
+        try:
+            a = fleet.start_worker("cython", core="cython")
+            b = fleet.start_worker("python", core="python")
+            fleet.wait_ready(a, b)
+            yield fleet
+        finally:
+            fleet.stop()
+            fastredlock.compat.configure()
