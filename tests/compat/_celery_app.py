@@ -186,4 +186,9 @@ if _config:  # a worker (``celery -A _celery_app``) or an enqueuing subprocess
 
     @worker_ready.connect
     def _ready(sender=None, **_):
-        tasks.probe.set(f"ready:{os.environ.get('FRL_CELERY_WORKER', '?')}", os.getpid())
+        core = None
+        if tasks.impl == "shim":
+            import fastredlock
+
+            core = fastredlock.CORE
+        tasks.probe.set(f"ready:{os.environ.get('FRL_CELERY_WORKER', '?')}", json.dumps([os.getpid(), core]))

@@ -1,6 +1,8 @@
-"""Enqueue one task many times at an agreed instant, from a process of its own (the tests start
-several at once). argv[1]: JSON ``{"task", "args", "count", "at"}`` (``at``: a ``time.time()``
-instant); the app's configuration is in ``FRL_CELERY`` (see _celery_app.py). Prints one JSON line:
+"""Enqueue one task many times from a process of its own, at the same instant as its peers.
+
+argv[1]: JSON ``{"task", "args", "count", "queue", "barrier", "parties"}``: each process counts
+itself in under the probe key ``barrier`` and starts once ``parties`` processes have; the app's
+configuration is in ``FRL_CELERY`` (see _celery_app.py). Prints one JSON line:
 ``{"ids": [...accepted task ids...], "refused": n, "core": fastredlock.CORE or null}``."""
 import json
 import sys
@@ -12,9 +14,11 @@ spec = json.loads(sys.argv[1])
 tasks = _celery_app.tasks
 task = getattr(tasks, spec["task"].replace(".", "_"))
 ids, refused = [], 0
-delay = spec["at"] - time.time()
-if delay > 0:
-    time.sleep(delay)
+probe = tasks.probe
+probe.incr(spec["barrier"])
+deadline = time.monotonic() + 30
+while int(probe.get(spec["barrier"]) or 0) < spec["parties"] and time.monotonic() < deadline:
+    time.sleep(0.005)
 for _ in range(spec["count"]):
     try:
         result = task.apply_async(args=spec["args"], queue=spec["queue"])
