@@ -112,15 +112,15 @@ def build(config):
             raise self.retry(countdown=0.3)
         return self.request.retries
 
-    @app.task(base=QueueOnce, name="once.long", once={"run_ttl": 10})
+    @app.task(base=QueueOnce, name="once.long", once={"run_ttl": 20})
     def once_long(name, seconds=0.0):
         return record(name, seconds)
 
-    @app.task(base=QueueOnce, name="once.hard_limit", time_limit=1, once={"run_ttl": 10})
+    @app.task(base=QueueOnce, name="once.hard_limit", time_limit=1, once={"run_ttl": 20})
     def once_hard_limit(name, seconds=0.0):
         return record(name, seconds)
 
-    @app.task(base=QueueOnce, name="once.soft_limit", soft_time_limit=0.5, once={"run_ttl": 10})
+    @app.task(base=QueueOnce, name="once.soft_limit", soft_time_limit=0.5, once={"run_ttl": 20})
     def once_soft_limit(name, seconds=0.0):
         return record(name, seconds)
 
@@ -160,15 +160,15 @@ def build(config):
             raise self.retry(countdown=0.3)
         return self.request.retries
 
-    @app.task(base=Singleton, name="single.long", run_ttl=10)
+    @app.task(base=Singleton, name="single.long", run_ttl=20)
     def single_long(name, seconds=0.0):
         return record(name, seconds)
 
-    @app.task(base=Singleton, name="single.hard_limit", time_limit=1, run_ttl=10)
+    @app.task(base=Singleton, name="single.hard_limit", time_limit=1, run_ttl=20)
     def single_hard_limit(name, seconds=0.0):
         return record(name, seconds)
 
-    @app.task(base=Singleton, name="single.soft_limit", soft_time_limit=0.5, run_ttl=10)
+    @app.task(base=Singleton, name="single.soft_limit", soft_time_limit=0.5, run_ttl=20)
     def single_soft_limit(name, seconds=0.0):
         return record(name, seconds)
 

@@ -249,9 +249,12 @@ def test_sigkill_of_the_worker_frees_the_name_within_two_ttls(celery_fleet):
     assert freed <= 2 * RUN_TTL, f"freed after {freed:.2f} s"
 
 
-@pytest.mark.parametrize("how", ["revoke-terminate", "revoke-queued", "hard-time-limit", "soft-time-limit"])
+@pytest.mark.parametrize("how", [
+    "revoke-terminate", "revoke-queued", "hard-time-limit", "soft-time-limit", "pool-child-killed"])
 def test_revoked_or_time_limited_task_releases_its_name(celery_fleet, how):
-    """These tasks' run TTL is 10 s: a name accepted again within 4 s was released, not expired."""
+    """These tasks' run TTL is 20 s (renewed every third of it): a name accepted again within 4 s
+    (10 s when the worker's main process must first notice that its pool child died) was
+    released, not expired."""
     t, name = celery_fleet.tasks, unique()
     task = {"hard-time-limit": t.once_hard_limit, "soft-time-limit": t.once_soft_limit}.get(how, t.once_long)
     seconds = 0.0 if how == "revoke-queued" else 30.0
@@ -263,9 +266,11 @@ def test_revoked_or_time_limited_task_releases_its_name(celery_fleet, how):
         wait_for(lambda: celery_fleet.started(name), 15, "the task to start")
         if how == "revoke-terminate":
             result.revoke(terminate=True, signal="SIGKILL")
+        elif how == "pool-child-killed":  # the worker's main process sees its pool child die
+            os.kill(celery_fleet.started(name), signal.SIGKILL)
     start = time.monotonic()
-    wait_for(lambda: _accepted(task, [name, seconds], queue="nobody"), 8, f"the name to be free ({how})")
-    assert time.monotonic() - start < 4.0
+    wait_for(lambda: _accepted(task, [name, seconds], queue="nobody"), 12, f"the name to be free ({how})")
+    assert time.monotonic() - start < (10.0 if how == "pool-child-killed" else 4.0)
     assert celery_fleet.runs(name) == (0 if how == "revoke-queued" else 1)
 
 
