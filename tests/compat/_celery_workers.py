@@ -222,6 +222,16 @@ class Fleet:
             worker.stop()
 
 
+@pytest.fixture(autouse=False)
+def trusted_masters():
+    """The drop-ins in this process trust the just-started masters (no restart-aware voting), even
+    after another compat test reset the shims' options (``configure()``)."""
+    previous = fastredlock.compat.options()
+    fastredlock.compat.configure(restart_aware=False)
+    yield
+    fastredlock.compat.configure(**previous)
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 

@@ -20,12 +20,13 @@ pytest.importorskip("celery")
 
 from celery import states  # noqa: E402
 
-from _celery_workers import RUN_TTL, install_originals, unique, wait_for  # noqa: E402
+from _celery_workers import RUN_TTL, install_originals, trusted_masters, unique, wait_for  # noqa: E402,F401
 from fastredlock.compat import celery_once  # noqa: E402
 from fastredlock.compat.celery_once import AlreadyQueued, QueueOnce, queue_once_key  # noqa: E402
 import _originals  # noqa: E402
 
 RUN_PREFIX = "fastredlock-run:"
+pytestmark = pytest.mark.usefixtures("trusted_masters")
 
 
 def _accepted(task, args, **options):

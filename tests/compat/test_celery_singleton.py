@@ -29,12 +29,13 @@ pytest.importorskip("celery")
 
 from celery import Celery  # noqa: E402
 
-from _celery_workers import RUN_TTL, unique, wait_for  # noqa: E402
+from _celery_workers import RUN_TTL, trusted_masters, unique, wait_for  # noqa: E402,F401
 from fastredlock.compat.celery_singleton import (  # noqa: E402
     Config, DuplicateTaskError, RedisBackend, Singleton, clear_locks, generate_lock,
 )
 
 RUN_PREFIX = "fastredlock-run:"
+pytestmark = pytest.mark.usefixtures("trusted_masters")
 
 
 class UUIDEncoder(json.JSONEncoder):

@@ -36,8 +36,10 @@ import fastredlock
 import fastredlock.compat
 from fastredlock import LockError, LockNotOwnedError
 
+from . import _common
+
 __all__ = [
-    "DEFAULT_RUN_TTL", "HEADER", "NEVER", "RUN_PREFIX", "Masters", "Run", "connect_signals", "guarded_call",
+    "DEFAULT_RUN_TTL", "HEADER", "NEVER", "RESTART_GRACE", "RUN_PREFIX", "Masters", "Run", "connect_signals", "guarded_call",
     "header_of", "masters_for", "release_ended", "runs",
 ]
 
@@ -51,6 +53,12 @@ DEFAULT_RUN_TTL = 30.0
 #: The longest TTL a master accepts (``PX`` is a signed 32-bit count of ms): "never expires" in
 #: the originals (celery-singleton's default ``lock_expiry``) becomes this, about 24.8 days.
 NEVER = (2**31 - 1) / 1000.0
+#: How long a restarted master stays out of the quorum, unless ``fastredlock.compat.configure(
+#: restart_grace=...)`` says otherwise: long enough for every run lock it may have forgotten to have
+#: expired (twice the default ``run_ttl``), not the queue locks' TTL (an hour, or weeks: one master
+#: restarted would refuse every task for that long). A restarted master that forgot a queue lock may
+#: let one duplicate be enqueued; its run then waits behind the run lock.
+RESTART_GRACE = 2 * DEFAULT_RUN_TTL
 #: The message header the enqueuing process writes: the queue lock's key and the run's bounds, so the
 #: worker uses the key the enqueuer took (a tuple argument comes back from JSON as a list).
 HEADER = "fastredlock_lock"
@@ -87,22 +95,26 @@ class Masters:
         self.urls = list(urls)
         self.redis_kwargs = dict(redis_kwargs or {})
         self._client: Optional[fastredlock.Redlock] = None
-        self._client_options: Optional[Dict[str, Any]] = None
+        self._generation = -1  # the shims' generation (see _common) the client was built in
         self._readers: Optional[List[Any]] = None
         self._lock = threading.Lock()
 
     @property
     def client(self) -> fastredlock.Redlock:
         """The :class:`fastredlock.Redlock` client (built on first use, with the options of
-        :func:`fastredlock.compat.configure`; fork-safe: a pool child reconnects on its own)."""
-        options = fastredlock.compat.options()
+        :func:`fastredlock.compat.configure`, and again after ``configure()`` or the shims'
+        ``close_clients()``; fork-safe: a pool child reconnects on its own)."""
+        generation = _common._generation  # bumped by configure() and close_clients()
         client = self._client
-        if client is None or self._client_options != options:
+        if client is None or self._generation != generation:
             with self._lock:
-                if self._client is None or self._client_options != options:
+                if self._client is None or self._generation != generation:
                     masters = [_master(u, self.redis_kwargs) for u in self.urls]
+                    options = fastredlock.compat.options()
+                    if options.get("restart_grace") is None:
+                        options["restart_grace"] = RESTART_GRACE
                     self._client = fastredlock.Redlock(masters, **options)
-                    self._client_options = options
+                    self._generation = generation
                 client = self._client
         return client
 

@@ -104,6 +104,7 @@ class Config:
 
     @property
     def key_prefix(self) -> str:
+        """``singleton_key_prefix`` (default ``SINGLETONLOCK_``): every lock key starts with it."""
         return self.app.conf.get("singleton_key_prefix", "SINGLETONLOCK_")
 
     @property
@@ -122,10 +123,12 @@ class Config:
 
     @property
     def json_encoder_class(self) -> Any:
+        """``singleton_json_encoder_class`` (a class or its import path; default None: ``json``'s)."""
         return _import(self.app.conf.get("singleton_json_encoder_class", None))
 
     @property
     def backend_kwargs(self) -> Dict[str, Any]:
+        """``singleton_backend_kwargs``: redis-py connection arguments for every master (default none)."""
         return self.app.conf.get("singleton_backend_kwargs", {})
 
     @property
@@ -142,10 +145,12 @@ class Config:
 
     @property
     def raise_on_duplicate(self) -> Optional[bool]:
+        """``singleton_raise_on_duplicate`` (default None: a duplicate returns the holder's result)."""
         return self.app.conf.get("singleton_raise_on_duplicate")
 
     @property
     def lock_expiry(self) -> Optional[float]:
+        """``singleton_lock_expiry``: the longest a name may stay taken, seconds (default None: unbounded)."""
         return self.app.conf.get("singleton_lock_expiry")
 
     @property
