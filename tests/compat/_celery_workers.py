@@ -5,14 +5,15 @@ four local masters of its own: three are the lock masters (a quorum of two), the
 broker (db 1), the result backend (db 2) and the probe the tasks record their runs on (db 3). Two
 workers consume the default queue, each a prefork pool of one child: one on the Cython core, one
 on the pure core (``FASTREDLOCK_NO_EXTENSIONS=1``), so together they are two worker processes and
-every task runs on either core. Tests that kill a worker start one of their own on a queue of its
-own (:meth:`Fleet.start_worker`). The originals (celery-once 3.0.1, celery-singleton 0.3.1) are
+every task runs on either core. The tests that kill a worker have one each, on a queue of its own,
+and the interop tests two more (see :meth:`Fleet.start_all`); all start at once. The originals (celery-once 3.0.1, celery-singleton 0.3.1) are
 installed from PyPI at test time into the compat cache (``--no-deps``: this environment's Celery
 and redis-py serve them) for the interop tests, which skip with the reason if PyPI is unreachable.
 """
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -99,7 +100,8 @@ class Fleet:
                        "impl": "shim", "run_ttl": RUN_TTL}
         self.workers: List[Worker] = []
         self._tasks: Optional[Any] = None
-        self._interop: Optional[Any] = None
+        self._interop: Any = None
+        self.kill_workers: Dict[str, Worker] = {}
 
     # --- processes ---------------------------------------------------------------------------
     def env(self, *, impl: str = "shim", core: Optional[str] = None, locks: Optional[List[str]] = None,
@@ -143,23 +145,42 @@ class Fleet:
 
     def enqueue_from(self, sides: List[Dict[str, Any]], task: str, args: List[Any], count: int,
                      queue: str = "celery", timeout: float = 30.0) -> List[Dict[str, Any]]:
-        """Start one enqueuing process per side (``env`` options), all enqueueing ``task`` ``count``
-        times at one instant (once all have started); return their reports, in order."""
-        spec = json.dumps({"task": task, "args": args, "count": count, "queue": queue,
-                           "barrier": f"barrier:{uuid.uuid4().hex}", "parties": len(sides)})
-        procs = [subprocess.Popen([sys.executable, str(HERE / "_celery_enqueue.py"), spec], cwd=str(HERE),
-                                  env=self.env(**side), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for side in sides]
-        reports = []
+        """Fork one enqueuing process per side, all enqueueing ``task`` ``count`` times at one
+        instant (once all have started); return their reports, in order.
+
+        A side is ``{"core": ...}`` (the drop-ins on that core) or ``{"impl": "original",
+        "originals": folder, "locks": [url]}`` (celery-once / celery-singleton, imported in the
+        child from the folder). Forked from this process (Celery and fastredlock already imported:
+        a child is ready in milliseconds, where a fresh interpreter takes seconds here); each child
+        builds its own app and clients, and fastredlock's clients are fork-safe.
+        """
+        context = multiprocessing.get_context("fork")
+        barrier = f"barrier:{uuid.uuid4().hex}"
+        queue_ = context.SimpleQueue()
+        procs = [context.Process(target=_enqueue_child, daemon=True,
+                                 args=(queue_, i, dict(self.config), side, task, args, count, queue, barrier, len(sides)))
+                 for i, side in enumerate(sides)]
         for proc in procs:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate(timeout=10)
-            assert proc.returncode == 0, f"an enqueuing process failed:\n{err[-3000:]}"
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        return reports
+            proc.start()
+        reports: Dict[int, Any] = {}
+        deadline = time.monotonic() + timeout
+        while len(reports) < len(procs):
+            if time.monotonic() > deadline:
+                for proc in procs:
+                    proc.kill()
+                raise AssertionError(f"enqueuing processes did not report within {timeout:g} s")
+            if queue_.empty():
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    raise AssertionError("an enqueuing process failed: " + repr([p.exitcode for p in procs]))
+                time.sleep(0.01)
+                continue
+            index, report = queue_.get()
+            if isinstance(report, str):
+                raise AssertionError(f"an enqueuing process failed:\n{report}")
+            reports[index] = report
+        for proc in procs:
+            proc.join(timeout=10)
+        return [reports[i] for i in range(len(procs))]
 
     # --- what happened -----------------------------------------------------------------------------
     @property
@@ -201,20 +222,33 @@ class Fleet:
         """On how many lock masters ``key`` exists."""
         return sum(m.command("EXISTS", key) for m in self.masters[:3])
 
-    def interop(self) -> Any:
-        """Two more workers on the queue ``interop``, both locking on the first lock master only
-        (celery-once and celery-singleton take one URL): one runs the originals, one the drop-ins.
-        Started on first use; skips the test if the originals cannot be installed."""
-        if self._interop is None:
-            try:
-                originals = install_originals()
-            except _originals.Unavailable as exc:
-                pytest.skip(f"cannot install celery-once / celery-singleton from PyPI: {exc}")
+    def start_all(self) -> None:
+        """Start every worker the tests use, at once, and wait until all are ready: the two default
+        ones, a solo worker per library for the SIGKILL tests (queues ``kill-once``/``kill-single``),
+        and, if the originals can be installed, the two interop workers (queue ``interop``, both
+        locking on the first lock master only, as celery-once and celery-singleton take one URL:
+        one runs the originals, one the drop-ins)."""
+        workers = [self.start_worker("cython", core="cython"), self.start_worker("python", core="python")]
+        for lib in ("once", "single"):
+            self.kill_workers[lib] = self.start_worker(f"kill-{lib}", queues=f"kill-{lib}", pool="solo")
+        workers += self.kill_workers.values()
+        try:
+            originals = install_originals()
+        except _originals.Unavailable as exc:
+            self._interop = str(exc)
+        else:
             locks = self.lock_urls[:1]
-            workers = [self.start_worker("original", queues="interop", impl="original", originals=originals, locks=locks),
-                       self.start_worker("shim-one-master", queues="interop", locks=locks)]
-            self.wait_ready(*workers)
+            workers += [self.start_worker("original", queues="interop", impl="original", originals=originals,
+                                          locks=locks),
+                        self.start_worker("shim-one-master", queues="interop", locks=locks)]
             self._interop = types.SimpleNamespace(originals=originals, locks=locks)
+        self.wait_ready(*workers)
+
+    def interop(self) -> Any:
+        """The interop workers' setting (``originals``: the folder, ``locks``: the one URL); skips
+        the test if the originals could not be installed from PyPI."""
+        if isinstance(self._interop, str):
+            pytest.skip(f"cannot install celery-once / celery-singleton from PyPI: {self._interop}")
         return self._interop
 
     def stop(self) -> None:
@@ -232,21 +266,60 @@ def trusted_masters():
     fastredlock.compat.configure(**previous)
 
 
+def _enqueue_child(out: Any, index: int, config: Dict[str, Any], side: Dict[str, Any], task: str, args: List[Any],
+                   count: int, queue: str, barrier: str, parties: int) -> None:
+    """One enqueuing process (see :meth:`Fleet.enqueue_from`): put ``(index, report)`` on ``out``."""
+    try:
+        impl = side.get("impl", "shim")
+        config = dict(config, impl=impl)
+        if side.get("locks"):
+            config["locks"] = side["locks"]
+        if impl == "original":
+            sys.path.insert(0, str(side["originals"]))
+        elif side.get("core"):
+            fastredlock.compat.configure(core=side["core"], restart_aware=False)
+        import _celery_app
+
+        tasks = _celery_app.build(config)
+        fn = getattr(tasks, task.replace(".", "_"))
+        probe = tasks.probe
+        probe.incr(barrier)
+        deadline = time.monotonic() + 20
+        while int(probe.get(barrier) or 0) < parties and time.monotonic() < deadline:
+            time.sleep(0.002)
+        ids, refused = [], 0
+        for _ in range(count):
+            try:
+                result = fn.apply_async(args=args, queue=queue)
+            except (tasks.AlreadyQueued, tasks.DuplicateTaskError):
+                refused += 1
+                continue
+            if result.id is None:  # celery-once's graceful refusal (an EagerResult without an id)
+                refused += 1
+            else:
+                ids.append(result.id)
+        core = fastredlock.compat.options()["core"] or fastredlock.CORE if impl == "shim" else None
+        out.put((index, {"ids": ids, "refused": refused, "core": core, "impl": impl,
+                         "module": fn.__class__.__mro__[1].__module__}))
+    except BaseException:
+        import traceback
+
+        out.put((index, traceback.format_exc()))
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture(scope="session")
 def celery_fleet(tmp_path_factory):
-    """Four masters and two workers (Cython core, pure core) serving the Celery drop-ins' tasks."""
+    """Four masters and the workers of :meth:`Fleet.start_all` serving the Celery drop-ins' tasks."""
     pytest.importorskip("celery")
     fastredlock.compat.configure(restart_aware=False)
     with start_masters(4) as masters:
         fleet = Fleet(masters, tmp_path_factory.mktemp("celery"))
         try:
-            a = fleet.start_worker("cython", core="cython")
-            b = fleet.start_worker("python", core="python")
-            fleet.wait_ready(a, b)
+            fleet.start_all()
             yield fleet
         finally:
             fleet.stop()

@@ -231,9 +231,8 @@ def test_twenty_enqueues_from_four_processes_run_once(celery_fleet):
 
 
 def test_sigkill_of_the_worker_frees_the_name_within_two_ttls(celery_fleet):
-    worker = celery_fleet.start_worker(unique("kill"), queues="kill-once", pool="solo")
+    worker = celery_fleet.kill_workers["once"]  # a solo worker: its task runs in the killed process
     try:
-        celery_fleet.wait_ready(worker)
         t, name = celery_fleet.tasks, unique()
         t.once_work.apply_async(args=[name, 30], queue="kill-once")
         wait_for(lambda: celery_fleet.started(name), 15, "the task to start")
@@ -287,6 +286,7 @@ def test_celery_once_and_the_drop_in_never_run_a_task_twice(celery_fleet):
     reports = celery_fleet.enqueue_from(sides, "once.work", [name, 0.5], 5, queue="interop")
     ids = [i for r in reports for i in r["ids"]]
     assert len(ids) == 1 and sum(r["refused"] for r in reports) == 19, reports
+    assert [r["module"].split(".")[0] for r in reports] == ["celery_once", "fastredlock"] * 2
     wait_for(lambda: celery_fleet.runs(name) == 1 and int(celery_fleet.probe.get(f"active:{name}") or 0) == 0
              and celery_fleet.held(f"qo_once.work_name-{name}_seconds-0.5") == 0, 15, "the task to run and free its name")
     assert celery_fleet.overlaps(name) == 0

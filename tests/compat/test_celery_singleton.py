@@ -158,7 +158,7 @@ def test_unique_on_empty_string_and_defaults(celery_fleet):
     assert none.apply_async(args=[a + "x", 5], queue="nobody") == first  # the name only
     default = t.single_unique_default  # unique_on="d": a string, and d's default applies
     assert default.generate_lock(default.name, [a], {"b": 3, "c": 4}) == generate_lock(default.name, [], {"d": 4})
-    result = default.apply_async(args=[a], kwargs={"b": 3, "c": 4})
+    result = default.apply_async(args=[a], kwargs={"b": 3, "c": 4, "seconds": 1.0})
     assert default.apply_async(args=[a + "y"], kwargs={"d": 4}, queue="nobody") == result
     result.get(timeout=20)
     wait_for(lambda: _free(celery_fleet, default, [a]), 5, "the worker to free the key")
@@ -309,9 +309,8 @@ def test_retries_keep_the_name_and_are_queued(celery_fleet):
 
 
 def test_sigkill_of_the_worker_frees_the_name_within_two_ttls(celery_fleet):
-    worker = celery_fleet.start_worker(unique("kill"), queues="kill-single", pool="solo")
+    worker = celery_fleet.kill_workers["single"]  # a solo worker: its task runs in the killed process
     try:
-        celery_fleet.wait_ready(worker)
         t, name = celery_fleet.tasks, unique()
         first = t.single_work.apply_async(args=[name, 30], queue="kill-single")
         wait_for(lambda: celery_fleet.started(name), 15, "the task to start")
@@ -362,6 +361,7 @@ def test_celery_singleton_and_the_drop_in_never_run_a_task_twice(celery_fleet):
              {"impl": "shim", "locks": interop.locks}] * 2
     reports = celery_fleet.enqueue_from(sides, "single.work", [name, 0.5], 5, queue="interop")
     assert len({i for r in reports for i in r["ids"]}) == 1, reports
+    assert [r["module"].split(".")[0] for r in reports] == ["celery_singleton", "fastredlock"] * 2
     key = generate_lock("single.work", [name, 0.5], {})
     wait_for(lambda: celery_fleet.runs(name) == 1 and int(celery_fleet.probe.get(f"active:{name}") or 0) == 0
              and celery_fleet.held(key) == 0, 15, "the task to run and free its name")
