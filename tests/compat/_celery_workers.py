@@ -227,7 +227,8 @@ class Fleet:
         ones, a solo worker per library for the SIGKILL tests (queues ``kill-once``/``kill-single``),
         and, if the originals can be installed, the two interop workers (queue ``interop``, both
         locking on the first lock master only, as celery-once and celery-singleton take one URL:
-        one runs the originals, one the drop-ins)."""
+        one runs the originals and also consumes ``interop-original``, one the drop-ins and also
+        ``interop-shim``)."""
         workers = [self.start_worker("cython", core="cython"), self.start_worker("python", core="python")]
         for lib in ("once", "single"):
             self.kill_workers[lib] = self.start_worker(f"kill-{lib}", queues=f"kill-{lib}", pool="solo")
@@ -238,11 +239,28 @@ class Fleet:
             self._interop = str(exc)
         else:
             locks = self.lock_urls[:1]
-            workers += [self.start_worker("original", queues="interop", impl="original", originals=originals,
-                                          locks=locks),
-                        self.start_worker("shim-one-master", queues="interop", locks=locks)]
+            workers += [self.start_worker("original", queues="interop,interop-original", impl="original",
+                                          originals=originals, locks=locks),
+                        self.start_worker("shim-one-master", queues="interop,interop-shim", locks=locks)]
             self._interop = types.SimpleNamespace(originals=originals, locks=locks)
         self.wait_ready(*workers)
+
+    def handed_across(self, task: str, key_of: Callable[[str], str], name: str) -> None:
+        """A task enqueued by one kind of process and run by the other kind of worker (both ways):
+        while it runs the other kind's enqueue is refused, and its end frees the name (released,
+        not expired: the queue lock's timeout is 60 s)."""
+        interop = self.interop()
+        original = {"impl": "original", "originals": interop.originals, "locks": interop.locks}
+        shim = {"impl": "shim", "locks": interop.locks}
+        for enqueuer, other, queue in ((original, shim, "interop-shim"), (shim, original, "interop-original")):
+            run = f"{name}-{queue}"
+            (first,) = self.enqueue_from([enqueuer], task, [run, 1.0], 1, queue=queue)
+            assert len(first["ids"]) == 1, first
+            wait_for(lambda: self.started(run), 10, f"the task to start on {queue}")
+            (second,) = self.enqueue_from([other], task, [run, 1.0], 1, queue="nobody")
+            assert second["ids"] in ([], first["ids"]) and (second["refused"] == 1 or second["ids"] == first["ids"]), second
+            wait_for(lambda: self.runs(run) == 1 and self.held(key_of(run)) == 0, 8,
+                     f"the name to be released after the run on {queue}")
 
     def interop(self) -> Any:
         """The interop workers' setting (``originals``: the folder, ``locks``: the one URL); skips

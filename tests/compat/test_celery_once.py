@@ -290,3 +290,10 @@ def test_celery_once_and_the_drop_in_never_run_a_task_twice(celery_fleet):
     wait_for(lambda: celery_fleet.runs(name) == 1 and int(celery_fleet.probe.get(f"active:{name}") or 0) == 0
              and celery_fleet.held(f"qo_once.work_name-{name}_seconds-0.5") == 0, 15, "the task to run and free its name")
     assert celery_fleet.overlaps(name) == 0
+
+
+def test_each_kind_of_worker_frees_a_task_the_other_kind_queued(celery_fleet):
+    """A drop-in worker runs a task celery-once queued (it takes over celery-once's lock, whose
+    value is a redis-py token) and frees its name; celery-once's worker does the same for a task
+    the drop-in queued."""
+    celery_fleet.handed_across("once.work", lambda run: f"qo_once.work_name-{run}_seconds-1.0", unique())

@@ -366,3 +366,9 @@ def test_celery_singleton_and_the_drop_in_never_run_a_task_twice(celery_fleet):
     wait_for(lambda: celery_fleet.runs(name) == 1 and int(celery_fleet.probe.get(f"active:{name}") or 0) == 0
              and celery_fleet.held(key) == 0, 15, "the task to run and free its name")
     assert celery_fleet.overlaps(name) == 0
+
+
+def test_each_kind_of_worker_frees_a_task_the_other_kind_queued(celery_fleet):
+    """A drop-in worker runs a task celery-singleton queued and frees its name, and the other way
+    round; while it runs, the other kind's enqueue is a duplicate."""
+    celery_fleet.handed_across("single.work", lambda run: generate_lock("single.work", [run, 1.0], {}), unique())

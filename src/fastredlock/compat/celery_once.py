@@ -226,7 +226,8 @@ class QueueOnce(Task):
             run = runs.get(options.get("task_id"))
             if run is not None:
                 header = header_of(self.request)
-                run.requeue(NEVER if timeout is None else float(header.get("bound") if header else timeout))
+                bound = header.get("bound") if header else timeout
+                run.requeue(NEVER if bound is None else min(float(bound), NEVER))
             return super().apply_async(args, kwargs, **options)
         key = self.get_key(args, kwargs)
         task_id = options.get("task_id") or str(uuid.uuid4())

@@ -76,7 +76,7 @@ class CelerySingletonException(Exception):
 class DuplicateTaskError(CelerySingletonException):
     """Raised when a duplicate is queued with ``raise_on_duplicate``; ``task_id``: the task that holds the name."""
 
-    def __init__(self, message: str, task_id: str) -> None:
+    def __init__(self, message: str, task_id: Optional[str]) -> None:
         self.task_id = task_id
         super().__init__(message)
 
@@ -170,7 +170,7 @@ class RedisBackend:
         ttl = NEVER if expiry is None else min(float(expiry), NEVER)
         return self.masters.take(lock, task_id, ttl)
 
-    def release(self, lock: str, task_id: str) -> bool:
+    def release(self, lock: str, task_id: Any) -> bool:
         """Owner-checked release of ``lock`` taken with ``task_id``; whether it was still held."""
         return self.masters.release(lock, task_id)
 
@@ -250,7 +250,7 @@ class Singleton(BaseTask):
     def _expiry(self) -> Optional[float]:
         return self.lock_expiry if self.lock_expiry is not None else self.singleton_config.lock_expiry
 
-    def aquire_lock(self, lock: str, task_id: str) -> bool:
+    def aquire_lock(self, lock: str, task_id: Any) -> bool:
         """Take ``lock`` for ``task_id`` (the spelling is celery-singleton's)."""
         return self.singleton_backend.lock(lock, task_id, expiry=self._expiry())
 
