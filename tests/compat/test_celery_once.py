@@ -297,3 +297,12 @@ def test_each_kind_of_worker_frees_a_task_the_other_kind_queued(celery_fleet):
     value is a redis-py token) and frees its name; celery-once's worker does the same for a task
     the drop-in queued."""
     celery_fleet.handed_across("once.work", lambda run: f"qo_once.work_name-{run}_seconds-1.0", unique())
+
+
+def test_masters_down_raise_the_redis_error_not_already_queued(celery_fleet, dead_port):
+    import redis
+
+    nowhere = f"unix:///tmp/frl-nowhere-{unique()}.sock"  # two masters that refuse connections: no quorum
+    backend = celery_once.Redis({"url": [f"redis://127.0.0.1:{dead_port}", celery_fleet.lock_urls[0], nowhere]})
+    with pytest.raises(redis.exceptions.ConnectionError, match="too few masters"):
+        backend.raise_or_lock("qo_" + unique(), timeout=5)

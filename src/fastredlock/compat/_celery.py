@@ -140,8 +140,24 @@ class Masters:
         ``blocking``; ``timeout`` None with ``blocking``: until taken)."""
         lock = self.client.lock(key, ttl=ttl)
         if blocking:
-            return lock.acquire(blocking=True, timeout=timeout, token=token)
-        return lock.acquire(blocking=False, token=token)
+            taken = lock.acquire(blocking=True, timeout=timeout, token=token)
+        else:
+            taken = lock.acquire(blocking=False, token=token)
+        if not taken:
+            self.check_refused(lock)
+        return taken
+
+    def check_refused(self, lock: Any) -> None:
+        """After a failed attempt: return if a quorum of masters said the name is taken; raise the
+        redis-py error the originals would have raised if masters failed instead (a name refused
+        because the lock service is down is not a duplicate)."""
+        outcomes = lock.outcomes
+        if not outcomes or sum(1 for o in outcomes if o.outcome == "no") >= self.quorum:
+            return
+        errors = _common.redis_errors(outcomes)
+        if errors:
+            detail = "; ".join(str(o) for o in outcomes)
+            raise type(errors[0])(f"lock {lock.name!r}: too few masters answered ({detail})")
 
     def release(self, key: str, token: Union[str, bytes]) -> bool:
         """Owner-checked release of ``key`` held with ``token``; whether a quorum still held it."""
@@ -242,6 +258,7 @@ class Run:
         options = cls.renewal(run_ttl, bound)
         run = client.lock(RUN_PREFIX + key, **options)
         if not run.acquire(blocking=True, timeout=wait, token=task_id):
+            masters.check_refused(run)  # the masters failed: the task fails (it is not a duplicate)
             masters.release(key, task_id)
             return None
         queue = client.lock(key, **options)
