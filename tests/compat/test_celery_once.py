@@ -306,3 +306,24 @@ def test_masters_down_raise_the_redis_error_not_already_queued(celery_fleet, dea
     backend = celery_once.Redis({"url": [f"redis://127.0.0.1:{dead_port}", celery_fleet.lock_urls[0], nowhere]})
     with pytest.raises(redis.exceptions.ConnectionError, match="too few masters"):
         backend.raise_or_lock("qo_" + unique(), timeout=5)
+
+
+def test_url_forms_of_celery_once_are_read(celery_fleet):
+    """celery-once's URL patterns: ``redis://host:port/db``, ``rediss://`` and
+    ``redis+socket:///path?db=N``; query options (redis-py's) go through a redis-py client."""
+    import redis
+
+    from fastredlock.compat._celery import _master
+
+    assert _master("redis://127.0.0.1:7001/1", {}) == "redis://127.0.0.1:7001/1"
+    assert _master("redis+socket:///var/run/redis.sock?db=1", {}) == "unix:///var/run/redis.sock?db=1"
+    client = _master("redis://127.0.0.1:7001/1?socket_timeout=2", {})
+    assert isinstance(client, redis.Redis) and client.connection_pool.connection_kwargs["socket_timeout"] == 2
+    # and one of them serving locks for real: a redis-py query option on a live master
+    port = celery_fleet.masters[0].port
+    backend = celery_once.Redis({"url": f"redis://127.0.0.1:{port}/0?socket_timeout=2"})
+    key = "qo_" + unique()
+    backend.raise_or_lock(key, timeout=5)
+    with pytest.raises(AlreadyQueued):
+        backend.raise_or_lock(key, timeout=5)
+    backend.clear_lock(key)
