@@ -327,3 +327,14 @@ def test_url_forms_of_celery_once_are_read(celery_fleet):
     with pytest.raises(AlreadyQueued):
         backend.raise_or_lock(key, timeout=5)
     backend.clear_lock(key)
+
+
+def test_the_worker_releases_the_key_the_enqueuer_took(celery_fleet):
+    """A tuple argument comes back from the broker as a list, so the key the worker would compute
+    (``[...]``) is not the one taken at enqueue (``(...)``); celery-once then deleted the wrong key
+    and the name stayed taken for its timeout. The enqueuer's key travels in a message header."""
+    t, name = celery_fleet.tasks, unique()
+    t.once_work.delay((name, 1), 0.2).get(timeout=20)
+    key = t.once_work.get_key([(name, 1), 0.2])
+    assert "(" in key and celery_fleet.held(key) == 0 and celery_fleet.held(RUN_PREFIX + key) == 0
+    t.once_work.apply_async(args=[(name, 1), 0.2], queue="nobody")  # accepted again
