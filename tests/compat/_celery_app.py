@@ -6,7 +6,7 @@ subprocesses, ``_celery_enqueue.py``) build it with :func:`build` too. Every tas
 did on the probe server (``runs:<name>``: how many times it started, ``overlap:<name>``: how many
 times it started while another run of the same name was running, ``started:<name>``: the pid of
 the run in progress, ``events``), so a test sees how often and how a task ran without trusting the
-worker's own account.
+worker's own account; ``postrun:<task id>`` says how each message ended (``IGNORED`` included).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import types
 
 import redis
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import task_postrun, worker_ready
 
 
 def _probe(url):
@@ -183,6 +183,10 @@ _config = os.environ.get("FRL_CELERY")
 if _config:  # a worker (``celery -A _celery_app``) or an enqueuing subprocess
     tasks = build(json.loads(_config))
     app = tasks.app
+
+    @task_postrun.connect
+    def _postrun(task_id=None, state=None, **_):
+        tasks.probe.set(f"postrun:{task_id}", state or "?", ex=600)  # how each message ended, ignored ones too
 
     @worker_ready.connect
     def _ready(sender=None, **_):

@@ -338,3 +338,18 @@ def test_the_worker_releases_the_key_the_enqueuer_took(celery_fleet):
     key = t.once_work.get_key([(name, 1), 0.2])
     assert "(" in key and celery_fleet.held(key) == 0 and celery_fleet.held(RUN_PREFIX + key) == 0
     t.once_work.apply_async(args=[(name, 1), 0.2], queue="nobody")  # accepted again
+
+
+def test_a_second_message_of_a_running_name_is_not_run(celery_fleet):
+    """A message that bypassed the queue lock (sent with ``send_task``, as a message delivered
+    twice would be) reaches the other worker while the first run holds the run lock: it waits one
+    ``run_ttl`` for it, then is dropped (IGNORED, never run); the first run keeps its name."""
+    t, name = celery_fleet.tasks, unique()
+    first = t.once_work.delay(name, 3.0)
+    wait_for(lambda: celery_fleet.started(name), 10, "the first run to start")
+    second = t.app.send_task("once.work", args=[name, 3.0])
+    assert wait_for(lambda: celery_fleet.probe.get(f"postrun:{second.id}"), 10, "the second message's end") == b"IGNORED"
+    assert not first.ready()  # it was dropped while the first still ran (on the other worker)
+    first.get(timeout=20)
+    assert celery_fleet.runs(name) == 1 and celery_fleet.overlaps(name) == 0
+    assert celery_fleet.held(t.once_work.get_key([name, 3.0])) == 0
