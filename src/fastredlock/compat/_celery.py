@@ -280,7 +280,7 @@ class Run:
         expires by then); a bound shorter than ``run_ttl`` is one TTL, not renewed."""
         if bound is None or bound >= NEVER:
             return {"ttl": run_ttl, "auto_extend": True, "on_lost": _lost}
-        bound = float(bound)
+        bound = max(float(bound), 0.01)  # (a timeout of 0 in the original: the shortest TTL there is)
         if bound <= run_ttl:
             return {"ttl": bound}
         return {"ttl": run_ttl, "auto_extend": True, "max_hold": bound - run_ttl, "on_lost": _lost}
@@ -326,7 +326,7 @@ class Run:
         self.queue = None
         try:
             self.masters.take(self.key, self.task_id, ttl)
-        except LockError as exc:  # pragma: no cover - masters unreachable: the retry runs unguarded
+        except Exception as exc:  # pragma: no cover - masters unreachable: the retry runs unguarded
             log.warning("could not keep the queue lock %r for the retry of %s: %s", self.key, self.task_id, exc)
 
     def finish(self) -> None:
