@@ -277,10 +277,11 @@ class Run:
     def renewal(run_ttl: float, bound: Optional[float]) -> Dict[str, Any]:
         """The locks' TTL and renewal for a run: ``run_ttl`` renewed while the task runs, but never
         past ``bound`` seconds from the start (the original's timeout/expiry: the last renewal
-        expires by then); a bound shorter than ``run_ttl`` is one TTL, not renewed."""
-        if bound is None or bound >= NEVER:
+        expires by then); a bound shorter than ``run_ttl`` is one TTL, not renewed; no bound (None,
+        0), renewed for as long as the task runs."""
+        if not bound or bound >= NEVER:  # (0: celery-once's redis-py Lock set no expiry for it)
             return {"ttl": run_ttl, "auto_extend": True, "on_lost": _lost}
-        bound = max(float(bound), 0.01)  # (a timeout of 0 in the original: the shortest TTL there is)
+        bound = float(bound)
         if bound <= run_ttl:
             return {"ttl": bound}
         return {"ttl": run_ttl, "auto_extend": True, "max_hold": bound - run_ttl, "on_lost": _lost}

@@ -122,10 +122,10 @@ class Redis:
         self.run_ttl = float(settings.get("run_ttl", DEFAULT_RUN_TTL))
 
     def raise_or_lock(self, key: str, timeout: Optional[float], token: Optional[str] = None) -> None:
-        """Take the lock ``key`` for ``timeout`` seconds (None: the longest TTL there is) with
+        """Take the lock ``key`` for ``timeout`` seconds (None or 0: the longest TTL there is) with
         ``token`` (the task id; default: a fresh random one), or raise :class:`AlreadyQueued`."""
         token = token or uuid.uuid4().hex
-        ttl = NEVER if timeout is None else min(float(timeout), NEVER)
+        ttl = NEVER if not timeout else min(float(timeout), NEVER)  # 0: no expiry, as redis-py's Lock
         if not self.masters.take(key, token, ttl, blocking=bool(self.blocking), timeout=self.blocking_timeout):
             raise AlreadyQueued(self.masters.remaining(key))
 
@@ -227,7 +227,7 @@ class QueueOnce(Task):
             if run is not None:
                 header = header_of(self.request)
                 bound = header.get("bound") if header else timeout
-                run.requeue(NEVER if bound is None else min(float(bound), NEVER))
+                run.requeue(NEVER if not bound else min(float(bound), NEVER))
             return super().apply_async(args, kwargs, **options)
         key = self.get_key(args, kwargs)
         task_id = options.get("task_id") or str(uuid.uuid4())
