@@ -372,3 +372,25 @@ def test_each_kind_of_worker_frees_a_task_the_other_kind_queued(celery_fleet):
     """A drop-in worker runs a task celery-singleton queued and frees its name, and the other way
     round; while it runs, the other kind's enqueue is a duplicate."""
     celery_fleet.handed_across("single.work", lambda run: generate_lock("single.work", [run, 1.0], {}), unique())
+
+
+def test_lock_expiry_bounds_a_running_task_too(celery_fleet):
+    """celery-singleton's README: with ``lock_expiry`` shorter than the run, a new task is
+    accepted once it has passed, while the first still runs (here 1 s, a 2 s run)."""
+    t, name = celery_fleet.tasks, unique()
+    first = t.single_expiring.delay(name, 2.0)
+    wait_for(lambda: celery_fleet.started(name), 10, "the task to start")
+    second = wait_for(lambda: (lambda r: r if r != first else None)(
+        t.single_expiring.apply_async(args=[name, 2.0], queue="nobody")), 3, "the expiry to free the name")
+    assert second != first and not first.ready()
+    first.get(timeout=20)
+
+
+def test_run_locks_renew_within_the_bound():
+    from fastredlock.compat._celery import NEVER, Run
+
+    assert Run.renewal(2.0, None) == Run.renewal(2.0, 0) == Run.renewal(2.0, NEVER)
+    assert Run.renewal(2.0, None)["auto_extend"] and "max_hold" not in Run.renewal(2.0, None)
+    assert Run.renewal(2.0, 1.0) == {"ttl": 1.0}  # shorter than run_ttl: one TTL, not renewed
+    long = Run.renewal(2.0, 10.0)
+    assert long["ttl"] == 2.0 and long["max_hold"] == 8.0  # the last renewal expires by 10 s
