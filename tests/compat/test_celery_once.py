@@ -170,14 +170,14 @@ def test_blocking_setting_waits_for_the_name(celery_fleet):
     t.app.conf.ONCE = {"backend": "celery_once.backends.Redis",
                        "settings": dict(t.app.conf.ONCE["settings"], blocking=True, blocking_timeout=10)}
     name = unique()
-    first = t.once_work.delay(name, 0.8)
+    first = t.once_work.delay(name, 1.2)
     wait_for(lambda: celery_fleet.started(name), 10, "the first run to start")
     start = time.monotonic()
     second = t.once_work.delay(name, 0.0)  # another key (seconds differs): not blocked
     assert time.monotonic() - start < 1
     start = time.monotonic()
-    third = t.once_work.delay(name, 0.8)  # blocks until the first run released its name
-    assert time.monotonic() - start > 0.2  # it waited (the first run takes 0.8 s)
+    third = t.once_work.delay(name, 1.2)  # blocks until the first run released its name
+    assert time.monotonic() - start > 0.2  # it waited (the first run takes 1.2 s)
     for result in (first, second, third):
         result.get(timeout=20)
     t.app.conf.ONCE = {"backend": "celery_once.backends.Redis",
