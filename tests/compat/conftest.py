@@ -61,3 +61,6 @@ def aloop():
     loop = asyncio.new_event_loop()
     yield loop
     _finish(loop)
+
+
+from _celery_workers import celery_fleet  # noqa: E402,F401 (the Celery drop-ins' workers, one set per session)

@@ -22,6 +22,8 @@ PUBLIC_MODULES = [
     "fastredlock.testing",
     "fastredlock.compat",
     "fastredlock.compat.aioredlock",
+    "fastredlock.compat.celery_once",
+    "fastredlock.compat.celery_singleton",
     "fastredlock.compat.pottery",
     "fastredlock.compat.redis_lock",
     "fastredlock.compat.redis_py",

@@ -11,6 +11,8 @@ redis-py ``Lock``             ``from fastredlock.compat.redis_py import Lock``
 redis-py asyncio ``Lock``     ``from fastredlock.compat.redis_py import AsyncLock``
 aioredlock (asyncio)          ``from fastredlock.compat.aioredlock import Aioredlock``
 python-redis-lock             ``from fastredlock.compat import redis_lock``
+celery-once                   ``from fastredlock.compat.celery_once import QueueOnce``
+celery-singleton              ``from fastredlock.compat.celery_singleton import Singleton``
 ============================  ==========================================================
 
 Each shim writes the same keys as the library it replaces (pottery's ``redlock:`` prefix included),
@@ -18,7 +20,8 @@ Each shim writes the same keys as the library it replaces (pottery's ``redlock:`
 with ``SET key value NX PX ttl`` (redis-py's ``Lock`` without ``timeout``: ``SET key value NX``, no
 expiry, as redis-py stores it), and releases with the same owner check (``GET == value`` then
 ``DEL``), so processes still on the old library and processes on the shim exclude each other during
-a rolling migration. What differs from each original (the bugs that were not kept) is listed in
+a rolling migration. (The Celery drop-ins write their originals' keys too, with the task id as
+the value; see :mod:`fastredlock.compat.celery_once`.) What differs from each original (the bugs that were not kept) is listed in
 each shim's module docstring (its migration notes: the import to change, every remaining
 difference and why), in README.md ("Migrating") and in ``docs/migrating/<library>.md``.
 
