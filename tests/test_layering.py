@@ -139,7 +139,7 @@ def test_the_top_holds_at_most_ten_modules():
 
 
 @pytest.mark.parametrize("module, source, expected", [
-    ("asyncio/lock.py", "from ..sync import lock\n", "asyncio imports sync.lock (layer sync)"),
+    ("asyncio/lock.py", "from ..sync import lock\n", "asyncio imports sync (layer sync)"),
     ("engine/executor.py", "from ..handles.lock import LockBase\n", "engine imports handles.lock"),
     ("sync/lock.py", "from ..handles.lock import _secret\n", "sync imports handles's private _secret"),
     ("protocol/rules.py", "import socket\n", "the sans-I/O protocol imports socket"),

@@ -196,7 +196,7 @@ class Fleet:
     def cores(self) -> set:
         """The cores the workers and the enqueuing processes run on ("cython" and "python", or
         only "python" in a pure run)."""
-        from fastredlock._cores import NO_EXTENSIONS
+        from fastredlock.io.cores import NO_EXTENSIONS
 
         return {"python"} if NO_EXTENSIONS else {"cython", "python"}
 
