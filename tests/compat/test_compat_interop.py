@@ -20,8 +20,7 @@ import pytest
 import fastredlock
 from fastredlock.testing import LocalMaster
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _originals  # noqa: E402
+import _originals
 
 WORKER = os.path.join(os.path.dirname(__file__), "_interop_worker.py")
 SECONDS = 1.5  # each side still makes hundreds of attempts (both sides' progress and refusals are asserted)
