@@ -1,43 +1,151 @@
-"""Workers of the contention tests: lock, check an independent counter, unlock, for a few seconds.
+"""THE contention helper: lock, check an independent counter, unlock, over and over; and the workers
+of the contention tests built on it.
 
-``contend`` is one process with one thread; ``contend_threads`` is one process whose T threads share
-one client (each thread takes its own handle on the same name). The counter lives on a master the
-lock client never talks to, over a plain blocking connection per thread: INCR must answer 1, or
-somebody else held the lock at the same time.
+:func:`contend_loop` is the loop every contender runs, whatever takes the lock (a fastredlock handle, a
+shim, an original library, a cluster client): acquire; when held, INCR a key on the counter master
+(anything but 1 means somebody else held the lock at the same time: an overlap), hold a moment, DECR,
+release. :class:`Counter` is that counter: a plain blocking connection to a master the lock clients
+never talk to, with its own few lines of RESP (independent of the code under test, and importable
+where fastredlock is not: tests/compat/_interop_worker.py runs it beside the original libraries).
+
+The workers: ``contend`` is one process with one thread; ``contend_threads`` is one process whose T
+threads share one client (each thread takes its own handle on the same name); ``contend_cycles``,
+``contend_woken``, ``contend_no_hold`` and ``contend_tasks`` (asyncio tasks, the one loop written
+with ``await``) are variants. :func:`run_contenders` starts them in processes, together.
 
 Every worker takes ``unprotected``: the negative control of that counter. Each holder then locks a
 name of its own (``own_name``), so the lock excludes nobody while everything else — the client, the
 core, the rounds, the timings, the counter — stays as it is; the counter must then see overlaps.
+
+This module imports no fastredlock at import time (the workers import it when they run).
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
 import queue
+import socket
 import threading
 import time
-
-from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
-import socket
-
-from fastredlock import Redlock
-from fastredlock.protocol.resp import encode_command
+from typing import Any, Callable, List, Optional
 
 
-class _Counter:
-    """A blocking connection to the counter master: independent of the code under test."""
+def _resp(*args: Any) -> bytes:
+    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in parts)
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.reader = hiredis.Reader()
 
-    def call(self, *args: bytes):
-        self.sock.sendall(encode_command(*args))
-        while True:
-            reply = self.reader.gets()
-            if reply is not False:
-                return reply
-            self.reader.feed(self.sock.recv(4096))
+class Counter:
+    """A blocking connection to the counter master: independent of the code under test.
+
+    ``call(*args)`` sends one command (``str`` or ``bytes`` arguments) and returns its reply: an
+    ``int``, ``bytes`` (a simple or bulk string) or ``None``; an error reply raises ``RuntimeError``.
+    """
+
+    def __init__(self, port: int, timeout: Optional[float] = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise ConnectionError("the counter master closed the connection")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def call(self, *args: Any) -> Any:
+        self.sock.sendall(_resp(*args))
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        if kind == b"$":
+            size = int(rest)
+            if size < 0:
+                return None
+            while len(self.buf) < size + 2:
+                data = self.sock.recv(4096)
+                if not data:
+                    raise ConnectionError("the counter master closed the connection")
+                self.buf += data
+            value, self.buf = self.buf[:size], self.buf[size + 2:]
+            return value
+        raise RuntimeError(f"unexpected reply from the counter master: {line!r}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Tally:
+    """What one contender saw: ``held`` (holds), ``overlaps`` (INCRs that did not answer 1),
+    ``refused`` (attempts that did not get the lock) and ``errors`` (what the attempts, or the
+    releases when they are caught, raised: one ``repr`` each)."""
+
+    def __init__(self) -> None:
+        self.held = self.overlaps = self.refused = 0
+        self.errors: List[str] = []
+
+    def triple(self) -> tuple:
+        """``(held, overlaps, errors)``, as the contention tests read a report."""
+        return self.held, self.overlaps, len(self.errors)
+
+
+def contend_loop(acquire: Callable[[], Any], release: Callable[[Any], Any], counter: Counter,
+                 done: Callable[[Tally], bool], hold: float = 0.0, key: Any = b"holders",
+                 pause: Optional[Callable[[], Any]] = None, catch_release: bool = False,
+                 on_overlap: Optional[Callable[[Any], Any]] = None) -> Tally:
+    """Contend until ``done(tally)``: the loop of every contender.
+
+    ``acquire()`` returns what holds the lock (passed to ``release``), or something false when it did
+    not get it (a refusal); what it raises is an error, recorded, and the loop goes on. When held:
+    INCR ``key`` on ``counter`` (anything but 1 is an overlap, passed to ``on_overlap``), sleep ``hold``
+    seconds, DECR, then ``release(held)``, whatever happened inside; what ``release`` raises goes on
+    up, or with ``catch_release`` is recorded as an error. ``pause()``, if given, runs after every
+    attempt (an error, a refusal or a hold): a contender giving the others a chance to get in.
+    """
+    tally = Tally()
+    while not done(tally):
+        try:
+            got = acquire()
+        except Exception as exc:  # an error is a result to report, not a reason to stop
+            tally.errors.append(repr(exc))
+            if pause is not None:
+                pause()
+            continue
+        if not got:
+            tally.refused += 1
+            if pause is not None:
+                pause()
+            continue
+        try:
+            if counter.call(b"INCR", key) != 1:
+                tally.overlaps += 1
+                if on_overlap is not None:
+                    on_overlap(got)
+            time.sleep(hold)
+            counter.call(b"DECR", key)
+            tally.held += 1
+        finally:
+            if catch_release:
+                try:
+                    release(got)
+                except Exception as exc:
+                    tally.errors.append(repr(exc))
+            else:
+                release(got)
+        if pause is not None:
+            pause()
+    return tally
+
+
+def for_seconds(seconds: float) -> Callable[[Tally], bool]:
+    """A ``done`` for :func:`contend_loop`: true once ``seconds`` have passed from now."""
+    end = time.monotonic() + seconds
+    return lambda tally: time.monotonic() >= end
 
 
 def own_name(name: str, unprotected: bool, holder: object) -> str:
@@ -45,42 +153,31 @@ def own_name(name: str, unprotected: bool, holder: object) -> str:
     return f"{name}:own:{holder}" if unprotected else name
 
 
-def _client(urls, core, **kwargs) -> Redlock:
+def _client(urls, core, **kwargs):
+    from fastredlock import Redlock
+
     return Redlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False, **kwargs)
 
 
-def hold_loop(dlm, name, counter: _Counter, seconds: float, pause: float):
-    """Lock ``name``, INCR/sleep/DECR the counter, unlock, until ``seconds`` passed.
+def hold_loop(dlm, name, counter: Counter, seconds: float, pause: float):
+    """Lock ``name`` (``acquire(timeout=0.5)``), INCR/sleep ``pause``/DECR the counter, unlock, until
+    ``seconds`` passed (:func:`contend_loop` with a fastredlock client).
 
     Returns ``(held, overlaps, errors)``: acquisitions, INCRs that did not answer 1, and attempts
     that raised.
     """
-    held = overlaps = errors = 0
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    def acquire():
         lock = dlm.lock(name, ttl=2.0)
-        try:
-            if not lock.acquire(timeout=0.5):
-                continue
-        except Exception:
-            errors += 1
-            continue
-        try:
-            if counter.call(b"INCR", b"holders") != 1:
-                overlaps += 1
-            time.sleep(pause)
-            counter.call(b"DECR", b"holders")
-            held += 1
-        finally:
-            lock.release()
-    return held, overlaps, errors
+        return lock if lock.acquire(timeout=0.5) else None
+
+    return contend_loop(acquire, lambda lock: lock.release(), counter, for_seconds(seconds), pause).triple()
 
 
 def contend(urls, core, name, counter_port, seconds, result_queue, ready_queue=None, go=None,
             unprotected=False) -> None:
     """One process, one thread: ``hold_loop`` for ``seconds``; reports ``(held, overlaps, errors)``."""
     name = own_name(name, unprotected, os.getpid())
-    counter = _Counter(counter_port)
+    counter = Counter(counter_port)
     dlm = _client(urls, core)
     if go is not None:  # start together: process start-up on a loaded machine takes seconds
         ready_queue.put(1)
@@ -95,28 +192,21 @@ def contend_cycles(urls, core, name, counter_port, cycles, unprotected, result_q
     (``release(wait=False)``: the next attempt, this process's or another's, may come before the
     answers); reports ``(held, overlaps, errors)``."""
     mine = own_name(name, unprotected, os.getpid())
-    counter = _Counter(counter_port)
+    counter = Counter(counter_port)
     dlm = _client(urls, core)
     lock = dlm.lock(mine, ttl=2.0)
     ready_queue.put(1)
     go.wait(60)
-    held = overlaps = errors = 0
-    while held < cycles:
-        try:
-            if not lock.acquire(timeout=5.0):
-                errors += 1
-                continue
-        except Exception:
-            errors += 1
-            continue
-        if counter.call(b"INCR", b"holders") != 1:
-            overlaps += 1
-        time.sleep(0.0002)
-        counter.call(b"DECR", b"holders")
-        held += 1
-        lock.release(wait=False)
+
+    def acquire():
+        if not lock.acquire(timeout=5.0):
+            raise TimeoutError("not acquired within 5 s")  # counted as an error here
+        return lock
+
+    tally = contend_loop(acquire, lambda held: held.release(wait=False), counter,
+                         lambda t: t.held >= cycles, hold=0.0002)
     dlm.close()
-    result_queue.put((held, overlaps, errors))
+    result_queue.put(tally.triple())
 
 
 def contend_threads(urls, core, name, counter_port, seconds, threads, result_queue, ready_queue, go,
@@ -128,7 +218,7 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     start = threading.Barrier(threads + 1)
 
     def body(k: int) -> None:
-        counter = _Counter(counter_port)
+        counter = Counter(counter_port)
         start.wait()
         totals[k] = hold_loop(dlm, own_name(name, unprotected, f"{os.getpid()}:{k}"), counter, seconds, 0.0002)
 
@@ -150,12 +240,14 @@ def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue
     """``threads`` threads of this process contend through one client with the default wake-up and
     a long backoff (``retry_delay`` 0.2 s: turns come from wake-ups, not polling), each holding
     1 ms; reports per-thread ``(held, overlaps, errors)``."""
+    from fastredlock import Redlock
+
     dlm = Redlock(urls, core=core, restart_aware=False)
     totals = [(0, 0, 0)] * threads
     start = threading.Barrier(threads + 1)
 
     def body(k: int) -> None:
-        counter = _Counter(counter_port)
+        counter = Counter(counter_port)
         start.wait()
         totals[k] = hold_loop(dlm, name, counter, seconds, 0.001)
 
@@ -174,6 +266,8 @@ def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue
 def contend_no_hold(urls, core, name, seconds, result_queue, ready_queue, go) -> None:
     """One process takes and drops ``name`` as fast as it can (no hold) with a long backoff
     (``retry_delay`` 1 s, no jitter); reports ``(acquisitions, longest wait in seconds)``."""
+    from fastredlock import Redlock
+
     dlm = Redlock(urls, core=core, restart_aware=False, retry_delay=1.0, retry_jitter=0.0)
     lock = dlm.lock(name, ttl=10)
     ready_queue.put(1)
@@ -243,7 +337,7 @@ def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, res
     from fastredlock.asyncio import Redlock as AsyncRedlock
 
     async def call(reader, writer, *args: bytes) -> int:
-        writer.write(encode_command(*args))
+        writer.write(_resp(*args))
         line = await reader.readline()  # INCR/DECR answer ":<n>\r\n"
         return int(line[1:])
 

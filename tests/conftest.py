@@ -6,6 +6,29 @@ before any I/O, so the core cannot matter) takes ``one_core`` (or ``one_dlm``/``
 instead and runs once, on the active core. The Cython run *fails* when the extension
 is not importable, unless ``FASTREDLOCK_NO_EXTENSIONS`` asked for a pure install: a build that
 silently fell back to the slow core must not pass as green.
+
+What the two parameters run, in a C build (``pip install -e .``, ``fastredlock.CORE == "cython"``):
+
+- ``[cython]``: the client's core is ``fastredlock.io.core_c`` (C: ``poll(2)`` without the GIL, the
+  C reply parser, ``io/encode_c``) over the compiled protocol (``fastredlock.protocol``, every
+  module of setup.py's ``PROTOCOL_MODULES``).
+- ``[python]``: the client's core is the pure twin, ``fastredlock.io.core_py``, loaded *interpreted*
+  with the protocol it drives: ``fastredlock._pure`` serves ``fastredlock._pure.io.core_py`` and
+  ``fastredlock._pure.protocol.*`` from the same ``.py`` files, never the extensions beside them.
+  Only the core is interpreted: the layers above it are one copy per process, and the ones setup.py
+  compiles stay compiled under ``[python]`` too: ``SEAM_MODULES`` (``engine.executor``,
+  ``engine.combine``, ``engine.unwaited``, ``engine.tokens``, ``engine.fork``, ``engine.checks``,
+  ``handles.lock``, ``handles.family``, ``sync.lock``, ``sync.family``) and ``ASYNCIO_MODULES``
+  (``asyncio.loop_io``, ``asyncio.executor``, ``asyncio.lock``). The modules no list names (the
+  sync and asyncio clients, the watchdogs, the notifiers, ``engine.wake``, ``handles.client``, the
+  rest of ``io``: TLS, masters, sentinel, cluster) are plain Python under both parameters; the pure
+  twin parses replies with ``io.reader`` (hiredis where it is installed, else ``io.reader_py``).
+  So in a C build ``[python]`` tests the pure core under the compiled front-end, not a pure install.
+
+A pure install (``FASTREDLOCK_NO_EXTENSIONS=1``, PyPy, or no compiler) interprets everything: there
+``[python]`` is the whole package interpreted and ``[cython]`` is skipped, saying why. The protocol
+tables (tests/protocol) have their own pair, ``[compiled]``/``[interpreted]``, over the protocol
+alone; tests/test_compiled.py checks that a C build compiled every module setup.py lists.
 """
 from __future__ import annotations
 

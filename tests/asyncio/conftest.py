@@ -7,15 +7,13 @@ pytest plugin, each test gets a fresh loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 import pytest
 
 from fastredlock.asyncio import Redlock
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _loops import finish_loop  # noqa: E402
+from _loops import finish_loop
 
 LOOPS = ["asyncio", "uvloop"]
 

@@ -1,4 +1,4 @@
-"""``on_event`` on the asyncio client: the same events as the sync one (tests/api/test_events.py)."""
+"""``on_event`` on the asyncio client: the same events as the sync one (tests/sync/test_events.py)."""
 from __future__ import annotations
 
 import asyncio

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 
 import pytest
@@ -11,8 +9,7 @@ import pytest
 from fastredlock import LockError
 from fastredlock.asyncio import ReadLock, RLock, Semaphore, WriteLock
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api"))
-from _family import eventually, family_keys, tagged  # noqa: E402
+from _family import eventually, family_keys, tagged
 
 
 def test_rlock_reenters_per_task_and_refuses_other_tasks(arun, aclient, masters, name):

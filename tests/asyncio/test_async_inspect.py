@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from time import monotonic
 
 from fastredlock import LockInfo, holder_of
 from fastredlock.engine.tokens import new_token
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound  # noqa: E402
+from _checks import bound
 
 
 def test_inspect_held_free_expired(arun, aclient, masters, name):

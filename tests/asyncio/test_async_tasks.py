@@ -210,10 +210,6 @@ def test_aclose_while_tasks_wait(core, masters, name):
 
 def _contend_tasks(masters, core, name, counter, processes, seconds, loop_kind, unprotected=False):
     """Run ``_contender.contend_tasks`` (8 tasks a process); return every task's ``(held, overlaps, errors)``."""
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: shared helpers
     from _contender import contend_tasks, run_contenders
 
     reports = run_contenders(contend_tasks, processes, (masters.urls, core, name, counter.port, seconds, 8, loop_kind),

@@ -1,7 +1,7 @@
 """``await lock.release(wait=False)`` on asyncio: written (or queued first for the next round),
 not waited for; its answers still reported. Both cores, both loops, real masters.
 
-The same contract as the sync handle's (tests/api/test_release_unwaited.py): the key goes, the
+The same contract as the sync handle's (tests/sync/test_release_unwaited.py): the key goes, the
 same client takes the name again at once, a lock found not held is reported through ``on_lost``
 (awaited when it is a coroutine function), the ``lost`` event and ``stats()``, and ``aclose()``
 delivers what is still in flight. Specific to asyncio: a release asked for while another task's

@@ -1,5 +1,5 @@
 """Wake on release on the asyncio client (fastredlock.asyncio.notifier): the sync tests' cases
-(tests/api/test_wake.py) with tasks; the waiters' backoff is long, so a quick turn was a wake-up."""
+(tests/sync/test_wake.py) with tasks; the waiters' backoff is long, so a quick turn was a wake-up."""
 from __future__ import annotations
 
 import asyncio

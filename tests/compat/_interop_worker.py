@@ -15,33 +15,19 @@ another resource than the original (the negative control: a shim whose keys diff
 original's, so the two exclude nobody); with ``"no_timeout": true`` redis-py's locks (and the shim's)
 are made without ``timeout``: keys without expiry.
 Inside the lock the worker INCRs a counter on a separate master and checks it
-reads 1 (nobody else inside), then DECRs it. It prints one JSON line: how often it held the lock, how
-often it was refused, how many overlaps it saw, and the errors it met. The counter is spoken to over
-a plain socket, independent of both libraries.
+reads 1 (nobody else inside), then DECRs it: tests/_contender.py's loop (``contend_loop``), with its
+``Counter`` (a plain socket, independent of both libraries; tests/ is on PYTHONPATH for it). It prints
+one JSON line: how often it held the lock, how often it was refused, how many overlaps it saw, and
+the errors it met.
 """
 from __future__ import annotations
 
 import json
 import random
-import socket
 import sys
 import time
 
-
-class Counter:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-
-    def call(self, *args: str) -> int:
-        out = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args)
-        self.sock.sendall(out)
-        while b"\r\n" not in self.buf:
-            self.buf += self.sock.recv(4096)
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        if not line.startswith(b":"):
-            raise RuntimeError(f"unexpected reply {line!r}")
-        return int(line[1:])
+from _contender import Counter, contend_loop, for_seconds  # tests/, on PYTHONPATH (test_compat_interop.py)
 
 
 def lockers(lib: str, side: str, spec: dict):
@@ -206,8 +192,6 @@ def main() -> None:
         spec["resource"] += ":elsewhere"
     acquire, release = lockers(lib, side, spec)
     counter = Counter(spec["counter_port"])
-    held = refused = overlaps = 0
-    errors = []
     # Start together, once every worker is ready (interpreter started, library imported, clients
     # made): each counts itself in on the counter master, then waits for the others.
     counter.call("INCR", "ready")
@@ -216,30 +200,11 @@ def main() -> None:
         if time.monotonic() > deadline:
             raise SystemExit("the other workers never became ready")
         time.sleep(0.002)
-    end = time.monotonic() + spec["seconds"]
-    while time.monotonic() < end:
-        try:
-            got = acquire()
-        except Exception as exc:  # an error is a result to report, not a reason to stop
-            errors.append(repr(exc))
-            continue
-        if not got:
-            refused += 1
-            time.sleep(random.uniform(0, 0.002))
-            continue
-        try:
-            if counter.call("INCR", "holders") != 1:
-                overlaps += 1
-            time.sleep(0.001)
-            counter.call("DECR", "holders")
-            held += 1
-        finally:
-            try:
-                release()
-            except Exception as exc:
-                errors.append(repr(exc))
-        time.sleep(random.uniform(0, 0.002))  # give the other side a chance to get in
-    print(json.dumps({"held": held, "refused": refused, "overlaps": overlaps, "errors": errors[:5]}))
+    tally = contend_loop(acquire, lambda _held: release(), counter, for_seconds(spec["seconds"]), hold=0.001,
+                         pause=lambda: time.sleep(random.uniform(0, 0.002)),  # give the other side a chance
+                         catch_release=True)
+    print(json.dumps({"held": tally.held, "refused": tally.refused, "overlaps": tally.overlaps,
+                      "errors": tally.errors[:5]}))
 
 
 if __name__ == "__main__":

@@ -3,16 +3,13 @@ checks), and ``arun``/``aloop`` for the asyncio shims (``dead_port`` is in tests
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 
 import pytest
 
 import fastredlock.compat
 from fastredlock.compat._common import aclose_clients, close_clients
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _loops import finish_loop  # noqa: E402
+from _loops import finish_loop
 
 
 def _shims_on(core):

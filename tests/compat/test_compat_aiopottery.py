@@ -25,8 +25,7 @@ from fastredlock.compat.pottery import (
     AIORedlock, ExtendUnlockedLock, QuorumIsImpossible, QuorumNotAchieved, ReleaseUnlockedLock, TooManyExtensions,
 )
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _originals  # noqa: E402
+import _originals
 
 
 def _aio(port, **kwargs):

@@ -32,8 +32,7 @@ import redis.asyncio
 import fastredlock
 from fastredlock.compat.aioredlock import Aioredlock, LockError
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _originals  # noqa: E402
+import _originals
 
 
 class FakeConnectionsPool:

@@ -20,10 +20,10 @@ import pytest
 import fastredlock
 from fastredlock.testing import LocalMaster
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _originals  # noqa: E402
+import _originals
 
 WORKER = os.path.join(os.path.dirname(__file__), "_interop_worker.py")
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: _contender, for the worker
 SECONDS = 1.5  # each side still makes hundreds of attempts (both sides' progress and refusals are asserted)
 TTL_MS = 2000  # the workers' lock TTL
 
@@ -31,14 +31,15 @@ TTL_MS = 2000  # the workers' lock TTL
 def _env(path, *, shim):
     """The worker's environment: the original's folder (or the shim's pinned dependencies) on
     PYTHONPATH and, for the shim, the fastredlock under test after them (not whichever one the
-    interpreter would find on its own, such as another checkout's editable install)."""
+    interpreter would find on its own, such as another checkout's editable install); last, tests/
+    for the worker's one import from the suite (``_contender``: the contention loop and counter)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     paths = [str(path)] if path is not None else []
     if shim:
         paths.append(os.path.dirname(os.path.dirname(fastredlock.__file__)))
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths)
+    paths.append(TESTS)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,8 +21,7 @@ import pytest
 
 from fastredlock.testing import start_masters
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _originals  # noqa: E402
+import _originals
 
 _original_runs = {}
 _mktemp_lock = threading.Lock()  # the original's run makes its folders in another thread

@@ -11,8 +11,6 @@ counters, turn queues, python-redis-lock's wake-up lists), each with a TTL; then
 from __future__ import annotations
 
 import functools
-import os
-import sys
 import threading
 
 import pytest
@@ -23,8 +21,7 @@ from fastredlock import compat
 from fastredlock.compat import _common as compat_common
 from fastredlock.testing import start_masters
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/docs: the example finder
-from _doc_examples import MAX_MASTERS, Example, all_examples  # noqa: E402
+from _doc_examples import MAX_MASTERS, Example, all_examples
 
 EXAMPLES = all_examples()
 

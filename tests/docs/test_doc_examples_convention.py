@@ -1,14 +1,11 @@
 """The example finder itself: the directives, the port rewriting and the failure of a bad block."""
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/docs: the example finder
-from _doc_examples import DEFAULT_MASTERS, examples_in  # noqa: E402
+from _doc_examples import DEFAULT_MASTERS, examples_in
 
 
 def _write(tmp_path: Path, text: str) -> Path:

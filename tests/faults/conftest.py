@@ -1,17 +1,14 @@
 """Fixtures of the fault suite: proxies in front of the fault masters, an independent counter."""
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from typing import List
 
 import pytest
 
 from fastredlock.testing import FaultProxy, LocalMaster, start_masters
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import Counter  # noqa: E402
+from _checks import Counter
 
 
 @pytest.fixture(scope="session")

@@ -45,34 +45,19 @@ import multiprocessing
 import os
 import random
 import resource
-import socket
 import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
+if __name__ == "__main__":  # run by hand (``python tests/faults/soak.py``): no pytest pythonpath for tests/
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _contender import Counter  # noqa: E402  (tests/_contender.py: the counter connection)
 
 NAMES = 2  # lock names contended for (all threads of all processes share them)
 MODES = ("delayed", "voting", "persistent", "unsafe")
 #: The unsafe mode's fault: a majority of the five masters restarted at once.
 MAJORITY = 3
-
-
-class _Counter:
-    """A blocking connection to the counter master, for one thread (or to a lock master, to plant a fault)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
-        self.reader = hiredis.Reader()
-
-    def call(self, *args: bytes) -> Any:
-        from fastredlock.protocol.resp import encode_command
-
-        self.sock.sendall(encode_command(*args))
-        while (reply := self.reader.gets()) is False:
-            self.reader.feed(self.sock.recv(4096))
-        return reply
 
 
 # The holder register on the counter master. A holder enters with its validity deadline on the
@@ -102,7 +87,7 @@ def _thread_loop(dlm, counter_port: int, end: float, ttl: float, hold: float, st
                  lock: threading.Lock) -> None:
     from fastredlock import LockError, LockNotOwnedError
 
-    counter = _Counter(counter_port)
+    counter = Counter(counter_port, timeout=5.0)
     mine = dict.fromkeys(("acquired", "not_acquired", "double", "overran", "lost", "errors"), 0)
     rng = random.Random()
     while time.monotonic() < end:
@@ -205,9 +190,9 @@ def _plant_leak(urls: List[str], name: str, ttl: float) -> None:
     dlm = fastredlock.Redlock(urls, core="python", restart_aware=False)
     assert dlm.lock(name, ttl=ttl).acquire(timeout=ttl + 1.0), "the planted holder could not take the lock"
     for url in urls:  # the expiry a buggy client would lose, and the release it would skip
-        master = _Counter(int(url.rsplit(":", 1)[1]))
+        master = Counter(int(url.rsplit(":", 1)[1]), timeout=5.0)  # a lock master this time
         master.call(b"PERSIST", name.encode())
-        master.sock.close()
+        master.close()
     dlm.close()
 
 
@@ -327,5 +312,4 @@ def main(argv: List[str] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(main())

@@ -8,13 +8,10 @@ left without a TTL (a cleanup skipped), a key whose TTL outlives the lock's. No 
 """
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import assert_expires_within, gone_within, wait_gone  # noqa: E402
+from _checks import assert_expires_within, gone_within, wait_gone
 
 
 def test_counter_check_fires_when_another_holder_is_inside(counter):

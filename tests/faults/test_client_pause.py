@@ -14,8 +14,7 @@ import time
 
 from fastredlock.testing import pause_process
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within, timed  # noqa: E402
+from _checks import bound, gone_within, timed
 
 HOLDER = os.path.join(os.path.dirname(__file__), "_paused_holder.py")
 TTL = 1.0

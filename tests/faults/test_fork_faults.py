@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within, warm  # noqa: E402
+from _checks import bound, gone_within, warm
 
 
 def in_child(fn):

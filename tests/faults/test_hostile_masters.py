@@ -8,8 +8,6 @@ wrong; alone it is simply "not acquired". Never an exception, never a hang, neve
 """
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
@@ -18,8 +16,7 @@ from fastredlock.testing import HOSTILE_REPLIES, FakeMaster, start_masters
 from fastredlock.protocol.family import READ_ACQUIRE, sha_of
 from fastredlock.protocol.scripts import RELEASE_SHA
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import Timer, bound, gone_within  # noqa: E402
+from _checks import Timer, bound, gone_within
 
 #: What each hostile behaviour that needs a socket must be reported as. The reply *content* cases
 #: (garbage, wrong types, huge headers, streams, two replies...) are protocol tables:

@@ -6,8 +6,6 @@ command (the SET landed, or the key was deleted) but the client never hears so: 
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
@@ -15,8 +13,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import FaultProxy, blackhole_address, paused
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import (  # noqa: E402
+from _checks import (
     IO, Timer, assert_expires_within, bound, gone_within, timed, wait_gone, warm,
 )
 

@@ -8,7 +8,6 @@ call must return within its bound, report only defined outcomes, raise nothing b
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import pytest
@@ -19,8 +18,7 @@ from fastredlock import LockError, Redlock
 from fastredlock.protocol import outcomes as oc
 from fastredlock.testing import FakeMaster, HalfThenClose
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import EPS  # noqa: E402
+from _checks import EPS
 
 IO = 0.02
 CONNECT = 0.02

@@ -9,8 +9,6 @@ or the client's restart-aware voting, on by default (the same scenario is refuse
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
@@ -18,8 +16,7 @@ import pytest
 from fastredlock import LockNotOwnedError
 from fastredlock.testing import paused, restart, start_masters
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within, timed, wait_gone  # noqa: E402
+from _checks import bound, gone_within, timed, wait_gone
 
 
 def outcomes(lock):

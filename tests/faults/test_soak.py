@@ -14,12 +14,10 @@ must catch none.
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from soak import run_soak  # noqa: E402
+from soak import run_soak
 
 
 def check(report, double: bool = False, leak: bool = False, each_process: bool = True) -> None:

@@ -11,8 +11,6 @@ Both cores; sync, and asyncio on both loops.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import threading
 import time
 
@@ -20,9 +18,8 @@ import pytest
 
 from fastredlock.asyncio import Redlock as AsyncRedlock
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within, timed, warm  # noqa: E402
-from _loops import finish_loop  # noqa: E402
+from _checks import bound, gone_within, timed, warm
+from _loops import finish_loop
 
 TTL = 2.0
 

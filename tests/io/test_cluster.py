@@ -17,6 +17,8 @@ from fastredlock.io.blocking import Connection
 from fastredlock.protocol.cluster import SLOTS, key_slot
 from fastredlock.testing import start_cluster
 
+from _contender import Counter, contend_loop
+
 TTL = 5.0
 CONNECT = 0.5
 IO = 0.5  # per node: the shared test machine can be slow
@@ -381,16 +383,16 @@ def test_primary_killed_replica_promoted_no_double_holder(make_client, masters, 
 
         def contend():  # an independent counter on a plain server: never two holders
             other = make_client([c.url], **opts)
-            while not stop.is_set():
+
+            def acquire():
                 lk = other.lock(name, ttl=1.0)
-                if lk.acquire(blocking=False):
-                    if counter.command("INCR", name + ":holders") != 1:
-                        double.append(lk.outcomes)
-                    held[0] += 1
-                    time.sleep(0.01)
-                    counter.command("DECR", name + ":holders")
-                    lk.release() if lk.validity > 0 else None
-                time.sleep(0.01)
+                return lk if lk.acquire(blocking=False) else None
+
+            tally = contend_loop(acquire, lambda lk: lk.release() if lk.validity > 0 else None,
+                                 Counter(counter.port), lambda _tally: stop.is_set(), hold=0.01,
+                                 key=name + ":holders", pause=lambda: time.sleep(0.01),
+                                 on_overlap=lambda lk: double.append(lk.outcomes))
+            held[0] += tally.held
 
         threads = [threading.Thread(target=contend) for _ in range(2)]
         for t in threads:

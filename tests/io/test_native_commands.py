@@ -18,8 +18,6 @@ an unknown command ``-ERR unknown command ...``.
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 import time
 from typing import Dict, List, Optional
 
@@ -29,8 +27,7 @@ from fastredlock.protocol.handshake import PROBE_KEY
 from fastredlock.protocol.scripts import EXTEND, RELEASE, RELEASE_FULL, RELEASE_TAGGED
 from fastredlock.testing import FakeMaster, find_servers, server_version, start_masters
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import command_calls, warm  # noqa: E402
+from _checks import command_calls, warm
 
 _SHAS = {hashlib.sha1(s).hexdigest().encode(): s for s in (EXTEND, RELEASE, RELEASE_TAGGED, RELEASE_FULL)}
 

@@ -9,7 +9,6 @@ while the quorum of the others decides.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 
@@ -18,8 +17,7 @@ import pytest
 from fastredlock import LockError
 from fastredlock.testing import blackhole_address, find_servers, server_version, start_sentinels
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import timed  # noqa: E402
+from _checks import timed
 
 TTL = 5.0
 CONNECT = 0.5  # the sentinels and the master are asked within it (loopback: far less)

@@ -7,8 +7,6 @@ the others decides.
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
@@ -17,8 +15,7 @@ import pytest
 from fastredlock import LockError
 from fastredlock.testing import FaultProxy, paused, start_master
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within, timed  # noqa: E402
+from _checks import bound, gone_within, timed
 
 TTL = 5.0
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 from types import SimpleNamespace
 
 import pytest
 
 from fastredlock.io.cores import NO_EXTENSIONS
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 MODULES = ("session", "link", "result", "voting", "health", "resp", "replies", "handshake", "outcomes", "plans",
            "cluster", "sentinel", "scripts", "family")

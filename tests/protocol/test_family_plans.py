@@ -1,6 +1,6 @@
 """The lock family's rules (protocol.family), from tables: keys under one hash tag, the semaphore's
 choice of a permit and its leftovers, the readers a quorum holds, the inspection's reads, and
-the scripts' digests (checked against a real master in tests/api/test_family_scripts.py)."""
+the scripts' digests (checked against a real master in tests/sync/test_family_scripts.py)."""
 from __future__ import annotations
 
 import hashlib

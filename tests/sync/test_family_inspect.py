@@ -1,15 +1,12 @@
 """``dlm.inspect_family``: holders, counts, readers and permits of the lock family, one round of reads."""
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
 import fastredlock
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually  # noqa: E402
+from _family import eventually
 
 
 def test_inspect_rlock_rwlock_semaphore(dlm, masters, name):

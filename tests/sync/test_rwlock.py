@@ -1,13 +1,10 @@
 """``dlm.rwlock``: many readers or one writer; writers not starved; shares expire on their TTL."""
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged  # noqa: E402
+from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged
 
 
 def test_readers_share_and_exclude_writers(dlm, masters, name):

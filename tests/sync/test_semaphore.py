@@ -1,15 +1,12 @@
 """``dlm.semaphore``: at most ``limit`` permits, each its own Redlock key; wake on release."""
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged  # noqa: E402
+from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged
 
 
 def test_limit_permits_then_refused_then_freed(dlm, masters, name):

@@ -1,8 +1,6 @@
 """``dlm.rlock``: reentrant per owner thread, the count on the masters, wake on the last release."""
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
@@ -10,8 +8,7 @@ import pytest
 
 from fastredlock import LockError
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually, in_thread, no_key_without_ttl, tagged  # noqa: E402
+from _family import eventually, in_thread, no_key_without_ttl, tagged
 
 
 def counts(masters, name):

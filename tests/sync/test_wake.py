@@ -6,7 +6,6 @@ the same harness with ``wake=False`` and must then wait for the backoff.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -17,9 +16,8 @@ from fastredlock.engine.wake import LINGER
 from fastredlock.protocol.scripts import TURN_MS
 from fastredlock.testing import LocalMaster, start_masters
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import command_calls  # noqa: E402
-from _contender import contend_no_hold, contend_woken, run_contenders  # noqa: E402
+from _checks import command_calls
+from _contender import contend_no_hold, contend_woken, run_contenders
 
 SLOW = 2.0  # retry_delay of the waiters: a wake-up must beat it by far
 

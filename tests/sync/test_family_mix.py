@@ -16,8 +16,7 @@ import pytest
 from fastredlock.testing import start_masters
 from fastredlock.testing.masters import paused
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import eventually, family_keys, no_key_without_ttl  # noqa: E402
+from _family import eventually, family_keys, no_key_without_ttl
 
 MIXER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_family_mixer.py")
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the lock family's tests (tests/api/test_rlock.py, test_rwlock.py,
+"""Helpers shared by the lock family's tests (tests/sync/test_rlock.py, test_rwlock.py,
 test_semaphore.py): a holder subprocess to kill, and reads of the masters' keys."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_family_holder.py")
+HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync", "_family_holder.py")
 
 
 def start_holder(core: str, kind: str, name: str, ttl: float, urls) -> subprocess.Popen:

@@ -1,15 +1,12 @@
 """Many processes contending on one name never hold it at once, and leave no key behind."""
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
 from fastredlock.testing import LocalMaster
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _contender import contend, run_contenders  # noqa: E402
+from _contender import contend, run_contenders
 
 
 @pytest.mark.slow

@@ -9,8 +9,6 @@ extra commands; a refused argument must send nothing at all.
 from __future__ import annotations
 
 import math
-import os
-import sys
 
 import pytest
 
@@ -21,8 +19,7 @@ from fastredlock.protocol.scripts import RELEASE_SHA
 from fastredlock.sync.client import MAX_NAME_BYTES, MAX_TTL
 from fastredlock.testing import FakeMaster
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, gone_within  # noqa: E402
+from _checks import bound, gone_within
 
 
 INJECTIONS = [

@@ -4,8 +4,6 @@ stalled (SIGSTOP) answer within the timeouts; the token's secret never shows; no
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from time import monotonic
 
@@ -15,8 +13,7 @@ from fastredlock import LockInfo, MasterView, holder_of
 from fastredlock.engine.tokens import new_token
 from fastredlock.handles.lockinfo import format_table
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _checks import bound, timed  # noqa: E402
+from _checks import bound, timed
 
 #: Commands that change nothing on a master (those the inspection sends, and the test's own).
 READ_ONLY = {"get", "pttl", "info", "config", "dbsize", "ping"}

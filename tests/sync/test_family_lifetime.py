@@ -3,12 +3,9 @@ permit's TTL, and a holder killed with ``kill -9`` (a reentrant owner, a reader,
 holder: subprocesses started together) frees its share within its TTL."""
 from __future__ import annotations
 
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _family import kill9, start_holder, tagged  # noqa: E402
+from _family import kill9, start_holder, tagged
 
 TTL = 1.0
 

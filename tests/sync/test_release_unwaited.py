@@ -9,8 +9,6 @@ nothing; a waited release raises where the not-waited one reports.
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
@@ -20,8 +18,7 @@ from fastredlock import LockLostError, LockNotOwnedError
 from fastredlock.protocol.outcomes import PENDING
 from fastredlock.testing import LocalMaster
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _contender import contend_cycles, run_contenders  # noqa: E402
+from _contender import contend_cycles, run_contenders
 
 
 def _wait_for(predicate, seconds: float = 5.0) -> bool:

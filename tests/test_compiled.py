@@ -14,7 +14,7 @@ import pytest
 from fastredlock.io.cores import NO_EXTENSIONS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SETUP = os.path.join(os.path.dirname(os.path.dirname(HERE)), "setup.py")
+SETUP = os.path.join(os.path.dirname(HERE), "setup.py")
 #: setup.py's module lists and the package each one's modules live in.
 LISTS = {"PROTOCOL_MODULES": "fastredlock.protocol", "SEAM_MODULES": "fastredlock",
          "ASYNCIO_MODULES": "fastredlock.asyncio"}
