@@ -4,6 +4,7 @@ its TTL; a lock lost mid-job; no key left after a return, an exception or Keyboa
 the errors for bad input."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import pickle
 import socket
@@ -271,8 +272,15 @@ def test_bad_input_errors(one_dlm, masters):
             jobs.single_run(args.pop("dlm"), **args)
     with pytest.raises(ValueError, match=r"does not take"):
         jobs.single_run(one_dlm, key_args=["b"])(job)
-    with pytest.raises(TypeError, match="async def job needs a fastredlock.asyncio.Redlock"):
+    with pytest.raises(TypeError, match="async def job .or async with. needs a fastredlock.asyncio.Redlock"):
         jobs.single_run(one_dlm)(ajob)
+
+    async def enter():
+        async with jobs.single_run(one_dlm, "n"):
+            pass
+
+    with pytest.raises(TypeError, match="needs a fastredlock.asyncio.Redlock"):
+        asyncio.run(enter())
     with pytest.raises(TypeError, match="generator function"):
         jobs.single_run(one_dlm)(gen)
     with pytest.raises(TypeError, match="decorates a function"):

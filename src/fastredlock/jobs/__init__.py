@@ -338,10 +338,11 @@ class SingleRun:
     @staticmethod
     def _check_flavour(dlm: Any, is_async: bool) -> None:
         if is_async and isinstance(dlm, Redlock):
-            raise TypeError("an async def job needs a fastredlock.asyncio.Redlock, not a fastredlock.Redlock")
+            raise TypeError("an async def job (or async with) needs a fastredlock.asyncio.Redlock, "
+                            "not a fastredlock.Redlock")
         if not is_async and isinstance(dlm, AsyncRedlock):
             raise TypeError("a fastredlock.asyncio.Redlock runs async def jobs (and async with blocks); "
-                            "use a fastredlock.Redlock for a plain function")
+                            "use a fastredlock.Redlock for a plain function or a with block")
 
     def _client(self, is_async: bool) -> Any:
         dlm = self.dlm
@@ -349,7 +350,7 @@ class SingleRun:
             dlm = dlm()
             if not isinstance(dlm, (Redlock, AsyncRedlock)):
                 raise TypeError(f"the dlm callable returned a {type(dlm).__name__}, not a fastredlock client")
-            self._check_flavour(dlm, is_async)
+        self._check_flavour(dlm, is_async)
         return dlm
 
     # --- the run, sync ---------------------------------------------------------------------------
