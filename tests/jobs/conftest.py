@@ -86,7 +86,63 @@ def drop_key(masters):
     return lambda key: [m.command("DEL", key) for m in masters]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def until():
     """:func:`wait_until`: ``until(predicate, timeout, what)``."""
     return wait_until
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def job_broker():
+    """A local master started for one worker test module: the job queue's broker and the place
+    where jobs record their runs (tests/jobs/_jobs.py)."""
+    from fastredlock.testing import start_masters
+
+    with start_masters(1) as broker:
+        yield broker[0]
+
+
+@pytest.fixture(scope="module")
+def job_env(masters, job_broker):
+    """The environment of worker processes: the lock masters, the broker, tests/jobs importable."""
+    return dict(os.environ, JOBS_MASTERS=",".join(masters.urls), JOBS_BROKER=job_broker.url,
+                PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def stop_processes(procs, timeout: float = 10.0) -> None:
+    """Terminate the processes still running, then wait for each (SIGKILL after ``timeout``)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except Exception:  # subprocess.TimeoutExpired  # pragma: no cover
+            proc.kill()
+            proc.wait(5)
+
+
+def ran_pids(broker, tag):
+    """The process ids that ran ``hold_*(tag)``, in order."""
+    return [int(pid) for pid in broker.command("LRANGE", f"ran:{tag}", 0, -1)]
+
+
+def free_after_kill(pid, key_count, ttl, until):
+    """SIGKILL ``pid`` (the process running the job, holding its key), then wait until its key is
+    gone from every master; return how long that took (seconds)."""
+    import signal
+
+    assert key_count() >= 3, "the job's key must be held right before the kill"
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    until(lambda: key_count() == 0, 4 * ttl, "the killed worker's key to expire")
+    return time.monotonic() - killed
+
+
+@pytest.fixture(scope="session")
+def job_helpers():
+    """``(ran_pids, free_after_kill, stop_processes)`` for the worker tests."""
+    return ran_pids, free_after_kill, stop_processes
