@@ -5,6 +5,7 @@ and the job enqueued again runs. Both cores (the job's client), the workers star
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,7 +28,8 @@ QUEUE = "single-run"
 def rq_workers(job_env, job_broker, job_helpers):
     conn = redis.Redis.from_url(job_broker.url)
     procs = [subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", "-u", job_broker.url, "-q", QUEUE],
-                              env=job_env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env=job_env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
              for _ in range(2)]
     try:
         deadline = time.monotonic() + 20
@@ -37,7 +39,12 @@ def rq_workers(job_env, job_broker, job_helpers):
             time.sleep(0.05)
         yield rq.Queue(QUEUE, connection=conn)
     finally:
-        job_helpers[2](procs)
+        for proc in procs:  # the worker and its work-horses (a warm shutdown takes rq seconds)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
         conn.close()
 
 
