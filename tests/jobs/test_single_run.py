@@ -134,13 +134,13 @@ def test_renewal_keeps_a_job_longer_than_its_ttl(dlm, make_client, masters, name
     rival = make_client(masters.urls, retry_count=0)
     checks = []
 
-    @jobs.single_run(dlm, name=name, ttl=0.3)
+    @jobs.single_run(dlm, name=name, ttl=0.2)
     def long_job():
-        deadline = time.monotonic() + 1.2  # four TTLs
+        deadline = time.monotonic() + 0.8  # four TTLs
         while time.monotonic() < deadline:
             checks.append(rival.lock(name, ttl=5).acquire(blocking=False))
             jobs.current().check()
-            time.sleep(0.1)
+            time.sleep(0.05)
         return "done"
 
     assert long_job() == "done"
