@@ -27,7 +27,8 @@ QUEUE = "single-run"
 @pytest.fixture(scope="module")
 def rq_workers(job_env, job_broker, job_helpers):
     conn = redis.Redis.from_url(job_broker.url)
-    procs = [subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", "-u", job_broker.url, "-q", QUEUE],
+    procs = [subprocess.Popen([sys.executable, "-c", "from rq.cli import main; main()", "worker", "-u", job_broker.url,
+                               "-q", QUEUE],
                               env=job_env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
              for _ in range(2)]
