@@ -20,7 +20,8 @@ from fastredlock.jobs.asgi import LockDependency
 @asynccontextmanager
 async def lifespan(app):
     app.state.dlm = Redlock(os.environ["JOBS_MASTERS"].split(","), core=os.environ["JOBS_CORE"],
-                            restart_aware=False, retry_delay=0.01, retry_jitter=0.01)
+                            restart_aware=False, retry_delay=0.01, retry_jitter=0.01,
+                            io_timeout=0.25)  # a loaded test machine answers slower than 50 ms
     app.state.broker = aioredis.Redis.from_url(os.environ["JOBS_BROKER"])
     yield
     await app.state.dlm.aclose()
@@ -32,12 +33,12 @@ waiting = LockDependency(lambda request: request.app.state.dlm, "work:{item}", t
 rejecting = LockDependency(lambda request: request.app.state.dlm, "work:{item}", ttl=1, status_code=423)
 
 
-async def _work(request, item: str) -> dict:
+async def _work(request, item: str, seconds: float = 0.02) -> dict:
     broker = request.app.state.broker
     active = await broker.incr(f"active:{item}")
     if active > 1:
         await broker.incr(f"overlaps:{item}")
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(seconds)
     await broker.decr(f"active:{item}")
     return {"item": item, "core": os.environ["JOBS_CORE"]}
 
@@ -55,10 +56,10 @@ async def wait_for_it(item: str, request: Request, lock=Depends(waiting)) -> dic
 
 @app.post("/reject/{item}")
 async def reject(item: str, request: Request, lock=Depends(rejecting)) -> dict:
-    return await _work(request, item)
+    return await _work(request, item, 0.3)  # long enough that a burst's requests meet
 
 
 @app.post("/free/{item}")
 async def free(item: str, request: Request) -> dict:
     """No lock: the negative control (its requests do overlap)."""
-    return await _work(request, item)
+    return await _work(request, item, 0.3)

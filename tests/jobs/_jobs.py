@@ -25,7 +25,9 @@ def client(core: str) -> Redlock:
     """This process's client on ``core`` (made on first use, in the process that runs jobs)."""
     key = (os.getpid(), core)
     if key not in _clients:
-        _clients[key] = Redlock(os.environ["JOBS_MASTERS"].split(","), core=core, restart_aware=False)
+        # io_timeout 0.25 s: a loaded test machine answers slower than production's 50 ms default
+        _clients[key] = Redlock(os.environ["JOBS_MASTERS"].split(","), core=core, restart_aware=False,
+                                io_timeout=0.25)
     return _clients[key]
 
 

@@ -26,19 +26,30 @@ import _jobs  # noqa: E402
 class Instances:
     """Two ``dramatiq _dramatiq_jobs`` instances, started again when one has died."""
 
-    def __init__(self, env):
+    def __init__(self, env, logs):
         self.env = env
+        self.logs = logs
         self.procs = [None, None]
+        self.started = 0
 
-    def ensure(self):
+    def ensure(self, until):
+        """Start the instances that are not running, and wait until each says it is ready."""
         for i, proc in enumerate(self.procs):
             if proc is None or proc.poll() is not None:
                 if proc is not None:
                     proc.wait(10)
-                self.procs[i] = subprocess.Popen(
-                    [sys.executable, "-m", "dramatiq", "_dramatiq_jobs", "--processes", "1", "--threads", "2",
-                     "--path", HERE], env=self.env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    start_new_session=True)
+                self.started += 1
+                log = self.logs / f"dramatiq-{self.started}.log"
+                with open(log, "wb") as out:
+                    self.procs[i] = subprocess.Popen(
+                        [sys.executable, "-m", "dramatiq", "_dramatiq_jobs", "--processes", "1", "--threads", "2",
+                         "--path", HERE], env=self.env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=out,
+                        start_new_session=True)
+                self.procs[i].log = log
+        for proc in self.procs:
+            until(lambda: b"ready for action" in proc.log.read_bytes() or proc.poll() is not None, 30,
+                  "a dramatiq instance to be ready")
+            assert proc.poll() is None, proc.log.read_text(errors="replace")
 
     def kill(self):
         """SIGKILL each instance's process group (its main process and worker), then reap them."""
@@ -52,12 +63,12 @@ class Instances:
 
 
 @pytest.fixture(scope="module")
-def dramatiq_broker(job_env, job_broker, job_helpers):
+def dramatiq_broker(job_env, job_broker, tmp_path_factory):
     from dramatiq.brokers.redis import RedisBroker
 
     broker = RedisBroker(url=job_broker.url)
     broker.declare_queue("default")
-    instances = Instances(job_env)
+    instances = Instances(job_env, tmp_path_factory.mktemp("dramatiq"))
     try:
         yield broker, instances
     finally:
@@ -78,7 +89,7 @@ def test_dramatiq_runs_once_and_frees_after_sigkill(core, dramatiq_broker, job_b
                                                      job_helpers):
     ran_pids, free_after_kill, _ = job_helpers
     broker, instances = dramatiq_broker
-    instances.ensure()
+    instances.ensure(until)
     tag = uuid.uuid4().hex
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: [_send(broker, tag, core) for _ in range(2)], range(4)))
