@@ -189,11 +189,11 @@ def test_an_exception_in_the_job_releases(dlm, name, keys_left, exc):
 
 def test_with_block(dlm, name, keys_left, drop_key, until):
     with jobs.single_run(dlm, name, ttl=5) as run:
-        assert run.lock.locked() and keys_left(name) == 5
+        assert run.lock.locked() and keys_left(name) == 5 and jobs.current() is run
         with pytest.raises(jobs.JobHeldError):  # a with block cannot be skipped
             with jobs.single_run(dlm, name):
                 pytest.fail("entered while held")
-    assert keys_left(name) == 0
+    assert keys_left(name) == 0 and jobs.current() is None
     with pytest.raises(RuntimeError, match="boom"):
         with jobs.single_run(dlm, name, ttl=5):
             raise RuntimeError("boom")

@@ -150,7 +150,7 @@ def test_async_with_block(arun, aclient, masters, name, keys_left, drop_key):
     async def main():
         dlm = aclient(masters.urls)
         async with jobs.single_run(dlm, name, ttl=5) as run:
-            assert run.lock.locked() and keys_left(name) == 5
+            assert run.lock.locked() and keys_left(name) == 5 and jobs.current() is run
             with pytest.raises(jobs.JobHeldError):
                 async with jobs.single_run(dlm, name):
                     pytest.fail("entered while held")

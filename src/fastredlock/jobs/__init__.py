@@ -137,9 +137,10 @@ class JobLockLostError(LockLostError):
 
 class JobRun:
     """One run of a single-run job: its lock's ``name`` and ``lock`` (a held handle while the job
-    runs). :func:`current` returns it inside the job; ``with single_run(...) as run`` binds it."""
+    runs). :func:`current` returns it inside the job or the ``with`` block; ``with single_run(...)
+    as run`` binds it too."""
 
-    __slots__ = ("name", "lock", "_job", "_task", "_cancelled", "_done")
+    __slots__ = ("name", "lock", "_job", "_task", "_cancelled", "_done", "_token")
 
     def __init__(self, job: "SingleRun", name: str) -> None:
         #: The lock's name: the job's name and its key arguments.
@@ -150,6 +151,7 @@ class JobRun:
         self._task: Optional["asyncio.Task[Any]"] = None
         self._cancelled = False
         self._done = False
+        self._token: Any = None  # the with block's contextvar token (current())
 
     @property
     def lost(self) -> bool:
@@ -471,12 +473,14 @@ class SingleRun:
         except BaseException:
             self._entered = None
             raise
+        run._token = _current.set(run)
         return run
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         run, self._entered = self._entered, None
         if run is None:  # pragma: no cover - __exit__ without __enter__
             return
+        _current.reset(run._token)
         lost = self._release(run, exc_type is None)
         if exc_type is None:
             self._after(run, None, lost)
@@ -489,12 +493,14 @@ class SingleRun:
             self._entered = None
             raise
         run._task = asyncio.current_task()
+        run._token = _current.set(run)
         return run
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         run, self._entered = self._entered, None
         if run is None:  # pragma: no cover - __aexit__ without __aenter__
             return False
+        _current.reset(run._token)
         if run._cancelled:
             _uncancel(run._task)  # our own cancellation (on_lost="cancel") ends here
         lost = await self._release_async(run, exc_type is None)
