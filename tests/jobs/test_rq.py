@@ -1,4 +1,4 @@
-"""Real RQ workers (two ``rq worker`` processes on a broker started here): the same single-run job
+"""Real RQ workers (three ``rq worker`` processes on a broker started here): the same single-run job
 enqueued 8 times at once from 4 threads runs exactly once (the other 7 return SKIPPED as their
 result); after the work-horse running it is killed with SIGKILL, its key is gone within 2 x TTL
 and the job enqueued again runs. Both cores (the job's client), the workers started once."""
@@ -31,10 +31,10 @@ def rq_workers(job_env, job_broker, job_helpers):
                                "-q", QUEUE],
                               env=job_env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
-             for _ in range(2)]
+             for _ in range(3)]  # one runs the job, two drain the copies
     try:
         deadline = time.monotonic() + 20
-        while len(rq.Worker.all(connection=conn)) < 2:
+        while len(rq.Worker.all(connection=conn)) < 3:
             assert all(p.poll() is None for p in procs), "an rq worker exited at start"
             assert time.monotonic() < deadline, "the rq workers did not register within 20 s"
             time.sleep(0.05)
