@@ -43,7 +43,7 @@ metrics that OpenCTI and opik chart for their locks):
 
 The ``name`` label is never the raw lock name (a label per order id would be a time series per
 order): by default it is :func:`name_group` of the name (its part before the first ``:``, with
-numbers, UUIDs and long hex runs replaced by ``*``: ``orders:42`` -> ``orders``,
+numbers, UUIDs and hex words that mix digits and letters replaced by ``*``: ``orders:42`` -> ``orders``,
 ``tenant-7f3a9c21d4e5`` -> ``tenant-*``); pass ``name_label=callable`` to choose yourself
 (``lambda name: "all"`` for none). At most ``max_names`` (default 100) distinct values are kept;
 past that, new ones are counted as ``other`` (and a warning is logged once).

@@ -1,5 +1,5 @@
 """``fastredlock.jobs.asgi.LockDependency`` in a real FastAPI app under real uvicorn servers: two
-server processes (one per core) on free loopback ports, the same lock names, concurrent requests
+server processes (one per core; one on uvloop, one on asyncio's loop) on free loopback ports, the same lock names, concurrent requests
 from threads. No two requests for one name overlap (counted in a shared Redis), waiting requests
 all get through, rejected ones get the status asked for, and no lock key is left."""
 from __future__ import annotations
@@ -21,7 +21,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CORES = ("cython", "python")
+#: The two servers: (the core of the app's client, uvicorn's event loop).
+SERVERS = (("cython", "uvloop"), ("python", "asyncio"))
+CORES = tuple(core for core, _ in SERVERS)
 
 
 def _free_port() -> int:
@@ -41,24 +43,28 @@ def _request(port: int, method: str, path: str, timeout: float = 15.0):
 
 
 @pytest.fixture(scope="module")
-def servers(masters):
-    """Two uvicorn servers of tests/jobs/_asgi_app.py (one per core) and their overlap broker."""
+def servers(masters, tmp_path_factory):
+    """Two uvicorn servers of tests/jobs/_asgi_app.py (see SERVERS) and their overlap broker."""
     with start_masters(1) as broker:
         procs, ports = [], []
         try:
-            for core in CORES:
+            for core, loop in SERVERS:
                 port = _free_port()
+                log = tmp_path_factory.mktemp("uvicorn") / f"{core}.log"
                 env = dict(os.environ, JOBS_MASTERS=",".join(masters.urls), JOBS_CORE=core,
                            JOBS_BROKER=broker[0].url, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "uvicorn", "_asgi_app:app", "--host", "127.0.0.1", "--port", str(port),
-                     "--log-level", "warning"], env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                with open(log, "wb") as err:  # (the server keeps its own descriptor)
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "uvicorn", "_asgi_app:app", "--host", "127.0.0.1", "--port", str(port),
+                         "--loop", loop, "--log-level", "warning"], env=env, cwd=HERE, stdout=subprocess.DEVNULL,
+                        stderr=err))
+                procs[-1].log = log
                 ports.append(port)
             deadline = time.monotonic() + 20
             for proc, port in zip(procs, ports):
                 while True:
                     if proc.poll() is not None:
-                        pytest.fail(f"uvicorn exited: {proc.stderr.read().decode(errors='replace')}")
+                        pytest.fail(f"uvicorn exited: {proc.log.read_text(errors='replace')}")
                     try:
                         if _request(port, "GET", "/health", timeout=1)[0] == 200:
                             break
