@@ -51,6 +51,11 @@ class Instances:
                   "a dramatiq instance to be ready")
             assert proc.poll() is None, proc.log.read_text(errors="replace")
 
+    def logs(self) -> str:
+        """The end of every instance's log so far (for a failure's message)."""
+        return "\n".join(f"--- {log.name}:\n{log.read_text(errors='replace')[-3000:]}"
+                         for log in sorted(self.logs.glob("dramatiq-*.log")))
+
     def kill(self):
         """SIGKILL each instance's process group (its main process and worker), then reap them."""
         for proc in self.procs:
@@ -101,7 +106,10 @@ def test_dramatiq_runs_once_and_frees_after_sigkill(core, dramatiq_broker, job_b
         took = free_after_kill(pid, lambda: keys_on(masters, key), _jobs.TTL, until)
         assert took <= 2 * _jobs.TTL, f"the name was free {took:.2f} s after the kill"
         _send(broker, tag, core)
-        until(lambda: len(ran_pids(job_broker, tag)) == 2, 15, "the message sent again to run")
+        try:
+            until(lambda: len(ran_pids(job_broker, tag)) == 2, 15, "the message sent again to run")
+        except pytest.fail.Exception:
+            pytest.fail(f"the message sent again did not run within 15 s; the instances said:\n{instances.logs()}")
         assert ran_pids(job_broker, tag)[1] != pid
         job_broker.command("RPUSH", f"go:{tag}", "go")
         until(lambda: "done" in _outcomes(job_broker, tag), 10, "the second run to finish")

@@ -28,9 +28,9 @@ def _value(families, family, suffix="", **labels):
     raise KeyError((family, suffix, labels))
 
 
-def test_prometheus_per_name_metrics_of_jobs(make_client, masters, drop_key, until):
+def test_prometheus_per_name_metrics_of_jobs(jobs_client, drop_key, until):
     registry = prometheus_client.CollectorRegistry()
-    dlm = make_client(masters.urls, retry_delay=0.02, retry_jitter=0.01)
+    dlm = jobs_client()
     metrics.instrument_prometheus(dlm, registry, client_label="workers")
     seen = {}
 
@@ -76,9 +76,9 @@ def test_prometheus_per_name_metrics_of_jobs(make_client, masters, drop_key, unt
     assert _value(fams, "fastredlock_lock_held", name="reports") == 0
 
 
-def test_name_label_function_and_cap(make_client, masters):
+def test_name_label_function_and_cap(jobs_client):
     registry = prometheus_client.CollectorRegistry()
-    dlm = make_client(masters.urls)
+    dlm = jobs_client()
     metrics.instrument_prometheus(dlm, registry, name_label=lambda name: name.upper(), max_names=2)
     for name in ("a", "b", "c", "d"):
         with dlm.lock(name, ttl=5):
@@ -89,13 +89,13 @@ def test_name_label_function_and_cap(make_client, masters):
     assert _value(fams, "fastredlock_lock_acquire_wait_seconds", "_count", name=metrics.OTHER, outcome="acquired") == 2
 
 
-def test_opentelemetry_per_name_metrics(make_client, masters):
+def test_opentelemetry_per_name_metrics(jobs_client):
     sdk_metrics = pytest.importorskip("opentelemetry.sdk.metrics")
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     reader = InMemoryMetricReader()
     provider = sdk_metrics.MeterProvider(metric_readers=[reader])
-    dlm = make_client(masters.urls)
+    dlm = jobs_client()
     metrics.instrument_opentelemetry(dlm, provider.get_meter("test"), client_label="jobs")
     held_inside = []
 

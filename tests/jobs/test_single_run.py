@@ -18,8 +18,8 @@ from fastredlock.asyncio import Redlock as AsyncRedlock
 
 
 @pytest.fixture
-def dlm(make_client, masters):
-    return make_client(masters.urls, retry_delay=0.02, retry_jitter=0.01)
+def dlm(jobs_client):
+    return jobs_client()
 
 
 def test_runs_returns_and_releases(dlm, name, keys_left):
@@ -130,13 +130,13 @@ def test_default_name_is_module_and_qualname(dlm):
     assert nightly() == f"{__name__}.test_default_name_is_module_and_qualname.<locals>.nightly"
 
 
-def test_renewal_keeps_a_job_longer_than_its_ttl(dlm, make_client, masters, name, keys_left):
-    rival = make_client(masters.urls, retry_count=0)
+def test_renewal_keeps_a_job_longer_than_its_ttl(dlm, jobs_client, name, keys_left):
+    rival = jobs_client(retry_count=0)
     checks = []
 
-    @jobs.single_run(dlm, name=name, ttl=0.2)
+    @jobs.single_run(dlm, name=name, ttl=0.6)
     def long_job():
-        deadline = time.monotonic() + 0.8  # four TTLs
+        deadline = time.monotonic() + 1.3  # over two TTLs: without renewal the rival gets it
         while time.monotonic() < deadline:
             checks.append(rival.lock(name, ttl=5).acquire(blocking=False))
             jobs.current().check()
@@ -144,7 +144,7 @@ def test_renewal_keeps_a_job_longer_than_its_ttl(dlm, make_client, masters, name
         return "done"
 
     assert long_job() == "done"
-    assert len(checks) >= 8 and not any(checks)
+    assert len(checks) >= 10 and not any(checks)
     assert keys_left(name) == 0
 
 
