@@ -40,7 +40,7 @@ async def _work(request, item: str, seconds: float = 0.02) -> dict:
         await broker.incr(f"overlaps:{item}")
     await asyncio.sleep(seconds)
     await broker.decr(f"active:{item}")
-    return {"item": item, "core": os.environ["JOBS_CORE"]}
+    return {"item": item, "core": os.environ["JOBS_CORE"], "loop": type(asyncio.get_running_loop()).__module__.split(".")[0]}
 
 
 @app.get("/health")
