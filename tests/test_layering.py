@@ -27,7 +27,7 @@ RANKS: Dict[str, int] = {
     "engine": 3,
     "handles": 4,
     "sync": 5, "asyncio": 5, "metrics": 5,
-    "compat": 6, "cli": 6, "bench": 6, "testing": 6,
+    "compat": 6, "cli": 6, "bench": 6, "testing": 6, "jobs": 6,
     "__init__": 6,  # the public face: the tools stand on it
     "__main__": 7,
 }

@@ -28,11 +28,33 @@ The names (Prometheus; OpenTelemetry uses dots: ``fastredlock.lock.events`` ...)
   ``fastredlock_master_latency_max_seconds``, ``fastredlock_master_cooling_down_seconds`` and
   ``fastredlock_master_failures_in_a_row`` (gauges).
 
+Per name, with a ``name`` label as well as ``client`` (the acquire-wait, held, contention and lost
+metrics that OpenCTI and opik chart for their locks):
+
+- ``fastredlock_lock_acquire_wait_seconds{name,outcome}``: histogram of the time ``acquire`` took,
+  ``outcome`` ``acquired`` or ``refused`` (OpenCTI's ``lock_acquire_wait``, opik's
+  ``lock_acquire_wait_milliseconds``, in the base unit Prometheus asks for);
+- ``fastredlock_lock_held{name}``: gauge of the locks this client holds now (acquired, not yet
+  released; a lock lost while held counts until its holder releases it; opik's ``lock_held``);
+- ``fastredlock_lock_contentions_total{name}``: acquisitions that did not get the lock at their first
+  attempt: acquired after waiting, or refused (OpenCTI's ``lock_contentions``);
+- ``fastredlock_lock_lost_total{name}``: locks lost while held (a renewal or an extension failed,
+  validity ran out, or a release found the lock gone).
+
+The ``name`` label is never the raw lock name (a label per order id would be a time series per
+order): by default it is :func:`name_group` of the name (its part before the first ``:``, with
+numbers, UUIDs and hex words that mix digits and letters replaced by ``*``: ``orders:42`` -> ``orders``,
+``tenant-7f3a9c21d4e5`` -> ``tenant-*``); pass ``name_label=callable`` to choose yourself
+(``lambda name: "all"`` for none). At most ``max_names`` (default 100) distinct values are kept;
+past that, new ones are counted as ``other`` (and a warning is logged once).
+
 ``prometheus_client`` comes with the ``metrics`` extra, the OpenTelemetry API with ``otel``.
 """
 from __future__ import annotations
 
 import bisect
+import logging
+import re
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -40,8 +62,25 @@ from .events import ACQUIRED, KINDS, LOST, REFUSED, RELEASED, LockEvent
 
 __all__ = [
     "DURATION_BUCKETS", "ATTEMPT_BUCKETS", "Histogram", "Recorder", "PrometheusCollector",
-    "instrument_prometheus", "instrument_opentelemetry", "recorder_of",
+    "instrument_prometheus", "instrument_opentelemetry", "recorder_of", "name_group", "MAX_NAMES", "OTHER",
 ]
+
+log = logging.getLogger("fastredlock")
+
+#: Default cap on the distinct values of the ``name`` label of one client's metrics.
+MAX_NAMES = 100
+#: The ``name`` label of every name past the cap.
+OTHER = "other"
+#: The ``outcome`` label values of the acquire-wait histogram.
+_OUTCOMES = (ACQUIRED, REFUSED)
+_VARIABLE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                       r"|(?<![0-9A-Za-z])[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*(?![0-9A-Za-z])"
+                       r"|(?<![0-9A-Za-z])[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9][0-9a-fA-F]*(?![0-9A-Za-z])"
+                       r"|[0-9]+")
+#: The longest ``name`` label kept (longer ones are cut).
+_MAX_LABEL = 64
+#: Names whose label is remembered (the cache is emptied when it grows past this).
+_CACHE = 10000
 
 #: Upper bounds (seconds) of the wait and hold histograms' buckets (+Inf is implied).
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -82,10 +121,50 @@ class Histogram:
         return out
 
 
-class Recorder:
-    """An ``on_event`` hook that aggregates a client's lock events (thread-safe; cheap)."""
+def name_group(name: Any) -> str:
+    """The default ``name`` label of a lock name: its part before the first ``:``, with UUIDs, hex
+    runs that mix digits and letters, and numbers replaced by ``*``, cut at 64 characters
+    (``"orders:42"`` -> ``"orders"``, ``"report-2026-11-27"`` -> ``"report-*-*-*"``; bytes are
+    read as UTF-8)."""
+    text = name.decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else str(name)
+    head = text.split(":", 1)[0]
+    return _VARIABLE.sub("*", head)[:_MAX_LABEL] or "*"
 
-    def __init__(self, then: Optional[Callable[[LockEvent], object]] = None) -> None:
+
+class _NameStats:
+    """What the recorder keeps per ``name`` label (under the recorder's lock)."""
+
+    __slots__ = ("wait", "held", "contentions", "lost")
+
+    def __init__(self) -> None:
+        self.wait = {outcome: Histogram(DURATION_BUCKETS) for outcome in _OUTCOMES}
+        self.held = 0
+        self.contentions = 0
+        self.lost = 0
+
+
+class Recorder:
+    """An ``on_event`` hook that aggregates a client's lock events (thread-safe; cheap).
+
+    :param then: a hook to call with each event after it is counted.
+    :param name_label: ``name_label(lock name) -> str``, the ``name`` label of the per-name
+        metrics (default :func:`name_group`); keep its values few.
+    :param max_names: the most distinct ``name`` labels kept; later ones count as :data:`OTHER`.
+    """
+
+    def __init__(self, then: Optional[Callable[[LockEvent], object]] = None, *,
+                 name_label: Optional[Callable[[Any], str]] = None, max_names: int = MAX_NAMES) -> None:
+        if name_label is not None and not callable(name_label):
+            raise TypeError(f"name_label must be callable (lock name -> label), not {type(name_label).__name__}")
+        if isinstance(max_names, bool) or not isinstance(max_names, int) or max_names < 1:
+            raise ValueError(f"max_names must be an int >= 1, got {max_names!r}")
+        #: The function that makes the ``name`` label of a lock name (None: :func:`name_group`).
+        self.name_label = name_label
+        self.max_names = max_names
+        #: Per ``name`` label: acquire waits by outcome, locks held now, contentions, losses.
+        self.names: Dict[str, _NameStats] = {}
+        self._labels: Dict[Any, str] = {}
+        self._capped = False
         #: Events by kind.
         self.events: Dict[str, int] = dict.fromkeys(KINDS, 0)
         #: Releases that a quorum did not confirm.
@@ -99,17 +178,56 @@ class Recorder:
 
     def __call__(self, event: LockEvent) -> None:
         kind = event.kind
+        label = self.label_of(event.name)
         with self._lock:
             self.events[kind] += 1
+            per = self.names.get(label)
+            if per is None:
+                per = self.names[label] = _NameStats()
             if kind == ACQUIRED or kind == REFUSED:
                 self.wait.observe(event.seconds)
                 self.attempts.observe(event.attempts)
+                per.wait[kind].observe(event.seconds)
+                if kind == REFUSED or event.attempts > 1:
+                    per.contentions += 1
+                if kind == ACQUIRED:
+                    per.held += 1
             elif kind == RELEASED or kind == LOST:
                 self.hold.observe(event.seconds)
-                if kind == RELEASED and not event.ok:
-                    self.unconfirmed += 1
+                if kind == RELEASED:
+                    if per.held > 0:  # (a lock released by token here was acquired elsewhere)
+                        per.held -= 1
+                    if not event.ok:
+                        self.unconfirmed += 1
+                else:
+                    per.lost += 1
         for listener in self.listeners:
             listener(event)
+
+    def label_of(self, name: Any) -> str:
+        """The ``name`` label of the lock name ``name`` (remembered; :data:`OTHER` past ``max_names``)."""
+        label = self._labels.get(name)
+        if label is not None:
+            return label
+        try:
+            label = (self.name_label or name_group)(name)
+        except Exception:
+            log.exception("fastredlock: the metrics name_label function raised for %r", name)
+            label = OTHER
+        if not isinstance(label, str):
+            label = str(label)
+        with self._lock:
+            if label not in self.names and len(self.names) >= self.max_names:
+                if not self._capped:
+                    self._capped = True
+                    log.warning("fastredlock: more than %d distinct name labels in the lock metrics; later "
+                                "ones are counted as %r (give instrument_*(name_label=...) fewer values)",
+                                self.max_names, OTHER)
+                label = OTHER
+            if len(self._labels) >= _CACHE:
+                self._labels.clear()
+            self._labels[name] = label
+        return label
 
     def snapshot(self) -> Dict[str, Any]:
         """A consistent copy: ``events``, ``unconfirmed``, and each histogram as
@@ -121,16 +239,32 @@ class Recorder:
                 "wait": (self.wait.cumulative(), self.wait.sum, self.wait.count),
                 "hold": (self.hold.cumulative(), self.hold.sum, self.hold.count),
                 "attempts": (self.attempts.cumulative(), self.attempts.sum, self.attempts.count),
+                "names": {
+                    label: {
+                        "wait": {outcome: (h.cumulative(), h.sum, h.count) for outcome, h in per.wait.items()},
+                        "held": per.held,
+                        "contentions": per.contentions,
+                        "lost": per.lost,
+                    }
+                    for label, per in self.names.items()
+                },
             }
 
 
-def recorder_of(client: Any) -> Recorder:
+def recorder_of(client: Any, *, name_label: Optional[Callable[[Any], str]] = None,
+                max_names: Optional[int] = None) -> Recorder:
     """The :class:`Recorder` on ``client``'s ``on_event`` hook, installing one (chained after the
-    hook already there) if it has none yet: a client instrumented twice shares one recorder."""
+    hook already there, with ``name_label`` and ``max_names``) if it has none yet: a client
+    instrumented twice shares one recorder (``ValueError`` if the second asks for another
+    ``name_label`` or ``max_names``)."""
     hook = client.on_event
     if isinstance(hook, Recorder):
+        if name_label is not None and name_label is not hook.name_label:
+            raise ValueError("this client's metrics already use another name_label function")
+        if max_names is not None and max_names != hook.max_names:
+            raise ValueError(f"this client's metrics already keep max_names={hook.max_names}")
         return hook
-    recorder = Recorder(then=hook)
+    recorder = Recorder(then=hook, name_label=name_label, max_names=MAX_NAMES if max_names is None else max_names)
     client.on_event = recorder
     return recorder
 
@@ -143,9 +277,10 @@ class PrometheusCollector:
     :func:`instrument_prometheus`.
     """
 
-    def __init__(self, client: Any, *, client_label: str = "default", prefix: str = "fastredlock") -> None:
+    def __init__(self, client: Any, *, client_label: str = "default", prefix: str = "fastredlock",
+                 name_label: Optional[Callable[[Any], str]] = None, max_names: Optional[int] = None) -> None:
         self.client = client
-        self.recorder = recorder_of(client)
+        self.recorder = recorder_of(client, name_label=name_label, max_names=max_names)
         self.client_label = client_label
         self.prefix = prefix
 
@@ -174,6 +309,7 @@ class PrometheusCollector:
             family = HistogramMetricFamily(f"{p}_{name}", doc, labels=["client"])
             family.add_metric([label], buckets, total)
             yield family
+        yield from self._per_name(snap["names"])
         stats = self.client.stats()
         for field in _COUNTERS:
             counter = CounterMetricFamily(f"{p}_master_{field}", f"MasterStats.{field}", labels=["client", "master"])
@@ -187,25 +323,54 @@ class PrometheusCollector:
             yield gauge
 
 
+    def _per_name(self, names: Dict[str, Any]) -> Iterator[Any]:
+        """The per-name families: acquire waits, locks held, contentions, losses."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        p, label = self.prefix, self.client_label
+        wait = HistogramMetricFamily(f"{p}_lock_acquire_wait_seconds", "Time acquire() took, by name and outcome",
+                                     labels=["client", "name", "outcome"])
+        held = GaugeMetricFamily(f"{p}_lock_held", "Locks held now (acquired, not yet released)",
+                                 labels=["client", "name"])
+        contentions = CounterMetricFamily(f"{p}_lock_contentions", "Acquisitions that did not get the lock at "
+                                          "their first attempt", labels=["client", "name"])
+        lost = CounterMetricFamily(f"{p}_lock_lost", "Locks lost while held", labels=["client", "name"])
+        for name, per in sorted(names.items()):
+            for outcome, (buckets, total, _count) in per["wait"].items():
+                wait.add_metric([label, name, outcome], buckets, total)
+            held.add_metric([label, name], per["held"])
+            contentions.add_metric([label, name], per["contentions"])
+            lost.add_metric([label, name], per["lost"])
+        yield from (wait, held, contentions, lost)
+
+
 def instrument_prometheus(client: Any, registry: Any = None, *, client_label: str = "default",
-                          prefix: str = "fastredlock") -> PrometheusCollector:
+                          prefix: str = "fastredlock", name_label: Optional[Callable[[Any], str]] = None,
+                          max_names: Optional[int] = None) -> PrometheusCollector:
     """Export ``client``'s metrics to Prometheus: a :class:`PrometheusCollector` registered on
     ``registry`` (default: ``prometheus_client.REGISTRY``); returns it (unregister it when the
-    client is closed). Give each client of a process its own ``client_label``."""
+    client is closed). Give each client of a process its own ``client_label``. ``name_label``
+    and ``max_names``: the ``name`` label of the per-name metrics (see the module docstring)."""
     if registry is None:
         from prometheus_client import REGISTRY as registry  # noqa: N811
-    collector = PrometheusCollector(client, client_label=client_label, prefix=prefix)
+    collector = PrometheusCollector(client, client_label=client_label, prefix=prefix, name_label=name_label,
+                                    max_names=max_names)
     registry.register(collector)
     return collector
 
 
 # --- OpenTelemetry ------------------------------------------------------------------------------
 def instrument_opentelemetry(client: Any, meter: Any = None, *, client_label: str = "default",
-                             prefix: str = "fastredlock") -> Recorder:
+                             prefix: str = "fastredlock", name_label: Optional[Callable[[Any], str]] = None,
+                             max_names: Optional[int] = None) -> Recorder:
     """Export ``client``'s metrics through an OpenTelemetry ``meter`` (default:
     ``opentelemetry.metrics.get_meter("fastredlock")``): a counter of events by kind and
     histograms of wait, hold and attempts fed by each event, and observable counters and gauges of
-    the masters' ``stats()``. Returns the client's :class:`Recorder`."""
+    the masters' ``stats()``; per ``name`` label (see the module docstring): the histogram
+    ``fastredlock.lock.acquire_wait`` (with ``outcome``), the counters
+    ``fastredlock.lock.contentions`` and ``fastredlock.lock.lost``, and the observable
+    up-down counter ``fastredlock.lock.held``. Returns the client's :class:`Recorder`."""
+    recorder = recorder_of(client, name_label=name_label, max_names=max_names)
     if meter is None:
         from opentelemetry import metrics as otel_metrics
 
@@ -218,18 +383,29 @@ def instrument_opentelemetry(client: Any, meter: Any = None, *, client_label: st
     wait = meter.create_histogram(f"{p}.lock.wait", unit="s", description="Time acquire() took")
     hold = meter.create_histogram(f"{p}.lock.hold", unit="s", description="Time locks were held")
     attempts = meter.create_histogram(f"{p}.lock.attempts", unit="{attempt}", description="Attempts per acquire()")
+    acquire_wait = meter.create_histogram(f"{p}.lock.acquire_wait", unit="s",
+                                          description="Time acquire() took, by name and outcome")
+    contentions = meter.create_counter(f"{p}.lock.contentions", unit="{acquisition}",
+                                       description="Acquisitions that did not get the lock at their first attempt")
+    lost = meter.create_counter(f"{p}.lock.lost", unit="{lock}", description="Locks lost while held")
     by_kind = {kind: {"client": client_label, "kind": kind} for kind in KINDS}
 
     def on_event(event: LockEvent) -> None:
         kind = event.kind
         events.add(1, by_kind[kind])
+        named = {"client": client_label, "name": recorder.label_of(event.name)}
         if kind == ACQUIRED or kind == REFUSED:
             wait.record(event.seconds, base)
             attempts.record(event.attempts, base)
+            acquire_wait.record(event.seconds, {**named, "outcome": kind})
+            if kind == REFUSED or event.attempts > 1:
+                contentions.add(1, named)
         elif kind == RELEASED or kind == LOST:
             hold.record(event.seconds, base)
             if kind == RELEASED and not event.ok:
                 unconfirmed.add(1, base)
+            elif kind == LOST:
+                lost.add(1, named)
 
     from opentelemetry.metrics import Observation
 
@@ -239,6 +415,13 @@ def instrument_opentelemetry(client: Any, meter: Any = None, *, client_label: st
                     for s in client.stats()]
         return callback
 
+    def held(_options: Any) -> List[Any]:
+        with recorder._lock:
+            counts = [(label, per.held) for label, per in recorder.names.items()]
+        return [Observation(n, {"client": client_label, "name": label}) for label, n in counts]
+
+    meter.create_observable_up_down_counter(f"{p}.lock.held", callbacks=[held], unit="{lock}",
+                                            description="Locks held now (acquired, not yet released)")
     for field in _COUNTERS:
         meter.create_observable_counter(f"{p}.master.{field}", callbacks=[observe(field)],
                                         description=f"MasterStats.{field}")
@@ -246,6 +429,5 @@ def instrument_opentelemetry(client: Any, meter: Any = None, *, client_label: st
         unit = "s" if name.endswith("_seconds") else "1"
         meter.create_observable_gauge(f"{p}.master.{name.replace('_seconds', '')}", callbacks=[observe(field)],
                                       unit=unit, description=f"MasterStats.{field}")
-    recorder = recorder_of(client)
     recorder.listeners.append(on_event)
     return recorder

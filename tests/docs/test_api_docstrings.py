@@ -19,6 +19,8 @@ PUBLIC_MODULES = [
     "fastredlock.asyncio",
     "fastredlock.errors",
     "fastredlock.metrics",
+    "fastredlock.jobs",
+    "fastredlock.jobs.asgi",
     "fastredlock.testing",
     "fastredlock.compat",
     "fastredlock.compat.aioredlock",
