@@ -2,7 +2,6 @@
 tests/asyncio; a wait-until helper bounded by a deadline; raw key counts on the masters."""
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import time
@@ -11,45 +10,11 @@ import pytest
 
 from fastredlock.asyncio import Redlock as AsyncRedlock
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the shared helpers
-from _loops import finish_loop  # noqa: E402
+from _loops import arun, loop_kind  # noqa: F401 (fixtures offered to the tests below)
 
-LOOPS = ["asyncio", "uvloop"]
 #: The jobs tests' per-master deadline: what they check is not the I/O timing, and a shared test
 #: machine under load answers slower than the 50 ms default (a missed quorum would fail them).
 IO_TIMEOUT = 0.25
-
-
-@pytest.fixture(params=LOOPS)
-def loop_kind(request) -> str:
-    """The event loop under test; uvloop must be installed where the test extra installs it."""
-    if request.param == "uvloop":
-        if sys.platform == "win32" or sys.implementation.name != "cpython":  # pragma: no cover
-            pytest.skip("uvloop is CPython-only and not on Windows (the test extra installs it elsewhere)")
-        try:
-            import uvloop  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - the failure this guards against
-            pytest.fail(f"uvloop is expected (the test extra installs it) but not importable: {exc}")
-    return request.param
-
-
-@pytest.fixture
-def arun(loop_kind):
-    """``arun(coro)``: run a coroutine to completion on a new loop of the kind under test."""
-
-    def run(coro):
-        if loop_kind == "uvloop":
-            import uvloop
-
-            loop = uvloop.new_event_loop()
-        else:
-            loop = asyncio.new_event_loop()
-        try:
-            return loop.run_until_complete(coro)
-        finally:
-            finish_loop(loop)
-
-    return run
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ import pytest
 pytest.importorskip("apscheduler")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import _jobs  # noqa: E402
+import _jobs
 
 
 def _outcomes(job_broker, tag):

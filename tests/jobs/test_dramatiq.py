@@ -19,8 +19,7 @@ dramatiq = pytest.importorskip("dramatiq")
 pytest.importorskip("dramatiq.brokers.redis")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import _jobs  # noqa: E402
+import _jobs
 
 
 class Instances:

@@ -18,8 +18,7 @@ rq = pytest.importorskip("rq")
 redis = pytest.importorskip("redis")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # the jobs module the workers import
-import _jobs  # noqa: E402
+import _jobs
 
 QUEUE = "single-run"
 
