@@ -150,10 +150,19 @@ class ReSTRoles(Extension):
             head, _, rest = target.partition(".")
             scope = owner
             while scope is not None:
-                try:
-                    base = scope.resolve(head)
-                except Exception:
-                    base = None
+                base = None
+                if scope.is_class:  # a member inherited from a base class: its defining path
+                    try:
+                        member = scope.all_members.get(head)
+                        if member is not None:
+                            base = member.final_target.path if member.is_alias else member.path
+                    except Exception:
+                        base = None
+                if base is None:
+                    try:
+                        base = scope.resolve(head)
+                    except Exception:
+                        base = None
                 if base is not None:
                     path = base + ("." + rest if rest else "")
                     if _lookup(collection, path) is not None:
@@ -246,13 +255,26 @@ class PublicNames(Extension):
     INTERNAL = (
         "fastredlock._handle.LockBase.held",
         "fastredlock._handle.LockBase.release_args_of",
+        "fastredlock._handle.LockBase.released_all",
+        "fastredlock._handle.LockBase.watch_info",
+        "fastredlock._handle.LockBase.renewed",
         "fastredlock.asyncio.lock.Lock.held",
         "fastredlock.asyncio.client.Redlock.async_executor",
     )
 
     def on_package(self, *, pkg: Any, **kwargs: Any) -> None:
-        """Drop the internal members and replace private type variables, once the package is loaded."""
+        """Drop the internal members and replace private type variables, once the package is loaded;
+        mark which bases of each class are public (``extra["fastredlock"]["public_bases"]``, read by
+        docs/.templates/python/material/class.html.jinja)."""
         collection = pkg.modules_collection
+        exported = set()
+        for obj in _objects(pkg):
+            if obj.is_module and not any(part.startswith("_") for part in obj.path.split(".")):
+                exported.update(obj.exports or ())
+        for obj in _objects(pkg):
+            if obj.is_class:
+                obj.extra["fastredlock"]["public_bases"] = [
+                    i for i, base in enumerate(obj.bases) if self._public_base(base, pkg.name, exported)]
         for path in self.INTERNAL:
             parent_path, _, name = path.rpartition(".")
             parent = _lookup(collection, parent_path)
@@ -267,6 +289,17 @@ class PublicNames(Extension):
             for parameter in obj.parameters:
                 if parameter.annotation is not None:
                     parameter.annotation = self._public(parameter.annotation, module) or parameter.annotation
+
+    @staticmethod
+    def _public_base(base: Any, package: str, exported: set) -> bool:
+        """A base outside the package (``Exception``, ``NamedTuple``), or one the package exports."""
+        path = getattr(base, "canonical_path", None) or str(base)
+        parts = path.split(".")
+        if any(part.startswith("_") for part in parts):
+            return False
+        if parts[0] != package:  # Exception, typing.NamedTuple, ...
+            return True
+        return parts[-1] in exported
 
     @staticmethod
     def _public(annotation: Any, module: Any) -> Optional[str]:
