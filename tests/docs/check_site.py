@@ -9,6 +9,7 @@ origin, which opens every page of the site in turn in a 1280 px wide frame and r
 - the page loads (HTTP 200, and the frame's document has a body);
 - every image loads: ``img.complete`` and ``naturalWidth > 0`` once the page has loaded (a missing
   or undecodable image fails);
+- nothing is loaded from another host (fonts, scripts, images: the site works offline);
 - no code block overflows horizontally: for every ``pre`` and ``pre > code``, ``scrollWidth`` is at
   most ``clientWidth`` (+1 px of rounding), i.e. no character of a code line is cut off or hidden
   behind a scroll bar at 1280 px.
@@ -63,6 +64,12 @@ async function checkPage(url) {
   for (let i = 0; i < 100 && images.some(img => !img.complete); i++) await sleep(50);
   for (const img of images) {
     if (!img.complete || img.naturalWidth === 0) problems.push("image not loaded: " + img.getAttribute("src"));
+  }
+  const win = frame.contentWindow;
+  for (const entry of win.performance.getEntriesByType("resource")) {
+    if (!entry.name.startsWith(location.origin) && !entry.name.startsWith("data:")) {
+      problems.push("loads from another host: " + entry.name);
+    }
   }
   for (const el of doc.querySelectorAll("pre, pre > code")) {
     if (el.getClientRects().length === 0) continue;  // not displayed (a closed tab, a hidden block)
@@ -119,7 +126,7 @@ def _handler(site: Path, checker: bytes):
     return functools.partial(Handler, directory=str(site))
 
 
-def check(site: Path, chromium: str, timeout: float = 300.0) -> Dict[str, List[str]]:
+def check(site: Path, chromium: str, timeout: float = 180.0) -> Dict[str, List[str]]:
     """Serve ``site`` on loopback, load every page in headless chromium; the problems per page."""
     pages = site_pages(site)
     checker = (_CHECKER_HTML % {"width": WIDTH, "pages": json.dumps(pages), "mark": MARK}).encode()
@@ -133,7 +140,11 @@ def check(site: Path, chromium: str, timeout: float = 300.0) -> Dict[str, List[s
             # the DOM; it waits for network (real time) meanwhile, so the budget is generous.
             argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--no-first-run", "--no-default-browser-check", f"--user-data-dir={profile}",
-                    f"--window-size={WIDTH + 100},1000", "--virtual-time-budget=600000", "--dump-dom", url]
+                    f"--window-size={WIDTH + 100},1000", "--virtual-time-budget=600000",
+                    # every host but loopback fails at once: the site must not need the network
+                    # (and a request that hangs would stall the page's virtual time)
+                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                    "--dump-dom", url]
             proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     finally:
         server.shutdown()

@@ -1,5 +1,6 @@
 """The browser check of the built site (tests/docs/check_site.py) passes a good page and fails on a
-planted broken image and a planted overflowing code block, in real headless chromium.
+planted broken image, a planted overflowing code block and a planted script from another host, in
+real headless chromium.
 
 chromium is required: `.ci/run` installs Debian's package (`apt-get install chromium`); a machine
 without it fails here rather than skipping the check unnoticed.
@@ -50,6 +51,7 @@ def test_planted_site(tmp_path, chromium):
         "broken-image": '<img src="/img/missing.png">',
         "not-an-image": '<img src="/index.html">',
         "wide-code": "<pre><code>" + "x = 1  # " + "long " * 60 + "</code></pre>",
+        "other-host": '<img src="/img/ok.png"><script src="https://example.invalid/x.js"></script>',
         "wrapped-code": '<pre style="white-space: pre-wrap"><code>' + "long " * 60 + "</code></pre>",
     })
     results = check_site.check(site, chromium, timeout=60)
@@ -58,4 +60,5 @@ def test_planted_site(tmp_path, chromium):
     assert any("image not loaded: /img/missing.png" in p for p in results["/broken-image/"]), results
     assert any("image not loaded: /index.html" in p for p in results["/not-an-image/"]), results
     assert any("code block overflows" in p for p in results["/wide-code/"]), results
+    assert any("loads from another host: https://example.invalid/x.js" in p for p in results["/other-host/"]), results
     assert check_site.main([str(site)]) == 1
