@@ -107,3 +107,13 @@ def test_roles_become_links_to_documented_objects(site):
     assert links > 200
     page = _page(site, "fastredlock")
     assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="#fastredlock\.Redlock\.rlock"><code>rlock</code></a>', page)
+
+
+def test_changelog_page_and_version_on_the_built_site(site):
+    """The changelog page carries CHANGELOG.md's headings; every page's footer names the version."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    page = _text((site / "changelog" / "index.html").read_text())
+    for heading in re.findall(r"^##+ (.+?)\s*$", changelog, re.M)[:6]:
+        assert html.unescape(heading).replace("`", "").replace("[", "").replace("]", "") in page.replace("¶", ""), heading
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert f"fastredlock {version}" in _text((site / "index.html").read_text())
