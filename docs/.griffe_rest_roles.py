@@ -251,16 +251,18 @@ class PublicNames(Extension):
       shows as its bound (``-> LocalMaster``).
     """
 
-    #: Public-looking members that are plumbing between the package's own modules.
-    INTERNAL = (
-        "fastredlock._handle.LockBase.held",
-        "fastredlock._handle.LockBase.release_args_of",
-        "fastredlock._handle.LockBase.released_all",
-        "fastredlock._handle.LockBase.watch_info",
-        "fastredlock._handle.LockBase.renewed",
-        "fastredlock.asyncio.lock.Lock.held",
-        "fastredlock.asyncio.client.Redlock.async_executor",
-    )
+    #: Public-looking members that are plumbing between the package's own modules, as
+    #: ``Class.member`` of the class that defines them (in whichever module it lives: the package's
+    #: modules move, the names stay).
+    INTERNAL = frozenset({
+        "LockBase.held",
+        "LockBase.release_args_of",
+        "LockBase.released_all",
+        "LockBase.watch_info",
+        "LockBase.renewed",
+        "Lock.held",  # fastredlock.asyncio's Lock redefines it
+        "Redlock.async_executor",  # fastredlock.asyncio's Redlock
+    })
 
     def on_package(self, *, pkg: Any, **kwargs: Any) -> None:
         """Drop the internal members and replace private type variables, once the package is loaded;
@@ -275,11 +277,10 @@ class PublicNames(Extension):
             if obj.is_class:
                 obj.extra["fastredlock"]["public_bases"] = [
                     i for i, base in enumerate(obj.bases) if self._public_base(base, pkg.name, exported)]
-        for path in self.INTERNAL:
-            parent_path, _, name = path.rpartition(".")
-            parent = _lookup(collection, parent_path)
-            if parent is not None and name in parent.members:
-                del parent.members[name]
+        for obj in list(_objects(pkg)):
+            if obj.is_class:
+                for name in [n for n in obj.members if f"{obj.name}.{n}" in self.INTERNAL]:
+                    del obj.members[name]
         for obj in list(_objects(pkg)):
             if not obj.is_function:
                 continue
