@@ -264,6 +264,11 @@ class PublicNames(Extension):
         "Redlock.async_executor",  # fastredlock.asyncio's Redlock
     })
 
+    #: The public modules (and their submodules): what they export is the API; the rest of the
+    #: package (handles/, engine/, io/, sync/, protocol/, ...) is its implementation.
+    PUBLIC_MODULES = ("fastredlock.asyncio", "fastredlock.errors", "fastredlock.events", "fastredlock.fencing",
+                      "fastredlock.metrics", "fastredlock.testing", "fastredlock.compat")
+
     def on_package(self, *, pkg: Any, **kwargs: Any) -> None:
         """Drop the internal members and replace private type variables, once the package is loaded;
         mark which bases of each class are public (``extra["fastredlock"]["public_bases"]``, read by
@@ -271,7 +276,7 @@ class PublicNames(Extension):
         collection = pkg.modules_collection
         exported = set()
         for obj in _objects(pkg):
-            if obj.is_module and not any(part.startswith("_") for part in obj.path.split(".")):
+            if obj.is_module and (obj.path == pkg.name or obj.path.startswith(self.PUBLIC_MODULES)):
                 exported.update(obj.exports or ())
         for obj in _objects(pkg):
             if obj.is_class:
