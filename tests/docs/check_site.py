@@ -4,7 +4,8 @@
     python tests/docs/check_site.py SITE_DIR        # after `mkdocs build --strict --site-dir SITE_DIR`
 
 The site is served on a free loopback port; one headless chromium loads a checker page of the same
-origin, which opens every page of the site in turn in a 1280 px wide frame and reports, per page:
+origin, which opens every page of the site in turn in a 1280 px wide frame and posts back, per page
+(the browser is stopped once the results are in, or after a bounded time):
 
 - the page loads (HTTP 200, and the frame's document has a body);
 - every image loads: ``img.complete`` and ``naturalWidth > 0`` once the page has loaded (a missing
@@ -25,6 +26,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,10 +36,10 @@ from typing import Dict, List, Optional
 
 WIDTH = 1280
 CHECKER = "/__fastredlock_check__.html"
-MARK = "FASTREDLOCK-CHECK:"
+RESULT = "/__fastredlock_result__"
 
 # The checker page: opens each page in a same-origin iframe 1280 px wide, waits for its load event
-# and its images, measures, and writes the results into its own DOM (read by --dump-dom).
+# and its images, measures, and posts the results (JSON) to RESULT.
 _CHECKER_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>check</title></head>
 <body><pre id="out">running</pre>
 <iframe id="f" style="width:%(width)dpx;height:900px;border:0"></iframe>
@@ -83,7 +85,8 @@ async function checkPage(url) {
 (async () => {
   const results = {};
   for (const page of pages) results[page] = await checkPage(page);
-  document.getElementById("out").textContent = "%(mark)s" + JSON.stringify(results);
+  await fetch("%(result)s", {method: "POST", body: JSON.stringify(results)});
+  document.getElementById("out").textContent = "done";
 })();
 </script></body></html>
 """
@@ -108,8 +111,17 @@ def site_pages(site: Path) -> List[str]:
     return pages
 
 
-def _handler(site: Path, checker: bytes):
+def _handler(site: Path, checker: bytes, received: Dict[str, bytes], done: threading.Event):
     class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            if self.path != RESULT:
+                self.send_error(404)
+                return
+            received["body"] = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(204)
+            self.end_headers()
+            done.set()
+
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
             if self.path.split("?")[0] == CHECKER:
                 self.send_response(200)
@@ -129,40 +141,52 @@ def _handler(site: Path, checker: bytes):
 def check(site: Path, chromium: str, timeout: float = 180.0) -> Dict[str, List[str]]:
     """Serve ``site`` on loopback, load every page in headless chromium; the problems per page."""
     pages = site_pages(site)
-    checker = (_CHECKER_HTML % {"width": WIDTH, "pages": json.dumps(pages), "mark": MARK}).encode()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(site, checker))
+    checker = (_CHECKER_HTML % {"width": WIDTH, "pages": json.dumps(pages), "result": RESULT}).encode()
+    received: Dict[str, bytes] = {}
+    done = threading.Event()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(site, checker, received, done))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}{CHECKER}"
         with tempfile.TemporaryDirectory(prefix="check-site-") as profile:
-            # --virtual-time-budget: chromium runs the page's timers on virtual time, then dumps
-            # the DOM; it waits for network (real time) meanwhile, so the budget is generous.
-            argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            argv = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--no-first-run", "--no-default-browser-check", f"--user-data-dir={profile}",
-                    f"--window-size={WIDTH + 100},1000", "--virtual-time-budget=600000",
+                    f"--window-size={WIDTH + 100},1000", "--remote-debugging-port=0",
                     # every host but loopback fails at once: the site must not need the network
-                    # (and a request that hangs would stall the page's virtual time)
-                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-                    "--dump-dom", url]
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", url]
+            log_path = Path(profile) / "chromium.log"
+            with open(log_path, "wb") as log:  # a file, not a pipe: nobody has to drain it
+                browser = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+                try:
+                    finished = done.wait(timeout)
+                finally:
+                    _stop(browser)
+            if not finished:
+                raise RuntimeError(f"no result from chromium within {timeout:g} s (exit {browser.returncode}): "
+                                   f"{log_path.read_text(errors='replace')[-2000:]}")
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-    out = proc.stdout.decode("utf-8", "replace")
-    start = out.find(MARK)
-    if start < 0:
-        raise RuntimeError(f"chromium gave no result (exit {proc.returncode}): "
-                           f"{proc.stderr.decode('utf-8', 'replace')[-2000:]}")
-    end = out.find("</pre>", start)
-    raw = out[start + len(MARK): end]
-    raw = raw.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
-    results: Dict[str, List[str]] = json.loads(raw)
-    missing = set(pages) - set(results)
-    for page in missing:
+    results: Dict[str, List[str]] = json.loads(received["body"])
+    for page in set(pages) - set(results):
         results[page] = ["not checked"]
     return results
+
+
+def _stop(browser: "subprocess.Popen[bytes]") -> None:
+    """Stop chromium and its helper processes (its own process group), bounded."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(browser.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            browser.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -175,7 +199,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     try:
         results = check(args.site, chromium)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+    except RuntimeError as exc:
         print(f"check_site: {exc}", file=sys.stderr)
         return 2
     bad = {page: problems for page, problems in results.items() if problems}
