@@ -8,14 +8,11 @@ without it fails here rather than skipping the check unnoticed.
 from __future__ import annotations
 
 import base64
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/docs: the checker
-import check_site  # noqa: E402
+import check_site  # tests/docs is on pytest's pythonpath (pyproject.toml)
 
 # A 1x1 PNG.
 PIXEL = base64.b64decode(
