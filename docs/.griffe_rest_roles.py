@@ -266,7 +266,7 @@ class PublicNames(Extension):
 
     #: The public modules (and their submodules): what they export is the API; the rest of the
     #: package (handles/, engine/, io/, sync/, protocol/, ...) is its implementation.
-    PUBLIC_MODULES = ("fastredlock.asyncio", "fastredlock.errors", "fastredlock.events", "fastredlock.fencing",
+    PUBLIC_MODULES = ("fastredlock.asyncio", "fastredlock.errors", "fastredlock.events", "fastredlock.fencing", "fastredlock.jobs",
                       "fastredlock.metrics", "fastredlock.testing", "fastredlock.compat")
 
     def on_package(self, *, pkg: Any, **kwargs: Any) -> None:

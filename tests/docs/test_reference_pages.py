@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("fastredlock", "asyncio", "errors", "metrics", "testing", "compat")
+PAGES = ("fastredlock", "asyncio", "errors", "metrics", "testing", "compat", "jobs")
 
 
 class _Text(HTMLParser):
