@@ -1,7 +1,8 @@
 """fastredlock: a fast, safe Redlock client.
 
 One multiplexed round trip per lock operation to all N masters at once, a C core (Cython) with a
-pure-Python twin, conservative validity on the monotonic clock. See README.md for the guarantees.
+pure-Python twin, conservative validity on the monotonic clock. The guarantees: the documentation's
+"Guarantees and failure scenarios" page (docs/concepts/guarantees.md).
 """
 from .io.cores import CORE
 from .sync.client import MasterStats, Redlock

@@ -6,6 +6,8 @@ The convention (documented for writers in docs/internals.md, "Examples that run"
 - ``127.0.0.1`` with a port from 7001 to 7009 stands for the test's local masters: 7001 is the
   first one started, 7002 the second, and so on. Write them as a reader would (``redis://127.0.0.1:7001``,
   ``("127.0.0.1", 7002)``, ``port=7003``); the test rewrites the port to the real one.
+- Examples run with the library's defaults (restart-aware voting included); a lock's TTL on the
+  test's masters is at most ``MAX_EXAMPLE_TTL`` seconds (their uptime is made to exceed it).
 - An HTML comment on the line(s) right before the fence says more:
   ``<!-- example: masters=5 -->`` asks for that many masters (default 3, at most 9);
   ``<!-- fragment: why -->`` marks a block that cannot run on its own (a deployment's addresses,
@@ -21,6 +23,11 @@ from typing import Dict, Iterator, List, Optional
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MASTERS = 3
 MAX_MASTERS = 9
+#: The largest lock TTL (seconds) an example may use on the test's masters: the test lets them be up
+#: longer than that before the first example, so that restart-aware voting (on by default, grace =
+#: the largest TTL a client used) counts their votes, as on masters that have been up a while. An
+#: example that needs more starts masters of its own, or says ``restart_aware=False`` itself.
+MAX_EXAMPLE_TTL = 10.0
 
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*(example|fragment)\s*:?\s*(.*?)\s*-->\s*$")
@@ -110,3 +117,27 @@ def markdown_files() -> List[Path]:
 def all_examples() -> List[Example]:
     """Every example of README.md and docs/."""
     return [example for path in markdown_files() for example in examples_in(path)]
+
+
+# What sets a lock's TTL in the examples: fastredlock's ``ttl=``, the shims' ``expire=``,
+# ``auto_release_time=``, ``lock_timeout=``, redis-py's ``timeout=`` (also the acquire timeouts:
+# counted too, conservatively), ``restart_grace=``, ``extend(N)``, and redlock-py's positional
+# ``lock("name", ms)``. A value of 1000 or more is taken as milliseconds (redlock-py, redlock).
+_TTLS = re.compile(r"\b(?:ttl|expire|auto_release_time|lock_timeout|timeout|restart_grace)\s*=\s*([\d.]+)"
+                   r"|\.extend\(\s*([\d.]+)\s*\)"
+                   r"|\.lock\(\s*[\"'][^\"']*[\"']\s*,\s*([\d.]+)\s*\)")
+
+
+def ttls_of(code: str) -> List[float]:
+    """Every lock TTL (seconds) an example's code states (see ``_TTLS``)."""
+    found = []
+    for match in _TTLS.finditer(code):
+        value = float(next(g for g in match.groups() if g is not None))
+        found.append(value / 1000 if value >= 1000 else value)
+    return found
+
+
+def uses_shared_masters(example: Example) -> bool:
+    """Whether the example runs on the test's masters with restart-aware voting as by default
+    (not on masters it starts itself, nor with ``restart_aware=False`` written in it)."""
+    return "start_masters(" not in example.code and "restart_aware=False" not in example.code

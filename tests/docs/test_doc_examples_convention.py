@@ -56,3 +56,22 @@ def test_examples_in_refuses_an_unclosed_fence(tmp_path):
     path = _write(tmp_path, "```python\npass\n")
     with pytest.raises(ValueError, match="unclosed"):
         list(examples_in(path))
+
+
+def test_examples_fit_the_masters_age():
+    """Every example on the test's masters uses TTLs of at most MAX_EXAMPLE_TTL, so that it runs with
+    the library's defaults (restart-aware voting on) on masters up for longer than that."""
+    from _doc_examples import MAX_EXAMPLE_TTL, all_examples, ttls_of, uses_shared_masters
+
+    too_long = [(e.id, max(ttls_of(e.code))) for e in all_examples()
+                if e.fragment is None and uses_shared_masters(e) and ttls_of(e.code)
+                and max(ttls_of(e.code)) > MAX_EXAMPLE_TTL]
+    assert not too_long, (f"examples with a TTL above {MAX_EXAMPLE_TTL} s on the test's masters (lower it, start "
+                          f"masters in the example, or write restart_aware=False in it): {too_long}")
+
+
+def test_ttls_of_reads_the_units():
+    from _doc_examples import ttls_of
+
+    assert ttls_of('dlm.lock("a", ttl=10.0); x.extend(20); RedLock("b", ttl=10000); dlm.lock("c", 1000)') == [
+        10.0, 20.0, 10.0, 1.0]

@@ -20,7 +20,8 @@ The round-trip scenario (``rtt5``, ``rtt1``; :mod:`.rtt`) runs sequential rows a
 lock master behind a delay proxy (``rttproxy.c``, 0.25 ms each way), beside the loopback ones.
 
 Outputs (``--out``, default ``./fastredlock-bench`` in the current directory): ``compare.md`` (the tables, also printed),
-``compare.json`` (every sample of every round, plus the environment), ``compare.png`` (chart).
+``compare.json`` (every sample of every round, plus the environment), ``compare.png`` (chart, N=5;
+``compare-seq1.png``: N=1; ``python -m fastredlock.bench.report compare.json DIR`` draws them again).
 See benchmarks/README.md for what each column means.
 
 The parts, by what they are: :mod:`.configs` (what is compared), :mod:`.peers` (installing them),
@@ -121,6 +122,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[List[str]] = None) -> 
     with open(json_path, "w") as f:
         json.dump(report.json(), f, indent=1, default=str)
     problem = report.chart(png_path)
+    report.chart(os.path.join(args.out, "compare-seq1.png"), "seq1")  # N=1, where it ran
     print(md)
     say(f"wrote {md_path}, {json_path}" + (f", {png_path}" if not problem else f" (no chart: {problem})"))
     return 0

@@ -1,12 +1,21 @@
 """The report of a comparison run: the markdown tables (medians over rounds, ratios to the C floor
-and to the best peer), the JSON of every sample, and the chart."""
+and to the best peer), the JSON of every sample, and the charts.
+
+The charts can also be drawn again from a run's JSON, without running anything::
+
+    python -m fastredlock.bench.report compare.json OUT_DIR   # OUT_DIR/seq5.png, OUT_DIR/seq1.png
+
+(docs/assets/performance/ holds the charts the documentation shows, drawn that way.)"""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
+from types import SimpleNamespace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .configs import BY_ID, CONFIGS, FLOOR_ID
@@ -382,7 +391,23 @@ class Report:
             "samples": b.samples,
         }
 
-    def chart(self, path: str) -> Optional[str]:
+    #: The charts :meth:`charts` draws: scenario, its title.
+    CHARTS = (("seq5", "5 local masters"), ("seq1", "1 local master"))
+
+    def charts(self, out_dir: str) -> List[str]:
+        """Draw one chart per scenario of :data:`CHARTS` that has samples into ``out_dir``
+        (``<scenario>.png``); return the paths written."""
+        os.makedirs(out_dir, exist_ok=True)
+        written = []
+        for scen, _ in self.CHARTS:
+            path = os.path.join(out_dir, f"{scen}.png")
+            if self.chart(path, scen) is None:
+                written.append(path)
+        return written
+
+    def chart(self, path: str, scen: str = "seq5") -> Optional[str]:
+        """Draw scenario ``scen``'s chart (rate and client CPU per configuration) into ``path``;
+        None when written, else why not."""
         try:
             import matplotlib
 
@@ -392,7 +417,7 @@ class Report:
             return "matplotlib is not installed (pip install -e '.[bench]')"
         rows = []
         for c in CONFIGS:
-            ok = self.ok(c.id, "seq5")
+            ok = self.ok(c.id, scen)
             if not ok:
                 continue
             r = [s["result"] for s in ok]
@@ -400,7 +425,7 @@ class Report:
             rows.append((c, statistics.median(rates), min(rates), max(rates),
                          med(x["user_ms_per_1000"] for x in r) or 0, med(x["sys_ms_per_1000"] for x in r) or 0))
         if not rows:
-            return "no sequential N=5 samples to chart"
+            return f"no {scen} samples to chart"
         rows.sort(key=lambda t: t[1])
         labels = [t[0].label for t in rows]
         colors = ["#d62728" if t[0].fast else ("#7f7f7f" if t[0].reference else "#1f77b4") for t in rows]
@@ -419,11 +444,12 @@ class Report:
         syss = [t[5] for t in rows]
         ax2.barh(list(y), users, color=colors, label="user")
         ax2.barh(list(y), syss, left=users, color=colors, alpha=0.45, label="sys", hatch="//")
-        ax2.set_xlabel("client CPU ms per 1000 cycles, lower is better (solid: user, hatched: sys)")
+        ax2.set_xlabel("client CPU ms per 1000 cycles, lower is better\n(solid: user, hatched: sys)")
         for i, (u, s_) in enumerate(zip(users, syss)):
             ax2.text(u + s_, i, f"  {u + s_:,.0f}", va="center", fontsize=8)
         ax2.set_xlim(0, max(u + s_ for u, s_ in zip(users, syss)) * 1.15)
-        fig.suptitle(f"Sequential lock+unlock on 5 local masters ({self.b.server['version']}), "
+        where = dict(self.CHARTS).get(scen, scen)
+        fig.suptitle(f"Sequential lock+unlock on {where} ({self.b.server['version']}), "
                      f"{self.b.s.rounds} round(s); red: fastredlock, grey: references")
         fig.tight_layout()
         fig.savefig(path, dpi=110)
@@ -432,3 +458,20 @@ class Report:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def from_json(path: str) -> Report:
+    """A :class:`Report` over a run's ``compare.json`` (its samples, server and settings), for the
+    tables and charts of a run that is over."""
+    with open(path) as f:
+        data = json.load(f)
+    bench = SimpleNamespace(samples=data["samples"], server=data["server"], s=SimpleNamespace(**data["settings"]),
+                            skipped=data.get("skipped", {}))
+    return Report(bench, data.get("command", []))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m fastredlock.bench.report compare.json OUT_DIR")
+    for written in from_json(sys.argv[1]).charts(sys.argv[2]):
+        print("wrote", written)

@@ -23,7 +23,7 @@ expiry, as redis-py stores it), and releases with the same owner check (``GET ==
 a rolling migration. (The Celery drop-ins write their originals' keys too, with the task id as
 the value; see :mod:`fastredlock.compat.celery_once`.) What differs from each original (the bugs that were not kept) is listed in
 each shim's module docstring (its migration notes: the import to change, every remaining
-difference and why), in README.md ("Migrating") and in ``docs/migrating/<library>.md``.
+difference and why), and on the documentation's Migrating pages (``docs/migrating/<library>.md``).
 
 All synchronous shims of a process share one :class:`fastredlock.Redlock` client per set of masters
 (one connection per master, reused), built with the options of :func:`configure`; each

@@ -22,7 +22,7 @@ the key ``qo_<task name>_<arg>-<value>_...`` built from the same signature bindi
 duplicate answered with an ``EagerResult`` in state ``REJECTED``, retries not locked again, calling
 the task as a function not locked, and ``get_key``/``once_backend``/``default_timeout``.
 
-Safer (see :mod:`fastredlock.compat._celery` and docs/migrating/celery-once.md):
+Safer (see the documentation's page docs/migrating/celery-once.md):
 
 - the lock's value is the task id and every release is owner-checked (celery-once released with a
   plain ``DEL``, so a task whose lock had expired deleted the lock of the next one);

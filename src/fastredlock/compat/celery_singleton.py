@@ -22,7 +22,7 @@ the task name and the JSON of its arguments (``unique_on``: only those, defaults
 lock's value is the task id, written with ``SET key <task id> NX PX ttl``: processes still on
 celery-singleton and processes on the drop-in exclude each other.
 
-Safer (see :mod:`fastredlock.compat._celery` and docs/migrating/celery-singleton.md):
+Safer (see the documentation's page docs/migrating/celery-singleton.md):
 
 - every release is owner-checked by the task id (celery-singleton deleted the key with a plain
   ``DEL``: a task whose lock had expired removed the lock of the next one);

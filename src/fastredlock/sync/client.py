@@ -33,7 +33,7 @@ __all__ = ["MasterStats", "Redlock"]
 class Redlock(RedlockBase):
     """A Redlock client over N independent Redis masters.
 
-    Besides :meth:`lock`, the lock family (see README, "More kinds of lock"): :meth:`rlock`,
+    Besides :meth:`lock`, the lock family (the guide "The lock family"): :meth:`rlock`,
     :meth:`rwlock`, :meth:`semaphore`.
 
     :param masters: the masters, as URLs (``redis://[user:pass@]host:port[/db]``,
@@ -74,7 +74,7 @@ class Redlock(RedlockBase):
     :param fence_retention: seconds a fence counter outlives its last use (fencing locks only).
     :param auto_pipeline: ``True`` (default): single-lock acquires and releases that threads ask
         for while a round of the same kind is in flight ride together in the next round (one write
-        per master carries them all; see :mod:`fastredlock.engine.combine`). ``False``: each thread runs
+        per master carries them all; the guide "Batches and hot paths"). ``False``: each thread runs
         its own rounds on its own connections (a pool), never waiting for another thread's round.
     :param core: ``"cython"`` or ``"python"`` to force a core (tests, benchmarks); default: the
         active one (:data:`fastredlock.CORE`).
@@ -98,7 +98,7 @@ class Redlock(RedlockBase):
     :param courtesy: seconds (default 0.01) a client whose release of a name woke a waiter holds
         back its next attempt at the same name (ended early when it hears the lock is free), so
         that the woken waiter goes first; a plain lock's attempt then queues behind the waiters
-        (see README, "Waiting", turns).
+        (the guide "Waiting, wake on release, turns").
     :param wait_release: ``True`` (default): ``release()`` and the end of a ``with`` block wait for
         the masters' answers and raise if the lock was not held on a quorum. ``False``: they write
         the release to every master and return at once (one round trip per lock cycle instead of

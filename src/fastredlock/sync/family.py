@@ -24,7 +24,7 @@ class Semaphore(PermitPlan, Lock):
 
     The :class:`Lock` API: :meth:`acquire` takes one permit (its own token, TTL, extension,
     watchdog), :meth:`release` gives it back and wakes the semaphore's waiters. At most ``limit``
-    permits are held at once, over all clients (see :mod:`fastredlock.protocol.family` for why).
+    permits are held at once, over all clients (the guide "The lock family" says why).
     Take one handle per permit holder (thread).
     """
 

@@ -136,7 +136,7 @@ class SentinelGroup:
     def wait_master(self, old: LocalMaster, timeout: float = 30.0, demoted: bool = True) -> LocalMaster:
         """Wait until every running sentinel names a master other than ``old`` and it says
         ``role:master``; with ``demoted``, also until ``old``, if it runs, is a replica (until
-        then it still accepts writes: the window the README's failover caveat describes).
+        then it still accepts writes: the window the Sentinel guide's "Failover" section describes).
         Return the new master."""
         deadline = time.monotonic() + timeout
         while True:
