@@ -2,12 +2,14 @@
 planted broken image, a planted overflowing code block and a planted script from another host, in
 real headless chromium.
 
-chromium is required: `.ci/run` installs Debian's package (`apt-get install chromium`); a machine
-without it fails here rather than skipping the check unnoticed.
+It needs chromium (Debian: `apt-get install chromium`). `.ci/run` installs it and sets
+``FASTREDLOCK_REQUIRE_CHROMIUM=1``, so that there a missing browser fails instead of skipping the
+check unnoticed; elsewhere (a newcomer's machine) the test is skipped, saying why.
 """
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,10 @@ pre {{ width: 600px; overflow: auto; white-space: pre; }}</style></head>
 def chromium():
     binary = check_site.find_chromium()
     if binary is None:
-        pytest.fail("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+        why = "chromium is not installed (apt-get install chromium; .ci/run installs it)"
+        if os.environ.get("FASTREDLOCK_REQUIRE_CHROMIUM", "") not in ("", "0"):
+            pytest.fail(why)
+        pytest.skip(why)
     return binary
 
 
