@@ -130,3 +130,30 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_op_refuses_an_unknown_result():
     with pytest.raises(ValueError, match="result"):
         Op("a", 0, "acquire", 1.0, 2.0, "maybe")
+
+
+def test_late_writes_and_a_refused_current_holder_are_told_apart():
+    # a (fence 5) writes, b (fence 6, began later) writes, a writes late: refused (caught).
+    # Then c (began last) got fence 2, counters forgotten: its write is refused although it is current.
+    ops = [acquire("a", 0, 1.0, 9.0, fence=5), acquire("b", 0, 2.0, 9.0, fence=6),
+           acquire("c", 0, 3.0, 9.0, fence=2)]
+    writes = [write(0, "a", 1, 0, 5), write(1, "b", 1, 0, 6), write(2, "a", 2, 0, 5, accepted=False),
+              write(3, "c", 1, 0, 2, accepted=False)]
+    result = check_history(ops, writes)
+    assert [(w.process, w.seq) for w in result.late_refused] == [("a", 2)]
+    assert result.late_accepted == [] and result.refused_current == 1
+    assert [(w.process, w.seq) for w in result.stale_unchecked] == [("a", 2), ("c", 3)]
+
+
+def test_the_resource_log_is_rebuilt_from_the_history():
+    ops = [acquire("a", 0, 1.0, 9.0, fence=5),
+           Op("a", 1, "write", 1.1, 1.2, "ok", name="L", hold=0, token="a-0", fence=5, accepted=True, seq=0),
+           acquire("b", 0, 2.0, 9.0, fence=6),
+           Op("b", 1, "write", 2.1, 2.2, "ok", name="L", hold=0, token="b-0", fence=6, accepted=True, seq=1),
+           Op("a", 2, "write", 3.1, 3.2, "ok", name="L", hold=0, token="a-0", fence=5, accepted=True, seq=2),
+           Op("a", 3, "write", 3.3, None, "unknown", name="L", hold=0, token="a-0", fence=5)]
+    result = check_history(ops)  # no log given: the write ops are the log (the unknown one left out)
+    assert result.writes == 3
+    assert [(w.process, w.seq) for w in result.stale_accepted] == [("a", 2)]
+    assert [(w.process, w.seq) for w in result.late_accepted] == [("a", 2)]
+    assert result.use_overlaps == [("a:0", "b:0")]

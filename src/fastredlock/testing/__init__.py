@@ -79,11 +79,13 @@ from .checker import (
     fence_inversions,
     find_overlaps,
     held_intervals,
+    late_writes,
     stale_writes,
     use_overlaps,
+    writes_from_history,
 )
 from .nemesis import NEMESES, ClientSlot, Cluster, FencedResource, Nemesis, ResourceClient, clock_master
-from .scenarios import MODES, SCENARIOS, render_markdown, run_safety, run_scenario
+from .scenarios import KNOWN_LIMITS, MODES, SCENARIOS, recheck, render_markdown, run_safety, run_scenario
 
 __all__ = [
     "Certs",
@@ -129,6 +131,8 @@ __all__ = [
     "held_intervals",
     "stale_writes",
     "use_overlaps",
+    "late_writes",
+    "writes_from_history",
     "NEMESES",
     "ClientSlot",
     "Cluster",
@@ -139,6 +143,8 @@ __all__ = [
     "MODES",
     "SCENARIOS",
     "render_markdown",
+    "recheck",
+    "KNOWN_LIMITS",
     "run_safety",
     "run_scenario",
 ]

@@ -16,6 +16,10 @@
   already accepted (or equal to it, from another holder). With the fence check on this must be 0;
   :func:`stale_writes` with ``fence_check=False`` replays the same log as a resource that checks
   nothing would have run it, which counts the writes the check caught.
+- **late writes** -- writes made by a hold after a hold that began later had already written to the
+  resource (in the resource's order): a holder acting after its lock had passed on. Split into those
+  the resource accepted (the damage) and refused; a refused write that was *not* late is the current
+  holder's write refused (its fence was too low: a fence inversion's cost).
 - **fence inversions** -- a hold whose fence is not larger than that of a hold which had ended
   before it began: fences that do not follow the lock's order (for example counters forgotten by a
   restarted master).
@@ -31,7 +35,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from .history import Op
 
 __all__ = ["Hold", "ResourceWrite", "CheckResult", "check_history", "held_intervals", "find_overlaps",
-           "use_overlaps", "stale_writes", "fence_inversions"]
+           "use_overlaps", "stale_writes", "fence_inversions", "late_writes", "writes_from_history"]
 
 
 class Hold:
@@ -181,6 +185,36 @@ def stale_writes(writes: Sequence[ResourceWrite], fence_check: bool = True) -> L
     return stale
 
 
+def writes_from_history(ops: Iterable[Op]) -> List[ResourceWrite]:
+    """The resource's log rebuilt from a history's ``write`` operations (those whose reply gave a ``seq``).
+
+    For a resource that keeps no log of its own: each write op must carry ``name``, ``hold``,
+    ``token``, ``fence``, and in its completion ``accepted`` and ``seq`` (the write's position in the
+    resource's order). Writes whose reply never came are left out.
+    """
+    return sorted((ResourceWrite(op.seq, op.name or "", op.process, op.index, op.hold if op.hold is not None else -1,
+                                 op.token or "", op.fence, bool(op.accepted))
+                   for op in ops if op.kind == "write" and op.seq is not None), key=lambda w: w.seq)
+
+
+def late_writes(writes: Sequence[ResourceWrite], holds: Sequence[Hold]) -> List[ResourceWrite]:
+    """Writes made after a hold that began later (by the holds' start times) had written, in log order.
+
+    Writes of holds missing from ``holds`` are never late, and never make another write late.
+    """
+    start = {h.key: h.start for h in holds}
+    newest: Dict[str, float] = {}
+    late = []
+    for w in sorted(writes, key=lambda w: w.seq):
+        s = start.get(f"{w.process}:{w.hold}")
+        if s is None:
+            continue
+        if newest.get(w.name, s) > s:
+            late.append(w)
+        newest[w.name] = max(newest.get(w.name, s), s)
+    return late
+
+
 def fence_inversions(holds: Sequence[Hold]) -> List[Tuple[Hold, Hold]]:
     """Pairs ``(earlier, later)``: ``later`` began after ``earlier`` ended, yet its fence is not larger.
 
@@ -207,16 +241,18 @@ def fence_inversions(holds: Sequence[Hold]) -> List[Tuple[Hold, Hold]]:
 class CheckResult:
     """What :func:`check_history` found; ``ok`` is true when nothing unsafe was found.
 
-    Counts: ``operations`` (per kind and result), ``holds``; lists: ``held_overlaps``,
-    ``use_overlaps``, ``stale_accepted`` (with the resource's fence check as it ran),
-    ``stale_unchecked`` (the same log replayed without a fence check: what fencing caught, or would
-    have caught), ``fence_inversions``.
+    Counts: ``operations`` (per kind and result), ``holds``, ``refused_current``; lists:
+    ``held_overlaps``, ``use_overlaps``, ``stale_accepted`` (with the resource's fence check as it
+    ran), ``stale_unchecked`` (the same log replayed without a fence check: what fencing caught, or
+    would have caught), ``late_accepted`` and ``late_refused`` (see :func:`late_writes`),
+    ``fence_inversions``.
     """
 
     def __init__(self, operations: Dict[str, Dict[str, int]], holds: List[Hold],
                  held_overlaps: List[Tuple[Hold, Hold]], use_overlaps: List[Tuple[str, str]],
                  stale_accepted: List[ResourceWrite], stale_unchecked: List[ResourceWrite],
-                 fence_inversions: List[Tuple[Hold, Hold]], writes: int, fenced: bool) -> None:
+                 fence_inversions: List[Tuple[Hold, Hold]], writes: int, fenced: bool,
+                 late: Sequence[ResourceWrite] = (), refused: int = 0) -> None:
         self.operations = operations
         self.holds = holds
         self.held_overlaps = held_overlaps
@@ -226,6 +262,10 @@ class CheckResult:
         self.fence_inversions = fence_inversions
         self.writes = writes
         self.fenced = fenced
+        self.late_accepted = [w for w in late if w.accepted]
+        self.late_refused = [w for w in late if not w.accepted]
+        #: refused writes that were not late: the current holder refused (a fence inversion's cost)
+        self.refused_current = refused - len(self.late_refused)
 
     @property
     def ok(self) -> bool:
@@ -245,6 +285,9 @@ class CheckResult:
             "stale_accepted": len(self.stale_accepted) if self.fenced else None,
             "stale_unchecked": len(self.stale_unchecked) if self.fenced else None,
             "fence_inversions": len(self.fence_inversions) if self.fenced else None,
+            "late_accepted": len(self.late_accepted),
+            "late_refused": len(self.late_refused),
+            "refused_current": self.refused_current,
         }
 
     def to_dict(self, examples: int = 5) -> Dict[str, Any]:
@@ -256,6 +299,7 @@ class CheckResult:
             "stale_accepted": [w.to_dict() for w in self.stale_accepted[:examples]],
             "stale_unchecked": [w.to_dict() for w in self.stale_unchecked[:examples]],
             "fence_inversions": [[a.to_dict(), b.to_dict()] for a, b in self.fence_inversions[:examples]],
+            "late_accepted": [w.to_dict() for w in self.late_accepted[:examples]],
         }
         return d
 
@@ -263,13 +307,14 @@ class CheckResult:
         return f"<CheckResult {json.dumps(self.summary(), default=str)}>"
 
 
-def check_history(ops: Iterable[Op], writes: Iterable[ResourceWrite] = ()) -> CheckResult:
+def check_history(ops: Iterable[Op], writes: Optional[Iterable[ResourceWrite]] = None) -> CheckResult:
     """Check a history (``ops``, e.g. from :func:`load_history`) and the resource's log (``writes``).
 
-    Nemesis operations in the history are counted but not checked.
+    Without ``writes`` the log is rebuilt from the history's write operations
+    (:func:`writes_from_history`). Nemesis operations in the history are counted but not checked.
     """
     ops = list(ops)
-    writes = sorted(writes, key=lambda w: w.seq)
+    writes = sorted(writes_from_history(ops) if writes is None else writes, key=lambda w: w.seq)
     counts: Dict[str, Dict[str, int]] = {}
     for op in ops:
         per = counts.setdefault(op.kind, {})
@@ -277,4 +322,5 @@ def check_history(ops: Iterable[Op], writes: Iterable[ResourceWrite] = ()) -> Ch
     holds = held_intervals(ops)
     fenced = any(w.fence is not None for w in writes) or any(h.fence is not None for h in holds)
     return CheckResult(counts, holds, find_overlaps(holds), use_overlaps(writes), stale_writes(writes, True),
-                       stale_writes(writes, False), fence_inversions(holds), len(writes), fenced)
+                       stale_writes(writes, False), fence_inversions(holds), len(writes), fenced,
+                       late_writes(writes, holds), sum(1 for w in writes if not w.accepted))

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import List, Optional
 
-from .scenarios import MODES, SCENARIOS, run_safety
+from .scenarios import MODES, SCENARIOS, recheck, run_safety
 
 __all__ = ["main"]
 
@@ -34,7 +34,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all)")
     parser.add_argument("--out", default="safety-report", help="directory for the report and histories")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--recheck", action="store_true",
+                        help="run nothing: check the histories saved in --out again and rewrite its report")
     args = parser.parse_args(argv)
+    if args.recheck:
+        reports = recheck(args.out)
+        print(f"report: {os.path.join(args.out, 'report.md')}", file=sys.stderr)
+        return 1 if any(not s["expected"] for r in reports for s in r.get("modes", {}).values()) else 0
     scenarios = [s for s in SCENARIOS if s != "none"] if args.scenario == "all" else args.scenario.split(",")
     for s in scenarios:
         if s not in SCENARIOS:
