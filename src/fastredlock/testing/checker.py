@@ -127,7 +127,7 @@ def held_intervals(ops: Iterable[Op]) -> List[Hold]:
 
 def find_overlaps(holds: Sequence[Hold]) -> List[Tuple[Hold, Hold]]:
     """Pairs of holds of the same lock name whose intervals intersect (each pair once)."""
-    found = []
+    found: List[Tuple[Hold, Hold]] = []
     by_name: Dict[Any, List[Hold]] = {}
     for h in holds:
         by_name.setdefault(h.name, []).append(h)
@@ -148,7 +148,7 @@ def use_overlaps(writes: Sequence[ResourceWrite]) -> List[Tuple[str, str]]:
         if w.accepted:
             span = spans.setdefault((w.name, f"{w.process}:{w.hold}"), [w.seq, w.seq])
             span[0], span[1] = min(span[0], w.seq), max(span[1], w.seq)
-    found = []
+    found: List[Tuple[str, str]] = []
     by_name: Dict[str, List[Tuple[int, int, str]]] = {}
     for (name, hold), (lo, hi) in spans.items():
         by_name.setdefault(name, []).append((lo, hi, hold))
@@ -215,25 +215,30 @@ def late_writes(writes: Sequence[ResourceWrite], holds: Sequence[Hold]) -> List[
     return late
 
 
+def _fence(h: Hold) -> int:
+    assert h.fence is not None
+    return h.fence
+
+
 def fence_inversions(holds: Sequence[Hold]) -> List[Tuple[Hold, Hold]]:
     """Pairs ``(earlier, later)``: ``later`` began after ``earlier`` ended, yet its fence is not larger.
 
     Each later hold is reported once, against the largest fence of the holds ended before it.
     """
-    found = []
+    found: List[Tuple[Hold, Hold]] = []
     by_name: Dict[Any, List[Hold]] = {}
     for h in holds:
         if h.fence is not None:
             by_name.setdefault(h.name, []).append(h)
     for group in by_name.values():
         by_end = sorted(group, key=lambda h: h.end)
-        i, best = 0, None
+        i, best = 0, None  # best: the largest fence among the holds ended so far
         for h in sorted(group, key=lambda h: h.start):
             while i < len(by_end) and by_end[i].end <= h.start:
-                if best is None or by_end[i].fence > best.fence:
+                if best is None or _fence(by_end[i]) > _fence(best):
                     best = by_end[i]
                 i += 1
-            if best is not None and h.fence <= best.fence:
+            if best is not None and _fence(h) <= _fence(best):
                 found.append((best, h))
     return found
 

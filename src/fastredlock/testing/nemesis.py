@@ -27,6 +27,7 @@ of the ``nemesis`` process in the run's history. :data:`NEMESES` maps the scenar
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -151,8 +152,6 @@ class FencedResource:
 
     def log(self, name: str) -> List[ResourceWrite]:
         """Every write to resource ``name`` so far, in the order applied."""
-        import json
-
         c = self.client()
         try:
             raw = c.call(b"LRANGE", f"resource-log:{name}", 0, -1) or []
@@ -319,7 +318,7 @@ class Partition(Nemesis):
     both_sides = True
 
     def strike(self) -> Dict[str, Any]:
-        sides = range(len(self.cluster.sides))
+        sides = list(range(len(self.cluster.sides)))
         if not self.both_sides:
             sides = [self.rng.randrange(len(self.cluster.sides))]
         cuts = {}

@@ -28,7 +28,7 @@ use overlaps, the stale writes accepted and those a fence check caught (see
 """
 from __future__ import annotations
 
-import argparse
+import functools
 import importlib
 import json
 import multiprocessing
@@ -55,7 +55,7 @@ MODES: Dict[str, Dict[str, Any]] = {
     "unsafe": {"client": {"restart_aware": False}, "fencing": False, "check": False},
     "fencing": {"client": {}, "fencing": True, "check": True},
 }
-_RETRY = {"retry_delay": 0.05, "retry_jitter": 0.05}
+_RETRY: Dict[str, Any] = {"retry_delay": 0.05, "retry_jitter": 0.05}
 
 #: Scenario name -> what it does (the nemesis), as the report says it.
 SCENARIOS: Dict[str, str] = {
@@ -128,6 +128,10 @@ def _judge(scenario: str, mode: str, row: Dict[str, Any]) -> Dict[str, Any]:
     row["unexpected"] = problem
     row["known"] = _known(scenario, mode, row)
     return row
+
+
+def _flag_set(flags: Any, i: int) -> bool:
+    return bool(flags[i])
 
 
 def _token(lock: Any) -> str:
@@ -246,11 +250,11 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
     own_dir = out is None
-    run_dir = tempfile.mkdtemp(prefix=f"fastredlock-safety-{scenario}-") if own_dir else os.path.join(out, scenario)
+    run_dir = tempfile.mkdtemp(prefix=f"fastredlock-safety-{scenario}-") if out is None else os.path.join(out, scenario)
     hist_dir = os.path.join(run_dir, "history")
     os.makedirs(hist_dir, exist_ok=True)
-    for f in os.listdir(hist_dir):
-        os.unlink(os.path.join(hist_dir, f))
+    for old in os.listdir(hist_dir):  # a run into the same directory replaces the last one
+        os.unlink(os.path.join(hist_dir, old))
     resource = FencedResource()
     masters: List[LocalMaster] = []
     sides: List[List[FaultProxy]] = []
@@ -272,8 +276,8 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
             for k in range(clients):
                 i = len(slots)
                 side = k % 2
-                slots.append(ClientSlot(mode, k, side, holding=lambda i=i: bool(flags[i]),
-                                        arm_kill=lambda i=i: flags.__setitem__(nslots + i, 1)))
+                slots.append(ClientSlot(mode, k, side, holding=functools.partial(_flag_set, flags, i),
+                                        arm_kill=functools.partial(flags.__setitem__, nslots + i, 1)))
                 cfgs.append({"urls": [p.url for p in sides[side]], "client": MODES[mode]["client"],
                              "fencing": MODES[mode]["fencing"], "check": MODES[mode]["check"],
                              "name": f"safety:{mode}", "ttl": ttl, "hold": list(hold), "start": start, "end": end,
@@ -330,12 +334,12 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
         for mode in modes:
             mine = [o for o in ops if o.process.startswith(mode + "/")]
             writes = resource.log(f"safety:{mode}")
-            with open(os.path.join(run_dir, f"resource-{mode}.jsonl"), "w") as f:
-                f.writelines(json.dumps(w.to_dict()) + "\n" for w in writes)
+            with open(os.path.join(run_dir, f"resource-{mode}.jsonl"), "w") as log:
+                log.writelines(json.dumps(w.to_dict()) + "\n" for w in writes)
             result: CheckResult = check_history(mine, writes)
             report["modes"][mode] = _judge(scenario, mode, result.to_dict())
-        with open(os.path.join(run_dir, "report.json"), "w") as f:
-            json.dump(report, f, indent=1)
+        with open(os.path.join(run_dir, "report.json"), "w") as saved:
+            json.dump(report, saved, indent=1)
         return report
     finally:
         for proc in procs.values():
@@ -346,9 +350,9 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
                 except (ProcessLookupError, TypeError):
                     pass
                 proc.join(5)
-        for side in sides:
-            for p in side:
-                p.stop()
+        for group in sides:
+            for proxy in group:
+                proxy.stop()
         for m in masters:
             m.stop()
         resource.stop()
