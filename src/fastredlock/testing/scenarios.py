@@ -369,10 +369,11 @@ def _meaning(scenario: str, mode: str, s: Dict[str, Any]) -> str:
     else:
         parts.append("the lock held: no two believed-held intervals overlap")
     if s["use_overlaps"] and not s["held_overlaps"]:
-        parts.append(f"yet {s['use_overlaps']} holds interleaved at the resource: a holder wrote after its "
-                     "validity had ended")
+        parts.append(f"yet {s['late_accepted']} writes were accepted from holders whose lock had passed on "
+                     f"(they wrote after their validity ended), interleaving {s['use_overlaps']} pairs of holds "
+                     "at the resource")
     elif s["use_overlaps"]:
-        parts.append(f"{s['use_overlaps']} holds interleaved at the resource")
+        parts.append(f"{s['use_overlaps']} pairs of holds interleaved at the resource")
     if s.get("late_refused"):
         parts.append(f"the fence check refused {s['late_refused']} late writes of holders whose lock had passed on")
     if s.get("refused_current"):
@@ -390,14 +391,14 @@ def _cell(v: Any) -> str:
 def render_markdown(reports: Sequence[Dict[str, Any]], command: str = "") -> str:
     """The reports of :func:`run_scenario` as a Markdown table (one row per scenario and mode)."""
     lines = [
-        "| scenario | mode | acquired / operations | held overlaps | use overlaps | stale writes accepted "
-        "| stale writes with the check off | current holder refused | fence inversions | as expected "
-        "| what it means | reproduce |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | mode | acquired / operations | held overlaps | use overlaps (pairs of holds) "
+        "| late writes accepted | stale writes accepted | stale writes with the check off | current holder refused "
+        "| fence inversions | as expected | what it means | reproduce |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in reports:
         if "skipped" in r:
-            lines.append(f"| {r['scenario']} | – | skipped: {r['skipped']} | | | | | | | | | |")
+            lines.append(f"| {r['scenario']} | – | skipped: {r['skipped']} | | | | | | | | | | |")
             continue
         ttl = "" if r["ttl"] == 2.0 else f" --ttl {r['ttl']:g}"
         cmd = f"`python -m fastredlock.testing.safety --scenario {r['scenario']} --seconds {r['seconds']:g}{ttl}`"
@@ -405,7 +406,8 @@ def render_markdown(reports: Sequence[Dict[str, Any]], command: str = "") -> str
             fenced = s["stale_accepted"] is not None
             lines.append(
                 f"| {r['scenario']} | {mode} | {s['acquired']} / {s['operations']} | {s['held_overlaps']} "
-                f"| {s['use_overlaps']} | {_cell(s['stale_accepted'])} | {_cell(s['stale_unchecked'])} "
+                f"| {s['use_overlaps']} | {s['late_accepted']} | {_cell(s['stale_accepted'])} "
+                f"| {_cell(s['stale_unchecked'])} "
                 f"| {s['refused_current'] if fenced else '–'} | {_cell(s['fence_inversions'])} "
                 f"| {'yes' if s['expected'] else 'NO: ' + s['unexpected']} "
                 f"| {_meaning(r['scenario'], mode, s)} | {cmd} |"
