@@ -157,3 +157,39 @@ def test_the_resource_log_is_rebuilt_from_the_history():
     assert [(w.process, w.seq) for w in result.stale_accepted] == [("a", 2)]
     assert [(w.process, w.seq) for w in result.late_accepted] == [("a", 2)]
     assert result.use_overlaps == [("a:0", "b:0")]
+
+
+def test_recheck_rewrites_a_saved_run_from_its_histories(tmp_path):
+    # A saved run (as the command writes it) whose history holds a planted overlap in the control mode.
+    from fastredlock.testing.safety import main
+
+    run = tmp_path / "restart" / "history"
+    run.mkdir(parents=True)
+    rec = HistoryRecorder(run / "unsafe-c0.1.jsonl", "unsafe/c0.1")
+    other = HistoryRecorder(run / "unsafe-c1.1.jsonl", "unsafe/c1.1")
+    for r in (rec, other):
+        p = r.invoke("acquire", name="safety:unsafe")
+        r.complete(p, "ok", token=r.process, valid_until=1e12)  # both believe they hold it: an overlap
+    saved = {"command": "python -m fastredlock.testing.safety --scenario restart",
+             "reports": [{"scenario": "restart", "fault": "planted", "seconds": 1.0, "ttl": 2.0,
+                          "nemesis": {"strikes": 1}, "modes": {"unsafe": {}}}]}
+    (tmp_path / "report.json").write_text(json.dumps(saved))
+    assert main(["--out", str(tmp_path), "--recheck"]) == 0  # the control saw its overlap: as expected
+    report = json.loads((tmp_path / "report.json").read_text())["reports"][0]["modes"]["unsafe"]
+    assert report["held_overlaps"] == 1 and report["expected"], report
+    table = (tmp_path / "report.md").read_text()
+    assert "| restart | unsafe | 2 / 2 | 1 |" in table and "--scenario restart --seconds 1" in table
+
+
+def test_recheck_fails_a_run_whose_defaults_overlapped(tmp_path):
+    from fastredlock.testing.safety import main
+
+    run = tmp_path / "partition-minority" / "history"
+    run.mkdir(parents=True)
+    for process in ("defaults/c0.1", "defaults/c1.1"):
+        r = HistoryRecorder(run / (process.replace("/", "-") + ".jsonl"), process)
+        r.complete(r.invoke("acquire", name="safety:defaults"), "ok", token=process, valid_until=1e12)
+    saved = {"reports": [{"scenario": "partition-minority", "seconds": 1.0, "ttl": 2.0, "modes": {"defaults": {}}}]}
+    (tmp_path / "report.json").write_text(json.dumps(saved))
+    assert main(["--out", str(tmp_path), "--recheck"]) == 1
+    assert "NO: held overlaps under defaults" in (tmp_path / "report.md").read_text()
