@@ -78,7 +78,7 @@ KNOWN_LIMITS: Dict[tuple, str] = {
     ("restart", "fencing", "fence_inversions"): "fence counters forgotten by masters restarted without persistence "
                                                  "(docs: Fencing tokens, Limits)",
     ("clock-jump", "defaults", "held_overlaps"): "a master whose clock jumps forgets its keys; a holder that held a "
-                                                  "bare quorum (the other masters slow or cooling down for it) loses "
+                                                  "bare quorum (3 of 5: racing contenders split the masters) loses "
                                                   "it, and restart-aware voting cannot see a jump",
     ("clock-jump", "unsafe", "held_overlaps"): "as for defaults",
     ("clock-jump", "fencing", "held_overlaps"): "as for defaults; the fence check guards the resource",
