@@ -2,7 +2,8 @@
 
 The full run (two minutes per scenario, four clients per mode) is ``python -m
 fastredlock.testing.safety --scenario all``; docs/concepts/safety-report.md has its table. Here each
-scenario runs for 2-3 s with a 0.5 s TTL and two client processes per mode, and the test asserts
+scenario runs for 2.5-4 s with a 0.5 s TTL and two client processes per mode (one on each core), and
+the test asserts
 what the scenario must show: no held overlap under the defaults, overlaps in the control (restarts
 without restart-aware voting), a paused holder's late writes interleaving at the resource without
 fencing and refused with it, no stale write ever accepted with the fence check on.
@@ -15,7 +16,7 @@ import pytest
 
 from fastredlock.testing import run_scenario
 
-SHORT = dict(ttl=0.5, clients=2)
+SHORT = dict(ttl=0.5, clients=2, core="mixed")  # each mode: one client on each core
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +29,14 @@ def no_violation(row):
 
 def test_restarts_break_the_lock_only_without_restart_aware_voting():
     # holders hold for 50-90% of a TTL, so a majority restart usually strikes a live holder
-    report = run_scenario("restart", 3.0, modes=("defaults", "unsafe"), hold=(0.5, 0.9), seed=3, **SHORT)
+    report = run_scenario("restart", 4.0, modes=("defaults", "unsafe"), hold=(0.5, 0.9), seed=3, **SHORT)
     assert report["nemesis"]["strikes"] >= 2, report
     defaults, unsafe = report["modes"]["defaults"], report["modes"]["unsafe"]
     no_violation(defaults)
     assert defaults["acquired"] > 0 and unsafe["acquired"] > 0, report
     assert unsafe["held_overlaps"] > 0, unsafe  # the control: the harness sees the overlaps
     assert not report["clients_failed"], report
+    assert report["cores"] == ["cython", "python"], report
 
 
 def test_paused_holder_writes_late_and_the_fence_check_refuses_it():

@@ -33,6 +33,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="client processes per mode (default 4)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all)")
     parser.add_argument("--out", default="safety-report", help="directory for the report and histories")
+    parser.add_argument("--core", choices=["cython", "python", "mixed"], default=None,
+                        help="the clients' core (default: the active one; mixed: alternate per client)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--recheck", action="store_true",
                         help="run nothing: check the histories saved in --out again and rewrite its report")
@@ -46,7 +48,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if s not in SCENARIOS:
             parser.error(f"unknown scenario {s!r}")
     reports = run_safety(scenarios, args.seconds, args.out, ttl=args.ttl, clients=args.clients,
-                         modes=args.modes.split(","), seed=args.seed, argv=argv)
+                         modes=args.modes.split(","), seed=args.seed, core=args.core, argv=argv)
     print(f"report: {os.path.join(args.out, 'report.md')}", file=sys.stderr)
     bad = [(r["scenario"], m) for r in reports for m, s in r.get("modes", {}).items() if not s["expected"]]
     return 1 if bad else 0

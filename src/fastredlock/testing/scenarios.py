@@ -245,12 +245,13 @@ def _start_masters(scenario: str) -> tuple:
 
 def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, clients: int = 4,
                  modes: Sequence[str] = tuple(MODES), out: Optional[str] = None, seed: Optional[int] = None,
-                 hold: Sequence[float] = (0.02, 0.3)) -> Dict[str, Any]:
+                 hold: Sequence[float] = (0.02, 0.3), core: Optional[str] = None) -> Dict[str, Any]:
     """Run one scenario for ``seconds`` and return its report (a JSON-ready dict).
 
     ``clients`` processes per mode; ``ttl`` the lock's TTL (seconds); ``hold`` the range of a hold,
     in TTLs; ``out`` a directory for the histories and the resource's log (default: a temporary
-    one, removed afterwards). Raises ``FileNotFoundError`` when the scenario needs something missing
+    one, removed afterwards); ``core`` the clients' core: ``None`` the active one, ``"cython"``,
+    ``"python"``, or ``"mixed"`` (each mode's clients alternate between the two). Raises ``FileNotFoundError`` when the scenario needs something missing
     (libfaketime for ``clock-jump``).
 
     The clients are :mod:`multiprocessing` processes (forkserver where available): call this from
@@ -293,7 +294,10 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
                 side = k % 2
                 slots.append(ClientSlot(mode, k, side, holding=functools.partial(_flag_set, flags, i),
                                         arm_kill=functools.partial(flags.__setitem__, nslots + i, 1)))
-                cfgs.append({"urls": [p.url for p in sides[side]], "client": MODES[mode]["client"],
+                client = dict(MODES[mode]["client"])
+                if core is not None:
+                    client["core"] = ("cython", "python")[k % 2] if core == "mixed" else core
+                cfgs.append({"urls": [p.url for p in sides[side]], "client": client,
                              "fencing": MODES[mode]["fencing"], "check": MODES[mode]["check"],
                              "name": f"safety:{mode}", "ttl": ttl, "hold": list(hold), "start": start, "end": end,
                              "resource_port": resource.port, "nslots": nslots, "history": None})
@@ -340,6 +344,7 @@ def run_scenario(scenario: str, seconds: float = 120.0, *, ttl: float = 2.0, cli
         report: Dict[str, Any] = {
             "scenario": scenario, "fault": SCENARIOS[scenario], "seconds": seconds, "ttl": ttl,
             "clients_per_mode": clients, "hold_ttls": list(hold),
+            "cores": sorted({c["client"].get("core", "default") for c in cfgs}),
             "nemesis": {"strikes": nemesis.count, "errors": nemesis.errors[:5]},
             "client_restarts": respawns,
             "clients_failed": {f"{slots[i].mode}/c{slots[i].number}": code for i, code in failed.items()},
