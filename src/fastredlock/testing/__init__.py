@@ -28,6 +28,15 @@ never for production.
   URL); :meth:`LocalCluster.migrate_slot` reshards one slot (half-way too, for ``-ASK``),
   :meth:`LocalCluster.fail_over` kills a primary and waits for its replica's promotion.
 - :func:`blackhole_address` (:mod:`.net`): an address where a TCP connect never completes.
+- Safety runs, Jepsen style: :class:`HistoryRecorder` (:mod:`.history`) records every operation's
+  invocation and completion on the shared monotonic clock as JSON lines, :func:`load_history` reads
+  them back as :class:`Op` records; :func:`check_history` (:mod:`.checker`) finds overlaps of the
+  intervals two clients each believed they held the lock, holds that interleaved at a protected
+  resource, stale fenced writes it accepted (and those a fence check caught), fence inversions;
+  :class:`FencedResource` (:mod:`.nemesis`) is such a resource; the nemeses inject master restarts,
+  partitions, client pauses, clock jumps, slow links and kills; :func:`run_scenario` (:mod:`.scenarios`)
+  runs K client processes per mode under one of them, and ``python -m fastredlock.testing.safety``
+  writes the report (docs: Concepts, the safety report).
 - Sentinel (:mod:`.sentinel`): :func:`start_sentinels` starts a master, a replica and three
   ``redis-server --sentinel`` processes watching it as one service (``.url`` is its
   ``redis+sentinel://`` URL); :meth:`SentinelGroup.failover` (``SENTINEL FAILOVER``) and
@@ -54,6 +63,22 @@ from .proxy import FaultProxy
 from .sentinel import LocalSentinel, SentinelGroup, start_sentinels
 from .servers import faketime_library, find_server, find_servers, server_version
 from .tls import Certs, ServerTls, make_certs
+from .history import RESULTS, HistoryRecorder, Op, load_history, ops_from_records
+from .checker import (
+    CheckResult,
+    Hold,
+    ResourceWrite,
+    check_history,
+    fence_inversions,
+    find_overlaps,
+    held_intervals,
+    late_writes,
+    stale_writes,
+    use_overlaps,
+    writes_from_history,
+)
+from .nemesis import NEMESES, ClientSlot, Cluster, FencedResource, Nemesis, ResourceClient, clock_master
+from .scenarios import KNOWN_LIMITS, MODES, SCENARIOS, recheck, render_markdown, run_safety, run_scenario
 
 __all__ = [
     "Certs",
@@ -85,4 +110,34 @@ __all__ = [
     "start_cluster",
     "start_masters",
     "start_sentinels",
+    "RESULTS",
+    "HistoryRecorder",
+    "Op",
+    "load_history",
+    "ops_from_records",
+    "CheckResult",
+    "Hold",
+    "ResourceWrite",
+    "check_history",
+    "fence_inversions",
+    "find_overlaps",
+    "held_intervals",
+    "stale_writes",
+    "use_overlaps",
+    "late_writes",
+    "writes_from_history",
+    "NEMESES",
+    "ClientSlot",
+    "Cluster",
+    "FencedResource",
+    "Nemesis",
+    "ResourceClient",
+    "clock_master",
+    "MODES",
+    "SCENARIOS",
+    "render_markdown",
+    "recheck",
+    "KNOWN_LIMITS",
+    "run_safety",
+    "run_scenario",
 ]
