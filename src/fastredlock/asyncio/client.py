@@ -81,7 +81,10 @@ class Redlock(RedlockBase):
         for lock in held:
             self._aexec.unwatch(lock)
         if not (self.executor.wait_release if wait is None else wait):
-            await self._aexec.release_many_unwaited(held, keys, tokens)
+            on_done, acquired_at = Lock.unwaited_args_of(held)
+            Lock.released_all(held, None, False)
+            await self._aexec.release_many_unwaited(keys, tokens, on_done, acquired_at,
+                                                    lambda rounds: Lock.took_rounds(held, rounds))
             return None
         rounds = None
         try:

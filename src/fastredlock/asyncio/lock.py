@@ -104,7 +104,8 @@ class Lock(LockBase):
         # task is cancelled, and _orphaned finishes it.
         token = self._release_begin()
         if not (self._executor.wait_release if wait is None else wait):
-            rnd = await self._aexec.release_unwaited(self, token, self._acquired_at, self._was_lost)
+            rnd = await self._aexec.release_unwaited(self.key, token, self._unwaited_report, self._acquired_at,
+                                                     self._was_lost)
             self._unwaited_written(rnd)
             return
         rnd, ok = await self._aexec.release_one(self.key, token, self._orphaned if PROTECT else None)

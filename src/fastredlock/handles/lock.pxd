@@ -52,4 +52,4 @@ cpdef list held_locks(object cls, object client, list names, list keys, double t
 @cython.locals(lock=LockBase, handles=list, keys=list, tokens=list, carriers=list)
 cpdef tuple _release_args_of(object locks)
 @cython.locals(lock=LockBase, j=Py_ssize_t)
-cpdef _released_all(list handles, object rounds)
+cpdef _released_all(list handles, object rounds, bint report)

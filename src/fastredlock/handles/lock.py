@@ -683,9 +683,29 @@ class LockBase:
         return _release_args_of(locks)
 
     @staticmethod
-    def released_all(handles: Sequence["LockBase"], rounds: Optional[Sequence[Any]]) -> None:
-        """A batch release ended: the handles hold nothing; ``rounds``: theirs (None if it failed)."""
-        _released_all(list(handles), None if rounds is None else list(rounds))
+    def released_all(handles: Sequence["LockBase"], rounds: Optional[Sequence[Any]], report: bool = True) -> None:
+        """A batch release ended: the handles hold nothing; ``rounds``: theirs (None if it failed).
+        ``report``: the ``released`` events are sent now (not for releases not waited for: their
+        reports come with their answers)."""
+        _released_all(list(handles), None if rounds is None else list(rounds), report)
+
+    @staticmethod
+    def took_rounds(handles: Sequence["LockBase"], rounds: Sequence[Any]) -> None:
+        """Each handle's last round is its ``rounds[j]`` (a batch release not waited for, written)."""
+        for lock, rnd in zip(handles, rounds):
+            lock._last = rnd
+
+    @staticmethod
+    def unwaited_args_of(handles: Sequence["LockBase"]) -> Tuple[List[Any], List[float]]:
+        """``(on_done, acquired_at)`` of a batch release not waited for (see
+        :meth:`fastredlock.engine.executor.Executor.release_many_unwaited`): per handle, its report
+        once the answers are in and when it was acquired."""
+        return [lock._unwaited_report for lock in handles], [lock._acquired_at for lock in handles]
+
+    def _unwaited_report(self, entry: Any) -> None:
+        """The answers to a release of this handle that was not waited for are in (the executor's
+        ``on_done``; each front-end defines it, see :meth:`_unwaited_done`)."""
+        raise NotImplementedError
 
     def watch_info(self) -> Tuple[Optional[bytes], float, float, int, Any]:
         """``(token, valid_until, acquired_at, ttl_ms, carrier)``: what the watchdog decides on
@@ -862,12 +882,12 @@ def _release_args_of(locks):
     return handles, keys, tokens, carriers
 
 
-def _released_all(handles, rounds):
+def _released_all(handles, rounds, report):
     """:meth:`LockBase.released_all`, one loop."""
     for j in range(len(handles)):
         lock = handles[j]
         lock._reset()
         if rounds is not None:
             lock._last = rounds[j]
-            if lock._executor.on_event is not None:
+            if report and lock._executor.on_event is not None:
                 lock._event(RELEASED, lock._acquired_at, 0, bool(rounds[j].ok))

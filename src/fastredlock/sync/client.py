@@ -152,7 +152,12 @@ class Redlock(RedlockBase):
             for lock in held:
                 executor.unwatch(lock)
         if not (executor.wait_release if wait is None else wait):
-            executor.release_many_unwaited(held, keys, tokens, carriers)
+            on_done, acquired_at = Lock.unwaited_args_of(held)
+            rounds = None
+            try:
+                rounds = executor.release_many_unwaited(keys, tokens, carriers, on_done, acquired_at)
+            finally:
+                Lock.released_all(held, rounds, False)
             return None
         rounds = None
         try:

@@ -129,7 +129,8 @@ class Lock(LockBase):
         if not (self._executor.wait_release if wait is None else wait):
             executor = self._executor
             try:
-                rnd = executor.release_unwaited(self, token, self._carrier, self._acquired_at, self._was_lost)
+                rnd = executor.release_unwaited(self.key, token, self._carrier, self._unwaited_report,
+                                                self._acquired_at, self._was_lost)
             except BaseException:  # a signal mid-write: send it again, waited, before the exception goes on
                 _again(executor, Release(self.key, token, None))
                 raise
