@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tu
 
 from ..engine.unwaited import REAP_EVERY, Unwaited, new_entry
 from ..protocol import outcomes as oc
-from ..protocol.plans import may_hold, release_decided
+from ..protocol.plans import left_behind, release_decided
 from .loop_io import LoopCore
 
 __all__ = ["AsyncExecutor", "MAX_BATCH"]
@@ -220,7 +220,7 @@ class AsyncExecutor:
                     self.executor.for_acquiring(lc.core)
                     rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
                     req.ok = rnd.ok
-                    if not rnd.ok and may_hold(rnd.outcomes):  # released behind its SETs, not awaited
+                    if left_behind(rnd):  # released behind its SETs, not awaited
                         await lc.run("release", key, token, False, True)  # quiet
                 else:
                     rnd = req.rnd = (await lc.run("release", key, token))[0]
@@ -322,6 +322,32 @@ class AsyncExecutor:
                 rounds = await lc.run(call.op, *call.args)
                 value = rounds[0] if len(rounds) == 1 else rounds  # as the sync core returns it
         return await self.job(run, lambda result: undo() if result[0] else None)
+
+    async def batch(self, plan: Any, acquiring: Any) -> Tuple[List[Any], List[Any]]:
+        """``(rounds, carriers)`` of a batch plan (:class:`fastredlock.engine.steps.Batch`: its
+        calls return lists of rounds, one per key) run with the core alone; the carriers are None
+        (one core carries everything in order). ``acquiring``: ``(keys, tokens)``; if the caller is
+        cancelled and the job completes anyway, the keys whose round held are released in a coming
+        round (nobody will hold them)."""
+        async def run(lc: LoopCore) -> List[Any]:
+            value = None
+            while True:
+                try:
+                    call = plan.send(value)
+                except StopIteration as stop:
+                    return stop.value
+                value = await lc.run(call.op, *call.args)
+
+        undo = None
+        if acquiring is not None:
+            keys, tokens = acquiring
+
+            def undo(rounds: List[Any]) -> None:
+                for j, rnd in enumerate(rounds):
+                    if rnd.ok:
+                        self.release_later(keys[j], tokens[j])
+        rounds = await self.job(run, undo)
+        return rounds, [None] * len(rounds)
 
     async def outcomes(self, rnd: Any) -> List[Any]:
         """The per-master outcomes of ``rnd`` once its stragglers answered (or their deadlines passed)."""
@@ -492,7 +518,7 @@ class AsyncExecutor:
             for req, rnd in zip(acqs, acq_rounds):
                 req.rnd = rnd
                 req.ok = rnd.ok
-            failed = [r for r in acqs if not r.ok and may_hold(r.rnd.outcomes)]
+            failed = [r for r in acqs if left_behind(r.rnd)]
             if failed:  # written behind their SETs, not awaited
                 await self._release_behind(failed)
             if rels:

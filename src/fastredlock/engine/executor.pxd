@@ -4,7 +4,7 @@
 cimport cython
 from .combine cimport Combiner
 from .fork cimport fork_generation
-from ..protocol.plans cimport may_hold, release_decided
+from ..protocol.plans cimport left_behind, release_decided
 
 cdef int _PENDING, _TIMEOUT
 
@@ -61,3 +61,4 @@ cdef class Executor:
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)
     cpdef object ttl_ms(self, object ttl)
+    cpdef bint release_waits(self, object wait) except -1

@@ -46,7 +46,7 @@ from .checks import ttl_ms_of
 from .combine import Combiner, Request
 from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
 from ..errors import MasterOutcome
-from ..protocol.plans import may_hold, release_decided
+from ..protocol.plans import left_behind, release_decided
 
 __all__ = ["Executor"]
 
@@ -214,6 +214,11 @@ class Executor:
             core = self.checkout()
         return self._use(core, acquiring)
 
+    def release_waits(self, wait: Optional[bool]) -> bool:
+        """Whether a release waits for the masters' answers: ``wait`` if given (a call's
+        ``release(wait=...)``), else the client's ``wait_release``."""
+        return self.wait_release if wait is None else bool(wait)
+
     def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
         """``(carrier, round)`` of one ``SET NX PX`` on every master. A failed acquisition that
         may have landed somewhere has been released (written behind its SET, not awaited).
@@ -233,7 +238,7 @@ class Executor:
                 core.restart_grace_ms = self._grace_ms
             try:
                 rnd = core.acquire(key, token, ttl_ms)
-                if not rnd.ok and may_hold(rnd.outcomes):
+                if left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
@@ -642,7 +647,7 @@ class Executor:
             acq_rounds: List[Any] = []
             if acquiring is not None:
                 acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)
-                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and may_hold(rnd.outcomes)]
+                failed = [r for r, rnd in zip(acqs, acq_rounds) if left_behind(rnd)]
                 if failed:  # written behind their SETs, not awaited (see acquire_one)
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
                 if rels:
