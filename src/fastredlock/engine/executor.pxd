@@ -20,7 +20,7 @@ cdef class Executor:
     cdef double _io_timeout
     cdef double _connect_timeout
     cdef double _drift_factor
-    cdef readonly bint wait_for_all
+    cdef readonly bint wait_for_all  # the client's wait_for_all (the asyncio executor reads it too)
     cdef bint _restart_aware
     cdef bint _fixed_grace
     cdef public object _grace_ms
