@@ -368,7 +368,7 @@ def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, res
     async def main() -> tuple:
         async with AsyncRedlock(urls, core=core, retry_delay=0.002, retry_jitter=0.004, restart_aware=False) as dlm:
             totals = await asyncio.gather(*(body(dlm, k) for k in range(tasks)))
-            return totals, dlm._aexec.carried
+            return totals, dlm._async_executor.carried
 
     ready_queue.put(1)
     go.wait(60)

@@ -45,7 +45,7 @@ def test_tasks_ride_together_and_never_hold_one_name_twice(arun, aclient, master
         async with aclient(masters.urls, retry_count=1000, retry_delay=0.001, retry_jitter=0.001,
                            io_timeout=0.5) as dlm:
             assert await _tasks_on_one_name(dlm, name) == (0, 16 * 30)
-            assert dlm._aexec.carried > 0  # requests rode in rounds other tasks started
+            assert dlm._async_executor.carried > 0  # requests rode in rounds other tasks started
             assert keys_on(masters, name) == 0
 
     arun(main())

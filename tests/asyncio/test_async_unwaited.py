@@ -91,7 +91,7 @@ def test_a_release_asked_for_during_a_round_goes_out_first_in_the_next(aclient, 
                 return done
 
             assert sum(await asyncio.gather(*[cycles(k) for k in range(40)])) == 1000
-            assert dlm._aexec.carried > 0  # requests did ride in others' rounds
+            assert dlm._async_executor.carried > 0  # requests did ride in others' rounds
         assert _keys(masters, prefix) == 0
 
     arun(main())
@@ -130,7 +130,7 @@ def test_a_cancelled_caller_still_sends_it(aclient, arun, masters):
             assert all(await asyncio.gather(*[lock.acquire(blocking=False) for lock in locks]))
             cut_short = []
             for j, lock in enumerate(locks):
-                dlm._aexec._lc.core.close()  # the release must connect again: its caller waits
+                dlm._async_executor._lc.core.close()  # the release must connect again: its caller waits
                 try:
                     await asyncio.wait_for(lock.release(wait=False), (j % 5) / 10000)
                 except asyncio.TimeoutError:

@@ -86,7 +86,7 @@ def test_batch_handles_match_single_handles(make_client, masters, name):
     for slot in type(single).__slots__:
         if slot not in per_acquisition:
             # (unset on both is equal too: the interpreted lock.py leaves slots unset that the
-            # compiled one starts as None, e.g. _planned)
+            # compiled one starts as None, e.g. _family_kind)
             assert getattr(batch, slot, _UNSET) == getattr(single, slot, _UNSET), slot
     assert batch.key == dlm.lock(f"{name}:batch").key and batch.ttl == 5.0
     assert abs(batch._acquired_at - single._acquired_at) < 1.0

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tu
 
 from ..engine.unwaited import REAP_EVERY, Unwaited, new_entry
 from ..protocol import outcomes as oc
-from ..protocol.plans import may_hold, release_decided
+from ..protocol.plans import left_behind, release_decided
 from .loop_io import LoopCore
 
 __all__ = ["AsyncExecutor", "MAX_BATCH"]
@@ -55,7 +55,7 @@ class _Request:
         self.abandoned = False
         #: A release kept for a cancelled caller: called with ``(round, ok)`` once it is done.
         self.orphan = orphan
-        #: A release nobody waits for: ``(lock, acquired_at, was_lost)`` of its Entry.
+        #: A release nobody waits for: ``(on_done, acquired_at, was_lost)`` of its Entry.
         self.unwaited: Any = None
 
 
@@ -91,7 +91,7 @@ class AsyncExecutor:
         self._tasks: set = set()
         self.n: int = executor.n
         self.quorum: int = executor.quorum
-        self._wait_for_all = bool(executor._wait_for_all)
+        self._wait_for_all = bool(executor.wait_for_all)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._lc: Optional[LoopCore] = None
         self._queue: Deque[Any] = deque()
@@ -138,46 +138,46 @@ class AsyncExecutor:
         req = await self._submit(key, token, 0, orphan)
         return req.rnd, req.ok
 
-    async def release_unwaited(self, lock: Any, token: bytes, acquired_at: float, was_lost: bool) -> Any:
-        """Write one owner-checked release of ``lock``'s ``token`` without waiting for the answers;
-        its round (every outcome PENDING), or None if a round is in flight: the release is then
-        queued and goes out first in the next one (ahead of any acquisition queued after it).
-        Once the answers are in, ``lock._unwaited_report(entry)`` is called on the loop."""
+    async def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
+                               acquired_at: float, was_lost: bool) -> Any:
+        """Write one owner-checked release of ``key`` held with ``token`` without waiting for the
+        answers; its round (every outcome PENDING), or None if a round is in flight: the release
+        is then queued and goes out first in the next one (ahead of any acquisition queued after
+        it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
+        :meth:`fastredlock.engine.executor.Executor.release_unwaited`)."""
         lc = self._bind()
         if self.unwaited:  # the earlier ones' answers were read meanwhile: report them here
             self._report_done()
         if self._busy or self._runner is not None:
-            req = _Request(lock.key, token, 0, self._loop.create_future())  # type: ignore[union-attr]
+            req = _Request(key, token, 0, self._loop.create_future())  # type: ignore[union-attr]
             req.future.add_done_callback(_ignore_result)
-            req.unwaited = (lock, acquired_at, was_lost)
+            req.unwaited = (on_done, acquired_at, was_lost)
             self._enqueue(req)
             return None
         self._busy = True
         try:
-            rnd = (await lc.run("release", lock.key, token, False))[0]
+            rnd = (await lc.run("release", key, token, False))[0]
         finally:
             cancelled = self._alone_done(lc)
-        self._add_unwaited(lock, rnd, acquired_at, was_lost)
+        self._add_unwaited(on_done, rnd, acquired_at, was_lost)
         if cancelled is not None:
             raise cancelled  # (the release went out)
         return rnd
 
-    async def release_many_unwaited(self, locks: Sequence[Any], keys: List[bytes], tokens: List[bytes]) -> None:
+    async def release_many_unwaited(self, keys: List[bytes], tokens: List[bytes],
+                                    on_done: Sequence[Callable[[Any], object]], acquired_at: Sequence[float],
+                                    written: Callable[[List[Any]], object]) -> None:
         """:meth:`release_unwaited` of several held locks in one round, written in its turn (a job:
-        the caller waits for the write, not the answers); the handles hold nothing afterwards."""
-        acquired = [lock._acquired_at for lock in locks]
-        for lock in locks:
-            lock._reset()
+        the caller waits for the write, not the answers). ``written(rounds)`` is called once they
+        are written (also if the caller was cancelled meanwhile: the releases go out anyway)."""
+        def done(rounds: List[Any]) -> None:
+            for report, rnd, since in zip(on_done, rounds, acquired_at):
+                self._add_unwaited(report, rnd, since, False)
+            written(rounds)
 
         async def run(lc: LoopCore) -> List[Any]:
             return await lc.run("release_many", keys, tokens, False)
-        rounds = await self.job(run, None, lambda rounds: self._add_all(locks, rounds, acquired))
-        self._add_all(locks, rounds, acquired)
-
-    def _add_all(self, locks: Sequence[Any], rounds: List[Any], acquired: List[float]) -> None:
-        for lock, rnd, since in zip(locks, rounds, acquired):
-            lock._last = rnd
-            self._add_unwaited(lock, rnd, since, False)
+        done(await self.job(run, None, done))
 
     def _alone_done(self, lc: LoopCore) -> Optional[BaseException]:
         """A round that the caller's own task ran (nothing was in flight) ended: the queue that
@@ -189,17 +189,17 @@ class AsyncExecutor:
         self._check_idle()
         return cancelled
 
-    def _add_unwaited(self, lock: Any, rnd: Any, acquired_at: float, was_lost: bool) -> None:
-        if self.unwaited.add(new_entry(lock, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
+    def _add_unwaited(self, on_done: Any, rnd: Any, acquired_at: float, was_lost: bool) -> None:
+        if self.unwaited.add(new_entry(on_done, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
     def _report_done(self) -> None:
         """Report the releases not waited for whose answers are in (see fastredlock.engine.unwaited)."""
         for entry in self.unwaited.done(self.executor.on_event is None):
             try:
-                entry.lock._unwaited_report(entry)
+                entry.on_done(entry)
             except Exception:
-                log.exception("fastredlock: reporting a release not waited for failed (lock %r)", entry.lock.name)
+                log.exception("fastredlock: reporting a release not waited for failed (%r)", entry.on_done)
 
     def _reap(self) -> None:
         """The timer's call: report what is done; look again soon while any release is not."""
@@ -220,7 +220,7 @@ class AsyncExecutor:
                     self.executor.for_acquiring(lc.core)
                     rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
                     req.ok = rnd.ok
-                    if not rnd.ok and may_hold(rnd.outcomes):  # released behind its SETs, not awaited
+                    if left_behind(rnd):  # released behind its SETs, not awaited
                         await lc.run("release", key, token, False, True)  # quiet
                 else:
                     rnd = req.rnd = (await lc.run("release", key, token))[0]
@@ -322,6 +322,32 @@ class AsyncExecutor:
                 rounds = await lc.run(call.op, *call.args)
                 value = rounds[0] if len(rounds) == 1 else rounds  # as the sync core returns it
         return await self.job(run, lambda result: undo() if result[0] else None)
+
+    async def batch(self, plan: Any, acquiring: Any) -> Tuple[List[Any], List[Any]]:
+        """``(rounds, carriers)`` of a batch plan (:class:`fastredlock.engine.steps.Batch`: its
+        calls return lists of rounds, one per key) run with the core alone; the carriers are None
+        (one core carries everything in order). ``acquiring``: ``(keys, tokens)``; if the caller is
+        cancelled and the job completes anyway, the keys whose round held are released in a coming
+        round (nobody will hold them)."""
+        async def run(lc: LoopCore) -> List[Any]:
+            value = None
+            while True:
+                try:
+                    call = plan.send(value)
+                except StopIteration as stop:
+                    return stop.value
+                value = await lc.run(call.op, *call.args)
+
+        undo = None
+        if acquiring is not None:
+            keys, tokens = acquiring
+
+            def undo(rounds: List[Any]) -> None:
+                for j, rnd in enumerate(rounds):
+                    if rnd.ok:
+                        self.release_later(keys[j], tokens[j])
+        rounds = await self.job(run, undo)
+        return rounds, [None] * len(rounds)
 
     async def outcomes(self, rnd: Any) -> List[Any]:
         """The per-master outcomes of ``rnd`` once its stragglers answered (or their deadlines passed)."""
@@ -492,7 +518,7 @@ class AsyncExecutor:
             for req, rnd in zip(acqs, acq_rounds):
                 req.rnd = rnd
                 req.ok = rnd.ok
-            failed = [r for r in acqs if not r.ok and may_hold(r.rnd.outcomes)]
+            failed = [r for r in acqs if left_behind(r.rnd)]
             if failed:  # written behind their SETs, not awaited
                 await self._release_behind(failed)
             if rels:

@@ -24,7 +24,9 @@ import logging
 from typing import Any, List, Optional, Sequence, Union
 
 from ..handles.lock import LockBase, held_locks
-from ..engine.steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
+from ..engine.steps import (
+    Acquire, Await, Background, Batch, Done, Job, Op, Release, ReleaseUnwaited, Settle, Sleep, Wait, advance,
+)
 from ..errors import LockError, MasterOutcome
 from ..events import LOST
 
@@ -44,11 +46,11 @@ class Lock(LockBase):
     time; take one handle per task.
     """
 
-    __slots__ = ("_aexec",)
+    __slots__ = ("_async_executor",)
 
     def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
         super().__init__(client, name, ttl, **options)
-        self._aexec = client.async_executor
+        self._async_executor = client.async_executor
 
     @classmethod
     def held(cls, client: Any, names: Sequence[Any], keys: Sequence[bytes], ttl: float, ttl_ms: int,
@@ -57,10 +59,10 @@ class Lock(LockBase):
         the client's loop like any other."""
         locks: List[Optional[Lock]] = held_locks(cls, client, list(names), list(keys), ttl, ttl_ms, list(tokens),
                                                    list(rounds), list(carriers))
-        aexec = client.async_executor
+        async_executor = client.async_executor
         for lock in locks:
             if lock is not None:
-                lock._aexec = aexec
+                lock._async_executor = async_executor
         return locks
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None, *,
@@ -75,14 +77,14 @@ class Lock(LockBase):
         tok = self._acquire_begin(blocking, timeout, token)
         first = None
         if tok is not None:
-            first = await self._aexec.acquire_one(self.key, tok, self._ttl_ms)
+            first = await self._async_executor.acquire_one(self.key, tok, self._ttl_ms)
             if self._took(tok, first, None):
                 return True
-        return await drive(self._aexec, self._acquire_plan(blocking, self._chosen, first))
+        return await drive(self._async_executor, self._acquire_plan(blocking, self._chosen, first))
 
     async def adopt(self, token: Union[str, bytes], ttl: Optional[float] = None) -> None:
         """Take over the acquisition of this name made with ``token`` (see :meth:`fastredlock.Lock.adopt`)."""
-        await drive(self._aexec, self._adopt_plan(token, ttl))
+        await drive(self._async_executor, self._adopt_plan(token, ttl))
 
     async def release(self, token: Union[str, bytes, None] = None, *, wait: Optional[bool] = None) -> None:
         """Release the lock on every master (see :meth:`fastredlock.Lock.release`).
@@ -97,55 +99,56 @@ class Lock(LockBase):
         (``on_lost``, awaited if it is a coroutine function; the ``lost`` event; ``stats()``).
         ``aclose()`` reads the answers still owed before it closes the connections.
         """
-        if token is not None or self._planned:
-            await drive(self._aexec, self._release_plan(token, None), self)
+        if token is not None or self._family_kind:
+            await drive(self._async_executor, self._release_plan(token, None), self)
             return
         # A plain release, without a plan (the hot path): the executor keeps the request if this
         # task is cancelled, and _orphaned finishes it.
         token = self._release_begin()
-        if not (self._executor.wait_release if wait is None else wait):
-            rnd = await self._aexec.release_unwaited(self, token, self._acquired_at, self._was_lost)
+        if not self._executor.release_waits(wait):
+            rnd = await self._async_executor.release_unwaited(self.key, token, self._unwaited_report, self._acquired_at,
+                                                     self._was_lost)
             self._unwaited_written(rnd)
             return
-        rnd, ok = await self._aexec.release_one(self.key, token, self._orphaned if PROTECT else None)
-        if self._released(rnd, ok):
-            raise self._release_error(rnd, await self._aexec.outcomes(rnd))
+        rnd, ok = await self._async_executor.release_one(self.key, token, self._orphaned if PROTECT else None)
+        if not self._release_confirmed(rnd, ok):
+            raise self._release_error(rnd, await self._async_executor.outcomes(rnd))
 
     def _unwaited_report(self, entry: Any) -> None:
         """The answers to a release of this handle that was not waited for are in (see
         :mod:`fastredlock.engine.unwaited`): report them; ``on_lost`` runs in a task the client owns if
         they say the lock was not held on a quorum."""
         if self._unwaited_done(entry) and self.on_lost is not None:
-            self._aexec.spawn(drive(self._aexec, self._call_on_lost()))
+            self._async_executor.spawn(drive(self._async_executor, self._call_on_lost()))
 
     def _orphaned(self, result: Any) -> None:
         """The plain release whose caller was cancelled is done: take its round (events, the
         waiters' wake-up) and report a lock it found lost (see :func:`_report`)."""
         rnd, ok = result
-        if self._released(rnd, ok):
-            self._aexec.spawn(_report(self, self._release_error(rnd, self._executor.outcomes(rnd, False))))
+        if not self._release_confirmed(rnd, ok):
+            self._async_executor.spawn(_report(self, self._release_error(rnd, self._executor.outcomes(rnd, False))))
 
     async def extend(self, ttl: Optional[float] = None) -> None:
         """Reset the time to live to ``ttl`` seconds (see :meth:`fastredlock.Lock.extend`); if a
         quorum did not confirm it, the lock is lost: released, ``on_lost`` called, and
         :class:`LockLostError` raised."""
-        await drive(self._aexec, self._extend_plan(ttl))
+        await drive(self._async_executor, self._extend_plan(ttl))
 
     async def lose(self) -> None:
         """Mark the lock lost: release it everywhere, stop watching it, run ``on_lost`` once
         (awaited if it is a coroutine function). Called by the watchdog and by :meth:`extend`."""
-        await drive(self._aexec, self._lose_plan(), self)
+        await drive(self._async_executor, self._lose_plan(), self)
 
     async def _extend_async(self, token: bytes, ttl_ms: Any) -> Any:
         """The round of one renewal of ``token`` (the watchdog's)."""
         op, args = self._extend_op(token, ttl_ms)
-        return (await self._aexec.run(op, *args))[0]
+        return (await self._async_executor.run(op, *args))[0]
 
     def _watch(self) -> None:
-        self._aexec.watch(self)
+        self._async_executor.watch(self)
 
     def _unwatch(self) -> None:
-        self._aexec.unwatch(self)
+        self._async_executor.unwatch(self)
 
     # --- outcomes ------------------------------------------------------------------------------
     @property
@@ -156,7 +159,7 @@ class Lock(LockBase):
 
     async def settled_outcomes(self) -> List[MasterOutcome]:
         """:attr:`outcomes` once the stragglers' answers are in (or their deadlines passed)."""
-        return await self._aexec.outcomes(self._last) if self._last is not None else []
+        return await self._async_executor.outcomes(self._last) if self._last is not None else []
 
     # --- context manager --------------------------------------------------------------------
     async def __aenter__(self) -> "Lock":
@@ -184,8 +187,8 @@ def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool
 
 
 # --- the asyncio driver ----------------------------------------------------------------------------
-async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> Any:
-    """Run ``plan`` (see :mod:`fastredlock.engine.steps`) to its end on ``aexec``; its result.
+async def drive(async_executor: Any, plan: Any, owner: Any = None, value: Any = None) -> Any:
+    """Run ``plan`` (see :mod:`fastredlock.engine.steps`) to its end on ``async_executor``; its result.
 
     An exception from a step is thrown into the plan, which cleans up (in the background) and lets
     it go on. A cancellation during a protected step (a release) is not: the step's request stays
@@ -201,7 +204,7 @@ async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> 
             return step.value
         value = error = None
         try:
-            value = await _run(aexec, step, plan, owner)
+            value = await _run(async_executor, step, plan, owner)
         except asyncio.CancelledError as exc:
             if PROTECT and (type(step) is Release or (type(step) is Op and step.protected)):
                 raise  # the plan goes on in the client's task (see _run): not thrown into it
@@ -210,25 +213,28 @@ async def drive(aexec: Any, plan: Any, owner: Any = None, value: Any = None) -> 
             error = exc
 
 
-async def _run(aexec: Any, step: Any, plan: Any, owner: Any = None) -> Any:
+async def _run(async_executor: Any, step: Any, plan: Any, owner: Any = None) -> Any:
     """One step of a plan, on the client's loop (see :mod:`fastredlock.engine.steps`)."""
     kind = type(step)
     if kind is Acquire:
-        return None, await aexec.acquire_one(step.key, step.token, step.ttl_ms)
+        return None, await async_executor.acquire_one(step.key, step.token, step.ttl_ms)
     if kind is Release:
-        return await aexec.release_one(step.key, step.token, _orphan(aexec, plan, owner) if PROTECT else None)
+        orphan = _orphan(async_executor, plan, owner) if PROTECT else None
+        return await async_executor.release_one(step.key, step.token, orphan)
     if kind is Op:
         if step.protected:
-            rnd = await aexec.run_protected(step.op, step.args, _orphan(aexec, plan, owner) if PROTECT else None)
+            orphan = _orphan(async_executor, plan, owner) if PROTECT else None
+            rnd = await async_executor.run_protected(step.op, step.args, orphan)
             return None, rnd
         if step.acquiring is not None:
             undo = step.undo
-            rnd = await aexec.run_acquiring(step.op, step.args, lambda: _background(aexec, _step_of(undo)))
+            rnd = await async_executor.run_acquiring(step.op, step.args,
+                                                     lambda: _background(async_executor, _step_of(undo)))
             return None, rnd
-        return None, (await aexec.run(step.op, *step.args))[0]
+        return None, (await async_executor.run(step.op, *step.args))[0]
     if kind is Job:
         undo = step.undo
-        ok, rnd = await aexec.job_plan(step.plan, lambda: _background(aexec, _step_of(undo)))
+        ok, rnd = await async_executor.job_plan(step.plan, lambda: _background(async_executor, _step_of(undo)))
         return ok, rnd, None
     if kind is Wait:
         event = step.event
@@ -244,12 +250,18 @@ async def _run(aexec: Any, step: Any, plan: Any, owner: Any = None) -> Any:
         await asyncio.sleep(step.delay)
         return None
     if kind is Settle:
-        return await aexec.outcomes(step.rnd)
+        return await async_executor.outcomes(step.rnd)
     if kind is Background:
-        _background(aexec, step.step)
+        _background(async_executor, step.step)
         return None
     if kind is Await:
         await step.awaitable
+        return None
+    if kind is Batch:
+        return await async_executor.batch(step.plan, step.acquiring)
+    if kind is ReleaseUnwaited:
+        await async_executor.release_many_unwaited(step.keys, step.tokens, step.on_done, step.acquired_at,
+                                                   step.written)
         return None
     raise TypeError(f"not a plan step: {step!r}")  # pragma: no cover - a bug in a plan
 
@@ -259,18 +271,18 @@ def _step_of(undo: Any) -> Any:
     return undo() if callable(undo) else undo
 
 
-def _orphan(aexec: Any, plan: Any, owner: Any) -> Any:
+def _orphan(async_executor: Any, plan: Any, owner: Any) -> Any:
     """What the executor calls with a protected step's result when its caller was cancelled: the
     rest of ``plan`` runs in a task the client owns."""
-    return lambda value: aexec.spawn(_finish(aexec, plan, value, owner))
+    return lambda value: async_executor.spawn(_finish(async_executor, plan, value, owner))
 
 
-async def _finish(aexec: Any, plan: Any, value: Any, owner: Any) -> None:
+async def _finish(async_executor: Any, plan: Any, value: Any, owner: Any) -> None:
     """Run the rest of a plan whose caller was cancelled during its release (``value``: that
     release's result); a lock found lost then is reported (``on_lost``, the ``lost`` event, the
     log), since nobody is left to raise to."""
     try:
-        await drive(aexec, plan, owner, value)
+        await drive(async_executor, plan, owner, value)
     except LockError as exc:
         await _report(owner, exc)
 
@@ -284,18 +296,18 @@ async def _report(lock: Any, error: LockError) -> None:
         return
     if lock._executor.on_event is not None:
         lock._event(LOST, lock._acquired_at, 0, False)
-    await drive(lock._aexec, lock._call_on_lost())
+    await drive(lock._async_executor, lock._call_on_lost())
 
 
-def _background(aexec: Any, step: Any) -> None:
+def _background(async_executor: Any, step: Any) -> None:
     """Run ``step`` in a task the client owns (a clean-up nobody waits for); errors are logged."""
     if step is None:
         return
-    aexec.spawn(_quietly(aexec, step))
+    async_executor.spawn(_quietly(async_executor, step))
 
 
-async def _quietly(aexec: Any, step: Any) -> None:
+async def _quietly(async_executor: Any, step: Any) -> None:
     try:
-        await _run(aexec, step, None)
+        await _run(async_executor, step, None)
     except Exception:
         log.debug("fastredlock: a clean-up step failed", exc_info=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Dict, List, Optional, cast
 
-from ..handles.watchdog import after_renewal, entry_of, renewal_args, triage
+from ..handles.watchdog import Watched, after_renewal, entry_of, renewal_args, triage
 
 if TYPE_CHECKING:  # type names only
     from .client import Redlock
@@ -29,8 +29,8 @@ class Watchdog:
 
     def __init__(self, client: "Redlock") -> None:
         self._client = client
-        #: Watched locks by id: ``[lock, when to look at it next, when renewal stops (max_hold)]``.
-        self._locks: Dict[int, List[Any]] = {}
+        #: Watched locks by id.
+        self._locks: Dict[int, Watched] = {}
         self._task: Optional[asyncio.Task] = None
         self._wakeup: Optional[asyncio.Future] = None
         self._stopped = False
@@ -69,10 +69,10 @@ class Watchdog:
         try:
             while self._locks and not self._stopped:
                 now = monotonic()
-                due = [entry for entry in self._locks.values() if entry[1] <= now]
+                due = [entry for entry in self._locks.values() if entry.due <= now]
                 if not due:
                     self._wakeup = loop.create_future()
-                    first = min(entry[1] for entry in self._locks.values())
+                    first = min(entry.due for entry in self._locks.values())
                     try:
                         await asyncio.wait_for(self._wakeup, max(0.0, first - now))
                     except asyncio.TimeoutError:
@@ -86,12 +86,12 @@ class Watchdog:
             if self._task is asyncio.current_task():
                 self._task = None
 
-    async def _tick(self, due: List[List[Any]]) -> None:
+    async def _tick(self, due: List[Watched]) -> None:
         renew, lost = triage(due, self._locks)
         if renew:
             client = self._client
-            if any(item[0][0]._planned for item in renew):  # the lock family: a round per lock
-                rounds = [await item[0][0]._extend_async(item[1], item[2]) for item in renew]
+            if any(item.entry.lock._family_kind for item in renew):  # the lock family: a round per lock
+                rounds = [await cast("Lock", item.entry.lock)._extend_async(item.token, item.ttl_ms) for item in renew]
             else:
                 rounds = await client.async_executor.run("extend_many", *renewal_args(renew))
             lost.extend(after_renewal(renew, rounds, self._locks, client.quorum, client.retry_delay))

@@ -19,7 +19,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import LockNotOwnedError
 from ..protocol.family import acquisition_step, script_step
-from ..protocol.plans import may_hold
+from ..protocol.plans import left_behind
 from ..protocol.replies import KIND_SCRIPT
 from ..protocol.scripts import ACQUIRE_NO_EXPIRY, QUIET, RELEASE_FULL
 
@@ -55,7 +55,7 @@ def acquire(dlm: Any, key: bytes, token: bytes) -> Held:
     carrier, rnd = executor.script_one(_step(key, token), None, ([key], [token]))
     if rnd.ok:
         return Held(key, token, carrier)
-    if may_hold(rnd.outcomes):
+    if left_behind(rnd):
         # Undone quietly (no turn given, nobody woken: it never held the lock), written behind its
         # SET on the same connection and not awaited, as the engine undoes its own failed attempts.
         executor.script_one(script_step(KIND_SCRIPT, RELEASE_FULL, [key], [token, QUIET], 0, False)[1], carrier)
@@ -77,18 +77,18 @@ async def aacquire(dlm: Any, key: bytes, token: bytes) -> Held:
 
     Cancelled while its round runs, the round still completes and a key it set is released.
     """
-    aexec = dlm.async_executor  # the seam between the client's handles and its event loop
+    async_executor = dlm.async_executor  # the seam between the client's handles and its event loop
     executor = dlm.executor
     step = _step(key, token)
 
     async def plan(lc: Any) -> Any:
         executor.for_acquiring(lc.core)
         rnd = (await lc.run("script", *step))[0]
-        if not rnd.ok and may_hold(rnd.outcomes):
+        if left_behind(rnd):
             await lc.run("release", key, token, False, True)  # quiet: it never held the lock
         return rnd
 
-    rnd = await aexec.job(plan, undo=lambda rnd: rnd.ok and aexec.release_later(key, token))
+    rnd = await async_executor.job(plan, undo=lambda rnd: rnd.ok and async_executor.release_later(key, token))
     if rnd.ok:
         return Held(key, token)
     return Held(key, None, None, tuple(executor.outcomes(rnd, False)))

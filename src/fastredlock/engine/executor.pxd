@@ -4,7 +4,7 @@
 cimport cython
 from .combine cimport Combiner
 from .fork cimport fork_generation
-from ..protocol.plans cimport may_hold, release_decided
+from ..protocol.plans cimport left_behind, release_decided
 
 cdef int _PENDING, _TIMEOUT
 
@@ -20,7 +20,7 @@ cdef class Executor:
     cdef double _io_timeout
     cdef double _connect_timeout
     cdef double _drift_factor
-    cdef readonly bint _wait_for_all
+    cdef readonly bint wait_for_all  # the client's wait_for_all (the asyncio executor reads it too)
     cdef bint _restart_aware
     cdef bint _fixed_grace
     cdef public object _grace_ms
@@ -55,8 +55,10 @@ cdef class Executor:
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
     @cython.locals(combiner=Combiner)
     cpdef tuple release_one(self, object key, object token, object carrier=*)
-    cpdef object release_unwaited(self, object lock, object token, object carrier, double acquired_at, bint was_lost)
+    cpdef object release_unwaited(self, object key, object token, object carrier, object on_done, double acquired_at,
+                                  bint was_lost)
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)
     cpdef object ttl_ms(self, object ttl)
+    cpdef bint release_waits(self, object wait) except -1

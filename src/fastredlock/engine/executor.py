@@ -1,7 +1,8 @@
 # cython: annotation_typing=False
 """The executor: *the* seam between the front-ends (``Lock``, the watchdog, ``Redlock``'s batches)
 and the engine (the cores). Front-ends call only what this module documents; nothing here knows
-what a ``Lock`` is.
+what a ``Lock`` is: what the executor must tell a handle goes through a value it returns or a
+callback it was given (``on_done`` of :meth:`Executor.release_unwaited`).
 
 What it owns:
 
@@ -27,8 +28,8 @@ What it owns:
 * **Releases nobody waits for** (:meth:`release_unwaited`, see :mod:`fastredlock.engine.unwaited`):
   written on the core that carries the lock's SETs (else the thread's own), their rounds kept until
   the answers are in: read by the next round on those connections, or by the *reaper* (a daemon
-  thread, made on first use) when the core stays idle; the reaper hands each finished round back
-  to its handle. :meth:`close` reads the answers still owed before it closes the connections.
+  thread, made on first use) when the core stays idle; the reaper hands each finished round to
+  the ``on_done`` callback its writer gave. :meth:`close` reads the answers still owed before it closes the connections.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from .checks import ttl_ms_of
 from .combine import Combiner, Request
 from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
 from ..errors import MasterOutcome
-from ..protocol.plans import may_hold, release_decided
+from ..protocol.plans import left_behind, release_decided
 
 __all__ = ["Executor"]
 
@@ -94,7 +95,7 @@ class _Checkout:
             self._executor.checkin(self._core)
         else:
             acquiring = self._acquiring or (None, None)
-            self._executor._interrupted(self._core, *acquiring)
+            self._executor.interrupted(self._core, *acquiring)
 
 
 class Executor:
@@ -127,7 +128,7 @@ class Executor:
         self._io_timeout = io_timeout
         self._connect_timeout = connect_timeout
         self._drift_factor = drift_factor
-        self._wait_for_all = wait_for_all
+        self.wait_for_all = wait_for_all
         self._restart_aware = restart_aware
         self._fixed_grace = restart_grace is not None
         #: The restart grace acquisitions apply (ms): ``restart_grace``, else the largest TTL used so far.
@@ -213,6 +214,11 @@ class Executor:
             core = self.checkout()
         return self._use(core, acquiring)
 
+    def release_waits(self, wait: Optional[bool]) -> bool:
+        """Whether a release waits for the masters' answers: ``wait`` if given (a call's
+        ``release(wait=...)``), else the client's ``wait_release``."""
+        return self.wait_release if wait is None else bool(wait)
+
     def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Tuple[Any, Any]:
         """``(carrier, round)`` of one ``SET NX PX`` on every master. A failed acquisition that
         may have landed somewhere has been released (written behind its SET, not awaited).
@@ -232,14 +238,14 @@ class Executor:
                 core.restart_grace_ms = self._grace_ms
             try:
                 rnd = core.acquire(key, token, ttl_ms)
-                if not rnd.ok and may_hold(rnd.outcomes):
+                if left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
                     # it cannot be overtaken; nobody needs its answer, so it is not awaited.
                     core.release(key, token, False, True)  # quiet: no turn given, nobody woken
             except BaseException:
-                self._interrupted(core, (key,), (token,))
+                self.interrupted(core, (key,), (token,))
                 raise
             self.checkin(core)
             return _carrier(core, rnd), rnd
@@ -261,7 +267,7 @@ class Executor:
             try:
                 rnd = core.release(key, token)
             except BaseException:
-                self._interrupted(core, None, None)
+                self.interrupted(core, None, None)
                 raise
             self.checkin(core)
             return rnd, rnd.ok
@@ -269,48 +275,44 @@ class Executor:
             if combiner is not None:
                 combiner.leave()
 
-    def release_unwaited(self, lock: Any, token: bytes, carrier: Any, acquired_at: float, was_lost: bool) -> Any:
-        """Write one owner-checked release of ``lock``'s ``token`` to every master and return its
-        round (every outcome PENDING) without waiting for any answer. It goes through the core
-        that carries the acquisition's SETs while it does (behind them on each connection), else
-        the thread's own (the next acquisition there is written behind it). Once its answers are
-        in, ``lock._unwaited_report(entry)`` is called (by the reaper, or by :meth:`close`)."""
+    def release_unwaited(self, key: bytes, token: bytes, carrier: Any, on_done: Callable[[Any], object],
+                         acquired_at: float, was_lost: bool) -> Any:
+        """Write one owner-checked release of ``key`` held with ``token`` to every master and
+        return its round (every outcome PENDING) without waiting for any answer. It goes through
+        the core that carries the acquisition's SETs while it does (behind them on each
+        connection), else the thread's own (the next acquisition there is written behind it).
+        Once its answers are in, ``on_done(entry)`` is called (by the reaper, or by :meth:`close`)
+        with an :class:`~fastredlock.engine.unwaited.Entry` that also carries ``acquired_at`` and
+        ``was_lost`` back (the writer's values, not read here)."""
         unwaited = self.unwaited
         if unwaited:
             self._before_unwaited(unwaited)
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
         try:
-            rnd = core.release(lock.key, token, False)
+            rnd = core.release(key, token, False)
         except BaseException:
-            self._interrupted(core, None, None)
+            self.interrupted(core, None, None)
             raise
         self.checkin(core)
-        if unwaited.add(new_entry(lock, rnd, core, acquired_at, was_lost)):
+        if unwaited.add(new_entry(on_done, rnd, core, acquired_at, was_lost)):
             self._wake_reaper()
         return rnd
 
-    def release_many_unwaited(self, locks: Sequence[Any], keys: List[bytes], tokens: List[bytes],
-                              carriers: Sequence[Any]) -> None:
-        """:meth:`release_unwaited` of several held locks in one round (``release_many``); the
-        handles hold nothing afterwards, each is reported on its own once the answers are in."""
+    def release_many_unwaited(self, keys: List[bytes], tokens: List[bytes], carriers: Sequence[Any],
+                              on_done: Sequence[Callable[[Any], object]], acquired_at: Sequence[float]) -> List[Any]:
+        """:meth:`release_unwaited` of several held locks in one round (``release_many``): their
+        rounds; each key's ``on_done[j]`` is called on its own once its answers are in."""
         unwaited = self.unwaited
         if unwaited:
             self._before_unwaited(unwaited)
-        acquired = [lock._acquired_at for lock in locks]
-        try:
-            with self.core(carrying=carriers) as core:
-                rounds = core.release_many(keys, tokens, False)
-        except BaseException:
-            for lock in locks:
-                lock._reset()
-            raise
+        with self.core(carrying=carriers) as core:
+            rounds = core.release_many(keys, tokens, False)
         first = False
-        for lock, rnd, since in zip(locks, rounds, acquired):
-            lock._reset()
-            lock._last = rnd
-            first = self.unwaited.add(new_entry(lock, rnd, core, since, False)) or first
+        for report, rnd, since in zip(on_done, rounds, acquired_at):
+            first = unwaited.add(new_entry(report, rnd, core, since, False)) or first
         if first:
             self._wake_reaper()
+        return rounds
 
     def _before_unwaited(self, unwaited: Any) -> None:
         """Before another release not waited for: report the earlier ones whose answers the
@@ -330,7 +332,7 @@ class Executor:
         try:
             rnd = core.release_signal(key, signal, token, signal_ms)
         except BaseException:
-            self._interrupted(core, None, None)
+            self.interrupted(core, None, None)
             raise
         self.checkin(core)
         return rnd, rnd.ok
@@ -348,7 +350,7 @@ class Executor:
             rnd = core.script(*args)
         except BaseException:
             keys, tokens = acquiring if acquiring is not None else (None, None)
-            self._interrupted(core, keys, tokens)
+            self.interrupted(core, keys, tokens)
             raise
         self.checkin(core)
         return _carrier(core, rnd), rnd
@@ -474,7 +476,7 @@ class Executor:
         if self._restart_aware:
             core.restart_grace_ms = self._grace_ms
 
-    def _interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
+    def interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
         """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed
         anywhere and replies may be in flight. Close the core (a late reply must not answer a later
         request), release ``keys`` (the round's acquisitions) on fresh connections, best effort,
@@ -490,7 +492,7 @@ class Executor:
     def _new_core(self) -> Any:
         core = self._core_cls(
             self._specs, self._io_timeout, self._connect_timeout, self._drift_factor, self._restart_aware,
-            self.health, not self._wait_for_all,
+            self.health, not self.wait_for_all,
         )
         self._live.add(core)
         return core
@@ -598,9 +600,9 @@ class Executor:
     def _report(self, entries: List[Any]) -> None:
         for entry in entries:
             try:
-                entry.lock._unwaited_report(entry)
+                entry.on_done(entry)
             except Exception:
-                log.exception("fastredlock: reporting a release not waited for failed (lock %r)", entry.lock.name)
+                log.exception("fastredlock: reporting a release not waited for failed (%r)", entry.on_done)
 
     # --- stragglers ----------------------------------------------------------------------------
     def _settle(self, rnd: Any) -> None:
@@ -645,7 +647,7 @@ class Executor:
             acq_rounds: List[Any] = []
             if acquiring is not None:
                 acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)
-                failed = [r for r, rnd in zip(acqs, acq_rounds) if not rnd.ok and may_hold(rnd.outcomes)]
+                failed = [r for r, rnd in zip(acqs, acq_rounds) if left_behind(rnd)]
                 if failed:  # written behind their SETs, not awaited (see acquire_one)
                     core.release_many([r.key for r in failed], [r.token for r in failed], False)
                 if rels:
@@ -667,7 +669,7 @@ class Executor:
         confirmed it, or a quorum has become impossible (early decision, like an acquisition's);
         with ``wait_for_all``, until every master answered or missed its deadline. The answers
         still missing then stay owed by their connections."""
-        if self._wait_for_all:
+        if self.wait_for_all:
             core.settle()
             return
         quorum, n = self.quorum, self.n

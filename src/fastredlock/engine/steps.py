@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Generator, Tuple
 
-__all__ = ["Acquire", "Await", "Background", "Call", "Done", "Job", "Op", "Release", "Settle", "Sleep", "Wait", "Waiter",
-           "advance"]
+__all__ = ["Acquire", "Await", "Background", "Batch", "Call", "Done", "Job", "Op", "Release", "ReleaseUnwaited", "Settle",
+           "Sleep", "Wait", "Waiter", "advance"]
 
 
 class Acquire:
@@ -89,6 +89,38 @@ class Job:
         self.plan = plan
         self.acquiring = acquiring
         self.undo = undo
+
+
+class Batch:
+    """The rounds of a batch operation (``acquire_many``, ``lock_all``, ``release_many``, see
+    :mod:`fastredlock.handles.batch`): ``plan``, a generator of :class:`Call` steps returning a
+    list of rounds (one per key), run with one core alone. ``acquiring``: ``(keys, tokens)`` it may
+    take (the restart grace applies; interrupted, they are released; if its caller is gone when
+    it is done, the keys whose round held are released). ``carrying``: the carriers of the locks
+    it releases. Result: ``(rounds, carriers)``, a carrier per round (None on the asyncio side)."""
+
+    __slots__ = ("plan", "acquiring", "carrying")
+
+    def __init__(self, plan: Generator[Call, Any, Any], acquiring: Any, carrying: Any = ()) -> None:
+        self.plan = plan
+        self.acquiring = acquiring
+        self.carrying = carrying
+
+
+class ReleaseUnwaited:
+    """A batch release not waited for: ``release_many_unwaited`` of the executor (sync or asyncio)
+    with these arguments; ``written(rounds)`` once it is written (on the asyncio side, also if its
+    caller was cancelled meanwhile: it goes out anyway). Result: None."""
+
+    __slots__ = ("keys", "tokens", "carriers", "on_done", "acquired_at", "written")
+
+    def __init__(self, keys: Any, tokens: Any, carriers: Any, on_done: Any, acquired_at: Any, written: Any) -> None:
+        self.keys = keys
+        self.tokens = tokens
+        self.carriers = carriers
+        self.on_done = on_done
+        self.acquired_at = acquired_at
+        self.written = written
 
 
 class Wait:

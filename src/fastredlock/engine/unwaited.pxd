@@ -9,13 +9,13 @@ cdef int _PENDING
 @cython.final
 @cython.freelist(64)
 cdef class Entry:
-    cdef public object lock
+    cdef public object on_done       # called with the entry once its answers are in
     cdef public object rnd
     cdef public object core
     cdef public double acquired_at
     cdef public bint was_lost
 
-cpdef Entry new_entry(object lock, object rnd, object core, double acquired_at, bint was_lost)
+cpdef Entry new_entry(object on_done, object rnd, object core, double acquired_at, bint was_lost)
 
 @cython.final
 cdef class Unwaited:

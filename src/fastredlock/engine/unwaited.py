@@ -5,8 +5,9 @@ PENDING until the replies are read: by the next round on those connections (they
 replies, read before that round's own; see :mod:`fastredlock.protocol.link`), or, when no round
 follows, by a bounded background read (the sync client's reaper thread, the asyncio client's loop).
 :class:`Unwaited` keeps those rounds and hands each one back once every master answered or missed
-its deadline; the handle then reports what the caller no longer hears at the call site
-(:meth:`fastredlock.handles.lock.LockBase._unwaited_done`): its ``released`` event, the wake-up
+its deadline: the executor calls the entry's ``on_done(entry)``, given by whoever wrote the release
+(a handle: :meth:`fastredlock.handles.lock.LockBase._unwaited_done` reports what the caller no
+longer hears at the call site: its ``released`` event, the wake-up
 bookkeeping, and, when the answers say the lock was not held on a quorum, the ``lost`` event,
 ``on_lost``, a warning in the log and ``releases_not_held`` in ``Redlock.stats()``.
 
@@ -53,11 +54,13 @@ def found_lost(outcomes: Any, n: int, quorum: int) -> bool:
 
 
 class Entry:
-    """One release in flight: the handle, its round, the core whose connections owe the replies,
-    and what the handle was when the release was written (it may be acquired again meanwhile).
-    Made by :func:`new_entry`."""
+    """One release in flight: who to tell once its answers are in, its round, the core whose
+    connections owe the replies, and what the handle was when the release was written (it may be
+    acquired again meanwhile). Made by :func:`new_entry`."""
 
-    lock: Any
+    #: Called with this entry once its answers are in (the writer's report; the executor knows
+    #: nothing else of the handle).
+    on_done: Any
     rnd: Any
     #: The core whose connections owe the answers (None: the asyncio client's one core).
     core: Any
@@ -66,10 +69,10 @@ class Entry:
     was_lost: bool
 
 
-def new_entry(lock: Any, rnd: Any, core: Any, acquired_at: float, was_lost: bool) -> Entry:
+def new_entry(on_done: Any, rnd: Any, core: Any, acquired_at: float, was_lost: bool) -> Entry:
     """An :class:`Entry`, made in one C call when compiled (no ``__init__`` argument parsing)."""
     entry = Entry.__new__(Entry)
-    entry.lock = lock
+    entry.on_done = on_done
     entry.rnd = rnd
     entry.core = core
     entry.acquired_at = acquired_at
@@ -108,7 +111,7 @@ class Unwaited:
         """Take the oldest entries whose every master answered or missed its deadline; return
         those with something to report. ``quiet``: nobody listens to events, so a release that
         every master confirmed, of a lock not known lost, with nobody woken, has nothing to report
-        (the common case costs no call into the handle)."""
+        (the common case costs no call of ``on_done``)."""
         lock = self._lock
         if lock is not None:
             with lock:

@@ -5,7 +5,7 @@ Their rules (scripts, keys, the safety arguments) are :mod:`fastredlock.protocol
 mixins (``RLockPlan``, ``PermitPlan``, ``ReadPlan``, ``WritePlan``) say what to send, what a round
 means, and hold each operation's plan (see :mod:`fastredlock.handles.lock`); a handle of either
 front-end mixes them in (:mod:`fastredlock.sync.family`, :mod:`fastredlock.asyncio.family`) and its
-rounds are then the plan's (``_planned``). The handle's ``key`` is the key whose wake channel its
+rounds are then the plan's (``_family_kind``). The handle's ``key`` is the key whose wake channel its
 releases publish on (waiters listen there). :class:`RLockBase` is the reentrant lock's owner logic and
 :class:`RWLock` the pair of handles, shared the same way.
 """
@@ -22,7 +22,7 @@ from ..protocol.family import (
     CoreStep, ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers, renewal_ms, script_template, tagged, template_step,
 )
 from ..protocol.replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
-from ..protocol.plans import may_hold
+from ..protocol.plans import left_behind
 from ..protocol.scripts import EXTEND, RELEASE_FULL
 from ..engine.tokens import new_token
 
@@ -85,9 +85,9 @@ class _Plan(_Handle):
     def _extend_step(self, token: bytes, ttl_ms: Any) -> Step:
         raise NotImplementedError
 
-    def _planned_init(self) -> None:
+    def _family_init(self) -> None:
         """Called by each kind's ``__init__`` after the handle's: the rounds are the plan's."""
-        self._planned = True
+        self._family_kind = True
         self._base = self.key  # the name's key; the kind's keys carry its hash tag
 
     def _plain_keys(self, token: bytes) -> Tuple[List[bytes], List[bytes]]:
@@ -99,12 +99,12 @@ class _Plan(_Handle):
         """``(held, the round that says so, cleanup steps, the attempt's next step or None)`` of
         an attempt's rounds."""
         rnd = rounds[0]
-        if rnd.ok or not may_hold(rnd.outcomes):
+        if not left_behind(rnd):
             return bool(rnd.ok), rnd, [], None
         return False, rnd, [_no_wait(self._release_step(token))], None
 
     # --- the plans (both front-ends run them; see fastredlock.handles.lock) ---------------------------
-    def _attempt_planned(self, token: bytes) -> Any:
+    def _attempt_family(self, token: bytes) -> Any:
         """One attempt: the kind's rounds; a failure that may have landed somewhere is released
         behind them, not awaited. Returns whether it holds."""
         undo = lambda: Op(*self._release_step(token), None, True)  # noqa: E731 (made only if needed)
@@ -113,18 +113,18 @@ class _Plan(_Handle):
             op, args = self._acquire_step(token)
             carrier, rnd = yield Op(op, args, None, False, self._plain_keys(token), undo)
             ok = bool(rnd.ok)
-            if not ok and may_hold(rnd.outcomes):
+            if left_behind(rnd):
                 op, args = _no_wait(self._release_step(token))
                 yield Op(op, args, carrier)
         else:
-            ok, rnd, carrier = yield Job(self._planned_job(token), self._plain_keys(token), undo)
+            ok, rnd, carrier = yield Job(self._family_job(token), self._plain_keys(token), undo)
         self._last = rnd
         if ok:
             self._valid_until = rnd.valid_until
             self._carrier = carrier
         return ok
 
-    def _planned_job(self, token: bytes) -> Any:
+    def _family_job(self, token: bytes) -> Any:
         """The rounds of an attempt of several steps, on one core: ``(held, its round)``."""
         step: Optional[Step] = self._acquire_step(token)
         while step is not None:
@@ -164,7 +164,7 @@ class RLockPlan(_Plan):
             raise self._release_unconfirmed(rnd, (yield Settle(rnd)))
 
     def _rlock_init(self) -> None:
-        self._planned_init()
+        self._family_init()
         self.key, self._acquire_tpl, self._release_tpl = _shared("rlock", self._base, _rlock_shared)
         #: How many times the owner entered (0 when not held).
         self.count = 0
@@ -235,7 +235,7 @@ class PermitPlan(_Plan):
             raise TypeError(f"limit must be an int, not {type(limit).__name__}")
         if not 1 <= limit <= 1000:
             raise ValueError(f"limit must be between 1 and 1000, got {limit}")
-        self._planned_init()
+        self._family_init()
         #: How many permits the semaphore has.
         self.limit = limit
         #: Which permit slot the current (or last) acquisition holds, or None.
@@ -257,7 +257,7 @@ class PermitPlan(_Plan):
             rnd = rounds[0]
             if rnd.ok:
                 return True, rnd, [], None
-            cleanup = [_no_wait(self._release_step(token))] if may_hold(rnd.outcomes) else []
+            cleanup = [_no_wait(self._release_step(token))] if left_behind(rnd) else []
             return False, rnd, cleanup, CoreStep(ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
         held = choose_permit(rounds, random.randrange(len(rounds)))
         left = permit_leftovers(rounds, held)
@@ -294,7 +294,7 @@ class _RWPlan(_Plan):
     _shares: bytes
 
     def _rw_init(self) -> None:
-        self._planned_init()
+        self._family_init()
         make = _rw_write_shared if self._writes else _rw_read_shared
         self.key, self._readers, self._mark, self._shares, self._acquire_tpl, self._release_tpl = _shared(
             "rwlock-write" if self._writes else "rwlock-read", self._base, make)

@@ -27,7 +27,7 @@ cdef class LockBase:
     cdef public double _acquired_at
     cdef public Py_ssize_t _generation
     cdef public object _carrier
-    cdef public bint _planned     # a kind of the lock family (fastredlock.handles.family): its rounds are its plan's
+    cdef public bint _family_kind # a kind of the lock family (fastredlock.handles.family): its rounds are its plan's
     cdef public object _deadline  # the acquisition under way: its deadline (monotonic) or None
     cdef public double _started   # ... and when it began (0.0 without an on_event hook)
     cdef public bint _was_lost    # the release under way found the lock lost already
@@ -42,7 +42,7 @@ cdef class LockBase:
     cpdef _acquired(self, object token, Py_ssize_t attempts)
     cpdef bytes _release_begin(self)
     @cython.locals(executor=Executor)
-    cpdef bint _released(self, object rnd, bint ok) except -1
+    cpdef bint _release_confirmed(self, object rnd, bint ok) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)
 
@@ -52,4 +52,4 @@ cpdef list held_locks(object cls, object client, list names, list keys, double t
 @cython.locals(lock=LockBase, handles=list, keys=list, tokens=list, carriers=list)
 cpdef tuple _release_args_of(object locks)
 @cython.locals(lock=LockBase, j=Py_ssize_t)
-cpdef _released_all(list handles, object rounds)
+cpdef _released_all(list handles, object rounds, bint report)

@@ -34,7 +34,7 @@ from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwne
 from ..events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
-from ..protocol.plans import fence_of, fenced_held, may_hold
+from ..protocol.plans import fence_of, fenced_held, left_behind, may_hold
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -74,7 +74,7 @@ class LockBase:
     __slots__ = (
         "_client", "_executor", "name", "key", "ttl", "_ttl_ms", "token", "_valid_until", "_last", "fence",
         "fencing", "auto_extend", "max_hold", "on_lost", "_lost", "_acquired_at", "_generation", "_carrier",
-        "_planned", "_deadline", "_started", "_was_lost", "_chosen", "__weakref__",
+        "_family_kind", "_deadline", "_started", "_was_lost", "_chosen", "__weakref__",
     )
 
     def __init__(
@@ -132,7 +132,7 @@ class LockBase:
         self._carrier = None
         #: True for the kinds of the lock family (:mod:`fastredlock.handles.family`): their attempts,
         #: releases and extensions are the rounds their plan names, not the plain lock's.
-        self._planned = False
+        self._family_kind = False
         #: The acquisition under way: its deadline (monotonic, or None) and start (for events).
         self._deadline: Optional[float] = None
         self._started = 0.0
@@ -204,7 +204,7 @@ class LockBase:
         self._deadline = deadline
         self._started = monotonic() if executor.on_event is not None else 0.0
         self._chosen = chosen
-        if self._planned or self.fencing:
+        if self._family_kind or self.fencing:
             return None
         if blocking and (executor.owed or (executor.contended and self.key in executor.contended)):
             return None
@@ -260,7 +260,7 @@ class LockBase:
         waiter = None
         # A plain lock whose name met contention here lately: every attempt is a queued one, the
         # first too, so that a releaser asking again at once does not take the woken waiter's turn.
-        plain = blocking and notifier is not None and not self._planned and not self.fencing
+        plain = blocking and notifier is not None and not self._family_kind and not self.fencing
         queued = False
         # The name's wake mark stands for this waiter (see below): a queued attempt sets it.
         marked = False
@@ -294,8 +294,8 @@ class LockBase:
                     token = new_token() if chosen is None else chosen
                     if self.fencing:
                         ok = yield from self._attempt_fenced(token)
-                    elif self._planned:
-                        ok = yield from self._attempt_planned(token)
+                    elif self._family_kind:
+                        ok = yield from self._attempt_family(token)
                     elif queued:
                         ok = yield from self._attempt_queued(token, waiter)
                         marked = True
@@ -333,7 +333,7 @@ class LockBase:
                     # than the backoff (it breaks the tie). Not with a retry_count: those attempts
                     # each pause retry_delay.
                     delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
-                if waiter is not None and not marked and not self._planned and queueable(key):
+                if waiter is not None and not marked and not self._family_kind and queueable(key):
                     # A waiter without a place in the queue (a fenced lock's; a plain lock's before
                     # its first queued attempt) marks the name for its pause: a plain release
                     # that finds no mark wakes nobody (fastredlock.protocol.scripts, RELEASE).
@@ -390,7 +390,7 @@ class LockBase:
             if rnd.successes < self._executor.n:  # its place stays where the key was not taken
                 op, args = unqueue_step(key, waiter.member)
                 yield Call(op, *args)
-        elif may_hold(rnd.outcomes):
+        elif left_behind(rnd):
             yield Call("release", key, token, False, True)  # quiet: it never held the lock
         return bool(rnd.ok), rnd
 
@@ -421,7 +421,7 @@ class LockBase:
             yield Call("release", key, token, False, True)  # quiet: it never held the lock
         return False, first
 
-    def _attempt_planned(self, token: bytes) -> Plan:
+    def _attempt_family(self, token: bytes) -> Plan:
         """One attempt of a kind of the lock family (see :mod:`fastredlock.handles.family`)."""
         raise NotImplementedError
         yield  # pragma: no cover - a generator
@@ -454,7 +454,7 @@ class LockBase:
     # --- adopt: a lock acquired elsewhere --------------------------------------------------------
     def _adopt_plan(self, token: Union[str, bytes], ttl: Optional[float]) -> Plan:
         """Take over the acquisition of this name made with ``token`` (see ``adopt``)."""
-        if self._planned:  # a share or a count is not handed over by token
+        if self._family_kind:  # a share or a count is not handed over by token
             raise LockError(f"{type(self).__name__} handles cannot adopt a token", self.name)
         if self.token is not None and not self._lost:
             raise LockError("this handle already holds the lock; release it first", self.name)
@@ -477,7 +477,7 @@ class LockBase:
     def _release_begin(self) -> bytes:
         """Start releasing the held acquisition: its token. The handle holds nothing from here on
         (the release goes out even if its caller is interrupted); its carrier (the release goes
-        through it) and whether it had been lost stay until :meth:`_released`."""
+        through it) and whether it had been lost stay until :meth:`_release_confirmed`."""
         token = self.token
         if token is None or self._generation != fork_generation():
             token = self._require_token()  # raises
@@ -489,8 +489,9 @@ class LockBase:
         self._valid_until = 0.0
         return token
 
-    def _released(self, rnd: Any, ok: bool) -> bool:
-        """Take a release's round; True if it must raise (:meth:`_release_error`)."""
+    def _release_confirmed(self, rnd: Any, ok: bool) -> bool:
+        """Take a release's round; True if it was confirmed (a quorum still held the token, and
+        the lock had not been lost before); False: the caller raises :meth:`_release_error`."""
         executor = self._executor
         self._carrier = None
         if rnd.details is not None and executor.notifier is not None:
@@ -501,8 +502,8 @@ class LockBase:
             self._event(RELEASED, self._acquired_at, 0, ok and not was_lost)
         if was_lost:
             self._lost = False
-            return True
-        return not ok
+            return False
+        return ok
 
     # --- a release nobody waits for (see fastredlock.engine.unwaited) -----------------------------------
     def _unwaited_written(self, rnd: Any) -> None:
@@ -553,13 +554,13 @@ class LockBase:
             return (yield from self._release_token_plan(token, signal))
         token = self._release_begin()
         rnd, ok = yield from self._release_round(token, self._carrier, signal)
-        if self._released(rnd, ok):
+        if not self._release_confirmed(rnd, ok):
             raise self._release_error(rnd, (yield Settle(rnd)))
 
     def _release_round(self, token: bytes, carrier: Any, signal: Any = None) -> Plan:
         """``(round, ok)`` of one owner-checked release of ``token`` (protected: it goes out even
         if its caller is interrupted)."""
-        if self._planned:
+        if self._family_kind:
             op, args = self._release_step(token)
             _carrier, rnd = yield Op(op, args, carrier, True)
             return rnd, bool(rnd.ok)
@@ -600,7 +601,7 @@ class LockBase:
 
     def _extend_op(self, token: bytes, ttl_ms: Any) -> Tuple[str, tuple]:
         """``(core operation, args)`` of one extension of ``token`` (the watchdog's renewal too)."""
-        if self._planned:
+        if self._family_kind:
             return self._extend_step(token, ttl_ms)
         return "extend", (self.key, token, ttl_ms)
 
@@ -683,9 +684,29 @@ class LockBase:
         return _release_args_of(locks)
 
     @staticmethod
-    def released_all(handles: Sequence["LockBase"], rounds: Optional[Sequence[Any]]) -> None:
-        """A batch release ended: the handles hold nothing; ``rounds``: theirs (None if it failed)."""
-        _released_all(list(handles), None if rounds is None else list(rounds))
+    def released_all(handles: Sequence["LockBase"], rounds: Optional[Sequence[Any]], report: bool = True) -> None:
+        """A batch release ended: the handles hold nothing; ``rounds``: theirs (None if it failed).
+        ``report``: the ``released`` events are sent now (not for releases not waited for: their
+        reports come with their answers)."""
+        _released_all(list(handles), None if rounds is None else list(rounds), report)
+
+    @staticmethod
+    def took_rounds(handles: Sequence["LockBase"], rounds: Sequence[Any]) -> None:
+        """Each handle's last round is its ``rounds[j]`` (a batch release not waited for, written)."""
+        for lock, rnd in zip(handles, rounds):
+            lock._last = rnd
+
+    @staticmethod
+    def unwaited_args_of(handles: Sequence["LockBase"]) -> Tuple[List[Any], List[float]]:
+        """``(on_done, acquired_at)`` of a batch release not waited for (see
+        :meth:`fastredlock.engine.executor.Executor.release_many_unwaited`): per handle, its report
+        once the answers are in and when it was acquired."""
+        return [lock._unwaited_report for lock in handles], [lock._acquired_at for lock in handles]
+
+    def _unwaited_report(self, entry: Any) -> None:
+        """The answers to a release of this handle that was not waited for are in (the executor's
+        ``on_done``; each front-end defines it, see :meth:`_unwaited_done`)."""
+        raise NotImplementedError
 
     def watch_info(self) -> Tuple[Optional[bytes], float, float, int, Any]:
         """``(token, valid_until, acquired_at, ttl_ms, carrier)``: what the watchdog decides on
@@ -825,7 +846,7 @@ def held_locks(cls, client, names, keys, ttl, ttl_ms, tokens, rounds, carriers):
         lock._acquired_at = now
         lock._generation = generation
         lock._carrier = carriers[j]
-        lock._planned = False
+        lock._family_kind = False
         lock._deadline = None
         lock._started = 0.0
         lock._was_lost = False
@@ -862,12 +883,12 @@ def _release_args_of(locks):
     return handles, keys, tokens, carriers
 
 
-def _released_all(handles, rounds):
+def _released_all(handles, rounds, report):
     """:meth:`LockBase.released_all`, one loop."""
     for j in range(len(handles)):
         lock = handles[j]
         lock._reset()
         if rounds is not None:
             lock._last = rounds[j]
-            if lock._executor.on_event is not None:
+            if report and lock._executor.on_event is not None:
                 lock._event(RELEASED, lock._acquired_at, 0, bool(rounds[j].ok))

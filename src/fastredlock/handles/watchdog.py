@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple
 
 from ..protocol.plans import LOST, RENEWED, RETRY, renewal_verdict  # noqa: F401 (LOST, RETRY: the verdicts)
 
@@ -29,42 +29,65 @@ RENEW_FRACTION = 1.0 / 3.0
 IDLE_EXIT = 5.0
 
 
+class Watched:
+    """One watched lock: the watchdogs keep one per lock (by ``id(lock)``); see :func:`entry_of`."""
+
+    __slots__ = ("lock", "due", "stop")
+
+    def __init__(self, lock: "Lock", due: float, stop: float) -> None:
+        #: The handle.
+        self.lock = lock
+        #: When to look at it next (monotonic): its next renewal, or when its validity ends.
+        self.due = due
+        #: When renewal stops (``max_hold`` after its acquisition; infinity without one).
+        self.stop = stop
+
+
+class Renewal(NamedTuple):
+    """One lock to renew in a tick (see :func:`triage`): its entry and what the round sends."""
+
+    entry: Watched
+    token: bytes
+    ttl_ms: int
+    #: The executor's carrier of the acquisition (the round goes through it while it carries).
+    carrier: Any
+
+
 # --- the decisions, shared with the asyncio watchdog (each side keeps only its own waiting) -------
-def entry_of(lock: "Lock") -> List[Any]:
-    """A freshly acquired lock's watch entry: ``[lock, when to look at it next, when renewal
-    stops (max_hold)]``."""
+def entry_of(lock: "Lock") -> Watched:
+    """A freshly acquired lock's watch entry."""
     _token, valid_until, acquired_at, _ttl_ms, _carrier = lock.watch_info()
     due = monotonic() + lock.ttl * RENEW_FRACTION if lock.auto_extend else valid_until
     stop = acquired_at + lock.max_hold if lock.max_hold is not None else float("inf")
-    return [lock, due, stop]
+    return Watched(lock, due, stop)
 
 
-def triage(due: List[List[Any]], locks: Dict[int, List[Any]]) -> Tuple[List[tuple], List["Lock"]]:
-    """Sort the due entries: ``(to renew, lost)``. To renew: ``(entry, token, ttl_ms, carrier)``
-    of auto-extended locks within their ``max_hold``; lost: validity ran out before a renewal.
-    Entries of released locks leave ``locks``; watch-only ones wake next when validity ends."""
+def triage(due: List[Watched], locks: Dict[int, Watched]) -> Tuple[List[Renewal], List["Lock"]]:
+    """Sort the due entries: ``(to renew, lost)``. To renew: the auto-extended locks within their
+    ``max_hold``; lost: validity ran out before a renewal. Entries of released locks leave
+    ``locks``; watch-only ones wake next when validity ends."""
     now = monotonic()
-    renew: List[tuple] = []
+    renew: List[Renewal] = []
     lost: List["Lock"] = []
     for entry in due:
-        lock = entry[0]
+        lock = entry.lock
         token, valid_until, _acquired_at, ttl_ms, carrier = lock.watch_info()
         if token is None:
             locks.pop(id(lock), None)
         elif now >= valid_until:
             lost.append(lock)  # validity ran out before it could be renewed
         else:
-            renewing = lock.auto_extend and now < entry[2]
+            renewing = lock.auto_extend and now < entry.stop
             if renewing and _owner_gone(lock):
                 # A reentrant lock whose owner ended holding it: nobody can release it any more,
                 # so it is not renewed either (it expires; on_lost when its validity ends).
                 log.warning("fastredlock: %r: its owner ended without releasing it; no longer renewed", lock)
-                entry[2] = now
+                entry.stop = now
                 renewing = False
             if renewing:
-                renew.append((entry, token, ttl_ms, carrier))
+                renew.append(Renewal(entry, token, ttl_ms, carrier))
             else:
-                entry[1] = valid_until  # watch only: wake when validity ends
+                entry.due = valid_until  # watch only: wake when validity ends
     return renew, lost
 
 
@@ -74,21 +97,21 @@ def _owner_gone(lock: "Lock") -> bool:
     return gone is not None and gone()
 
 
-def renewal_args(items: List[tuple]) -> Tuple[List[bytes], List[bytes], List[int]]:
+def renewal_args(items: List[Renewal]) -> Tuple[List[bytes], List[bytes], List[int]]:
     """The keys, tokens and TTLs of one ``extend_many`` round for :func:`triage`'s renewals."""
-    return [item[0][0].key for item in items], [item[1] for item in items], [item[2] for item in items]
+    return [item.entry.lock.key for item in items], [item.token for item in items], [item.ttl_ms for item in items]
 
 
-def after_renewal(items: List[tuple], rounds: List[Any], locks: Dict[int, List[Any]], quorum: int,
+def after_renewal(items: List[Renewal], rounds: List[Any], locks: Dict[int, Watched], quorum: int,
                   retry_delay: float) -> List["Lock"]:
     """Take the rounds of a renewal: each lock's next look (renewed: a third of its TTL after the
     round began; retry: soon, within validity); return the locks that are now lost. Entries
     released (or acquired again) while the round was in flight are left alone."""
     lost = []
     for item, rnd in zip(items, rounds):
-        entry: List[Any] = item[0]
-        token = item[1]
-        lock = entry[0]
+        entry = item.entry
+        token = item.token
+        lock = entry.lock
         if locks.get(id(lock)) is not entry:
             continue  # released while the round was in flight
         valid_until = lock.renewed(token, rnd)
@@ -97,9 +120,9 @@ def after_renewal(items: List[tuple], rounds: List[Any], locks: Dict[int, List[A
         now = monotonic()
         verdict = renewal_verdict(rnd, quorum, valid_until, now)
         if verdict == RENEWED:
-            entry[1] = rnd.started + lock.ttl * RENEW_FRACTION
+            entry.due = rnd.started + lock.ttl * RENEW_FRACTION
         elif verdict == RETRY:
-            entry[1] = min(now + retry_delay, valid_until)
+            entry.due = min(now + retry_delay, valid_until)
         else:
             lost.append(lock)
     return lost

@@ -4,6 +4,9 @@ from .result cimport validity_ms
 
 @cython.locals(code=object)
 cpdef bint may_hold(object outcomes) except -1
+cpdef bint left_behind(object rnd) except -1
+@cython.locals(j=Py_ssize_t)
+cpdef list left_behind_of(object rounds)
 cpdef object fence_of(object values)
 cpdef bint fenced_held(object second_ok, double valid_until, double now) except -1
 @cython.locals(maybe=Py_ssize_t)

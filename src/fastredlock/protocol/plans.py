@@ -5,7 +5,9 @@ A round (:mod:`.session`) tells what each master answered and whether a quorum d
 
 - **acquire**: one round of ``SET NX PX`` on every master. Held iff ``Round.ok``. Otherwise the key
   may have landed on masters that answered anything but a clear "no" (:func:`may_hold`): release
-  there, behind the SET on the same connection, before sleeping and trying again.
+  there, behind the SET on the same connection, before sleeping and trying again: quietly (no turn
+  given, nobody woken: it never held the lock) and not awaited. :func:`left_behind` (one round)
+  and :func:`left_behind_of` (a batch's) say when; every driver and plan asks them.
 - **fenced acquire**: the first round sets the key and reads each master's counter; the fence is one
   more than the largest (:func:`fence_of`); the second round writes it back owner-checked. Held
   iff both rounds reached a quorum and the first round's validity has not run out
@@ -40,6 +42,17 @@ def may_hold(outcomes):
         if code != NO and code != SKIPPED:
             return True
     return False
+
+
+def left_behind(rnd):
+    """Whether an acquisition's round failed but may have left its key on some master
+    (:func:`may_hold`): it is then released quietly behind its SETs (the rule "acquire" above)."""
+    return not rnd.ok and may_hold(rnd.outcomes)
+
+
+def left_behind_of(rounds):
+    """The indices of a batch's acquisition rounds that :func:`left_behind` says to release."""
+    return [j for j in range(len(rounds)) if left_behind(rounds[j])]
 
 
 def fence_of(values):

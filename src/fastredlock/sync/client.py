@@ -5,7 +5,8 @@ the engine to an :class:`~fastredlock.engine.executor.Executor` (:attr:`Redlock.
 cores (one set of N connections each), automatic pipelining of single-lock rounds, the carrier
 rule, outcomes and fork handling. Handles and the watchdog run their rounds through it; this module
 adds the batch operations (:meth:`Redlock.acquire_many`, :meth:`Redlock.lock_all`,
-:meth:`Redlock.release_many`), :meth:`Redlock.inspect` and the statistics.
+:meth:`Redlock.release_many`: plans of :mod:`fastredlock.handles.batch`, driven here),
+:meth:`Redlock.inspect` and the statistics.
 
 The cores of one client share a :class:`Health` object (the masters' cool-downs and counters, see
 :meth:`Redlock.stats`), so a master that one thread found down is skipped by all of them.
@@ -18,11 +19,10 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 from ..handles.client import (
     COOLDOWN, FENCE_RETENTION, MAX_COOLDOWN, MAX_NAME_BYTES, MAX_TTL, MAX_WAIT, MasterStats, RedlockBase,
 )  # noqa: F401 (re-exported: the names' historical home)
-from ..protocol.plans import may_hold
 from ..engine.checks import key_of
-from ..engine.tokens import new_token, new_tokens
+from ..handles.batch import acquire_many_plan, lock_all_plan, release_many_plan
 from .family import RLock, ReadLock, Semaphore, WriteLock
-from .lock import Lock, fence_key, new_lock
+from .lock import Lock, drive, fence_key, new_lock
 from ..handles.lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from .notifier import Notifier
 from .watchdog import Watchdog
@@ -121,16 +121,7 @@ class Redlock(RedlockBase):
         batch (here a 2500-name round costs the masters and the pure core ~30 ms, the Cython core
         ~15 ms), or a busy machine turns slow answers into "no".
         """
-        names, keys, ttl_ms = self._batch_args(names, ttl)
-        tokens = new_tokens(len(keys))
-        executor = self.executor
-        with executor.core(acquiring=(keys, tokens)) as core:
-            rounds = core.acquire_many(keys, tokens, ttl_ms)
-            failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd.outcomes)]
-            if failed:
-                # Written behind the SETs on each connection; no need to wait for the answers.
-                core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
-        return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, executor.carriers(core, rounds))
+        return drive(self.executor, acquire_many_plan(Lock, self, names, ttl))
 
     def release_many(self, locks: Sequence[Lock], *, wait: Optional[bool] = None) -> Optional[List[bool]]:
         """Release several held locks in one round; return, per lock, whether a quorum still held it.
@@ -144,23 +135,7 @@ class Redlock(RedlockBase):
         ``wait=False`` (default: the client's ``wait_release``) writes the releases and returns
         None at once; each lock's answers are reported as for ``Lock.release(wait=False)``.
         """
-        held, keys, tokens, carriers = Lock.release_args_of(locks)  # raises if a handle holds nothing
-        if not held:
-            return []
-        executor = self.executor
-        if executor.watchdog is not None:
-            for lock in held:
-                executor.unwatch(lock)
-        if not (executor.wait_release if wait is None else wait):
-            executor.release_many_unwaited(held, keys, tokens, carriers)
-            return None
-        rounds = None
-        try:
-            with executor.core(carrying=carriers) as core:
-                rounds = core.release_many(keys, tokens)
-        finally:
-            Lock.released_all(held, rounds)
-        return [bool(rnd.ok) for rnd in rounds]
+        return drive(self.executor, release_many_plan(Lock, self, locks, wait))
 
     def lock_all(self, names: Sequence[Union[str, bytes]], ttl: float = 10.0) -> Optional[List[Lock]]:
         """Acquire several names together, all or none: one script per master sets every key or none.
@@ -169,18 +144,7 @@ class Redlock(RedlockBase):
         if a quorum of masters could not set them all. One attempt; release with
         :meth:`release_many`. Keys go to one script, so on a Redis Cluster they must share a slot.
         """
-        names, keys, ttl_ms = self._batch_args(names, ttl)
-        tokens = [new_token()] * len(keys)
-        executor = self.executor
-        with executor.core(acquiring=(keys, tokens)) as core:
-            rnd = core.acquire_all(keys, tokens[0], ttl_ms)
-            if not rnd.ok and may_hold(rnd.outcomes):
-                core.release_many(keys, tokens, False)
-        if not rnd.ok:
-            return None
-        rounds = [rnd] * len(keys)
-        held = Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, [executor.carrier(core, rnd)] * len(keys))
-        return [lock for lock in held if lock is not None]  # (all of them: the round held every key)
+        return drive(self.executor, lock_all_plan(Lock, self, names, ttl))
 
     def inspect(self, name: Union[str, bytes]) -> LockInfo:
         """Tell whether the lock called ``name`` is held, on which masters, by whom and for how

@@ -19,7 +19,9 @@ import time
 from typing import Any, Callable, Optional, Tuple, Union
 
 from ..handles.lock import SPLIT_RETRY, LockBase, fence_key
-from ..engine.steps import Acquire, Await, Background, Done, Job, Op, Release, Settle, Sleep, Wait, advance
+from ..engine.steps import (
+    Acquire, Await, Background, Batch, Done, Job, Op, Release, ReleaseUnwaited, Settle, Sleep, Wait, advance,
+)
 from ..errors import LockError
 from ..protocol.family import SCRIPT
 
@@ -122,14 +124,15 @@ class Lock(LockBase):
         ``Redlock.close()`` reads the answers still owed before it closes the connections.
         A release by ``token``, with ``signal``, or of a lock of the family waits in any case.
         """
-        if token is not None or signal is not None or self._planned:
+        if token is not None or signal is not None or self._family_kind:
             drive(self._executor, self._release_plan(token, signal))
             return
         token = self._release_begin()
-        if not (self._executor.wait_release if wait is None else wait):
+        if not self._executor.release_waits(wait):
             executor = self._executor
             try:
-                rnd = executor.release_unwaited(self, token, self._carrier, self._acquired_at, self._was_lost)
+                rnd = executor.release_unwaited(self.key, token, self._carrier, self._unwaited_report,
+                                                self._acquired_at, self._was_lost)
             except BaseException:  # a signal mid-write: send it again, waited, before the exception goes on
                 _again(executor, Release(self.key, token, None))
                 raise
@@ -140,7 +143,7 @@ class Lock(LockBase):
         except BaseException:  # a signal mid-round: send it again before the exception goes on
             _again(self._executor, Release(self.key, token, None))
             raise
-        if self._released(rnd, ok):
+        if not self._release_confirmed(rnd, ok):
             raise self._release_error(rnd, self._executor.outcomes(rnd))  # the stragglers' answers first
 
     def extend(self, ttl: Optional[float] = None) -> None:
@@ -283,6 +286,14 @@ def _run(executor: Any, step: Any) -> Any:
             close()
         log.warning("fastredlock: on_lost of a sync lock returned an awaitable; it was not awaited")
         return None
+    if kind is Batch:
+        with executor.core(carrying=step.carrying, acquiring=step.acquiring) as core:
+            rounds = _calls(core, step.plan)
+        return rounds, executor.carriers(core, rounds)
+    if kind is ReleaseUnwaited:
+        step.written(executor.release_many_unwaited(step.keys, step.tokens, step.carriers, step.on_done,
+                                                    step.acquired_at))
+        return None
     raise TypeError(f"not a plan step: {step!r}")  # pragma: no cover - a bug in a plan
 
 
@@ -297,16 +308,20 @@ def _op(executor: Any, step: Any) -> Tuple[Any, Any]:
 
 def _job(executor: Any, step: Any) -> Tuple[bool, Any, Any]:
     """``(ok, round, carrier)`` of a job: its calls on one core alone."""
-    plan = step.plan
     with executor.core(acquiring=step.acquiring) as core:
-        value = None
-        while True:
-            try:
-                call = plan.send(value)
-            except StopIteration as stop:
-                ok, rnd = stop.value
-                return ok, rnd, executor.carrier(core, rnd) if ok else None
-            value = getattr(core, call.op)(*call.args)
+        ok, rnd = _calls(core, step.plan)
+        return ok, rnd, executor.carrier(core, rnd) if ok else None
+
+
+def _calls(core: Any, plan: Any) -> Any:
+    """Run the :class:`Call` steps of ``plan`` on ``core``; what it returns."""
+    value = None
+    while True:
+        try:
+            call = plan.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value = getattr(core, call.op)(*call.args)
 
 
 def _release_now(executor: Any, key: bytes, token: bytes, carrier: Any, signal: Any) -> Tuple[Any, bool]:

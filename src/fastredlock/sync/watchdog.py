@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, cast
+from typing import TYPE_CHECKING, Callable, Dict, List, cast
 
-from ..handles.watchdog import IDLE_EXIT, after_renewal, entry_of, renewal_args, triage
+from ..handles.watchdog import IDLE_EXIT, Renewal, Watched, after_renewal, entry_of, renewal_args, triage
 
 if TYPE_CHECKING:  # type names only
     from ..handles.lock import LockBase as Lock
@@ -32,8 +32,8 @@ class Watchdog:
     def __init__(self, client_ref: Callable[[], "Redlock | None"]) -> None:
         self._client_ref = client_ref
         self._cond = threading.Condition()
-        #: Watched locks by id: ``[lock, when to look at it next, when renewal stops (max_hold)]``.
-        self._locks: Dict[int, List[Any]] = {}
+        #: Watched locks by id.
+        self._locks: Dict[int, Watched] = {}
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -79,16 +79,16 @@ class Watchdog:
                     self._cond.wait(IDLE_EXIT)
                     continue
                 idle_since = None
-                due = [entry for entry in self._locks.values() if entry[1] <= now]
+                due = [entry for entry in self._locks.values() if entry.due <= now]
                 if not due:
-                    self._cond.wait(min(entry[1] for entry in self._locks.values()) - now)
+                    self._cond.wait(min(entry.due for entry in self._locks.values()) - now)
                     continue
             try:
                 self._tick(due)
             except Exception:  # pragma: no cover - keep watching the other locks
                 log.exception("fastredlock: watchdog tick failed")
 
-    def _tick(self, due: List[List[Any]]) -> None:
+    def _tick(self, due: List[Watched]) -> None:
         with self._cond:
             renew, lost = triage(due, self._locks)
         if renew:
@@ -96,15 +96,16 @@ class Watchdog:
         for lock in lost:
             cast("SyncLock", lock).lose()  # this thread watches the sync client's handles
 
-    def _renew(self, items: List[tuple]) -> List["Lock"]:
+    def _renew(self, items: List[Renewal]) -> List["Lock"]:
         """Extend all due locks in one round; return those that are now lost."""
         client = self._client_ref()
         if client is None:
             return []
         executor = client.executor
-        with executor.core(carrying=[item[3] for item in items]) as core:
-            if any(item[0][0]._planned for item in items):  # the lock family: a round per lock
-                rounds = [item[0][0]._extend_round(core, item[1], item[2]) for item in items]
+        with executor.core(carrying=[item.carrier for item in items]) as core:
+            if any(item.entry.lock._family_kind for item in items):  # the lock family: a round per lock
+                rounds = [cast("SyncLock", item.entry.lock)._extend_round(core, item.token, item.ttl_ms)
+                          for item in items]
             else:
                 rounds = core.extend_many(*renewal_args(items))
         with self._cond:
