@@ -6,43 +6,43 @@ from .loop_io cimport LoopCore
 @cython.final
 @cython.freelist(64)
 cdef class _Request:
-    cdef public object key
-    cdef public object token
-    cdef public object ttl_ms
-    cdef public object future
-    cdef public object rnd
-    cdef public bint ok
-    cdef public bint abandoned
-    cdef public object orphan
-    cdef public object unwaited
+    cdef public object key  # the lock's key; set once
+    cdef public object token  # the token to set or to release; set once
+    cdef public object ttl_ms  # > 0: an acquisition with this TTL; 0: an owner-checked release
+    cdef public object future  # resolved with the request after its round (None: the caller's own round)
+    cdef public object rnd  # the key's round once run, else None
+    cdef public bint ok  # once run: rnd.ok (acquire) or a quorum confirmed (release); else False
+    cdef public bint abandoned  # its caller was cancelled after a round took it (a kept release: before)
+    cdef public object orphan  # a kept release's callback of (round, ok) for a cancelled caller, or None
+    cdef public object unwaited  # a release not waited for: (on_done, acquired_at, was_lost), else None
 
 @cython.final
 cdef class _Job:
-    cdef public object run
-    cdef public object future
-    cdef public object undo
-    cdef public bint abandoned
-    cdef public object orphan
+    cdef public object run  # run(loop_core) is awaited in the job's turn, alone on the core; set once
+    cdef public object future  # the caller's: the job's result or exception
+    cdef public object undo  # undoes the result if the caller is gone, or None
+    cdef public bint abandoned  # its caller was cancelled while it ran (a kept job: before)
+    cdef public object orphan  # a kept job's callback of its result for a cancelled caller, or None
 
 @cython.final
 cdef class AsyncExecutor:
-    cdef public object executor
-    cdef public Py_ssize_t n
-    cdef public Py_ssize_t quorum
-    cdef bint _wait_for_all
-    cdef object _loop
-    cdef public LoopCore _lc
-    cdef object _queue
-    cdef object _runner
-    cdef bint _busy
-    cdef list _idle_waiters
-    cdef bint _closed
-    cdef public Py_ssize_t carried
-    cdef public object unwaited
-    cdef object _reap_timer
-    cdef object _new_watchdog
-    cdef public object watchdog
-    cdef set _tasks
+    cdef public object executor  # the client's sync Executor: its first core, its bookkeeping; set once
+    cdef public Py_ssize_t n  # number of masters (the sync executor's); set once
+    cdef public Py_ssize_t quorum  # masters that must agree (the sync executor's); set once
+    cdef bint _wait_for_all  # the client's wait_for_all; set once
+    cdef object _loop  # the client's event loop: None until the first round binds it; never another
+    cdef public LoopCore _lc  # the LoopCore of the first core on _loop; None until the first round
+    cdef object _queue  # requests and jobs waiting, oldest first; the runner takes the front
+    cdef object _runner  # the one task serving _queue, or None
+    cdef bint _busy  # a caller's own task runs a round of one (the others queue)
+    cdef list _idle_waiters  # aclose()'s futures, resolved when neither _busy nor a _runner
+    cdef bint _closed  # set by aclose(), never cleared: later use raises RuntimeError
+    cdef public Py_ssize_t carried  # requests that rode with others (only grows; for tests)
+    cdef public object unwaited  # releases written without waiting, until reported (core None)
+    cdef object _reap_timer  # the timer that reports unwaited, while any is in flight; else None
+    cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
+    cdef public object watchdog  # None until watch() makes it
+    cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done
 
     cdef LoopCore _bind(self)
     cdef _enqueue(self, object item)

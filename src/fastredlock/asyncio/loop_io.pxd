@@ -4,17 +4,17 @@ cimport cython
 
 @cython.final
 cdef class LoopCore:
-    cdef public object core
-    cdef public object loop
-    cdef Py_ssize_t _changes
-    cdef dict _readers
-    cdef dict _writers
-    cdef object _round
-    cdef object _timer
-    cdef double _timer_at
-    cdef list _waiters
-    cdef object _cancelled
-    cdef bint _closed
+    cdef public object core  # the core driven (either I/O twin); its on_close is _forget; set once
+    cdef public object loop  # the event loop whose callbacks drive the core; set once
+    cdef Py_ssize_t _changes  # the core's open/close count at the last readers' sync; -1: resync
+    cdef dict _readers  # master index -> fd with a reader callback (every open socket)
+    cdef dict _writers  # master index -> fd with a writer callback (while a round waits to write)
+    cdef object _round  # the future of the round in progress, else None
+    cdef object _timer  # the timer for the next deadline (round's, or owed replies'), or None
+    cdef double _timer_at  # when _timer fires (the core's monotonic clock); -1.0: no timer
+    cdef list _waiters  # activity()'s futures, resolved by _wake() after a read or sweep
+    cdef object _cancelled  # the cancellation run() held back, until take_cancelled()
+    cdef bint _closed  # set by close(), never cleared: run() then raises
 
     cpdef object take_cancelled(self)
     cpdef close(self)

@@ -4,12 +4,12 @@ cimport cython
 
 @cython.final
 cdef class Combiner:
-    cdef public object _run
-    cdef public object _abandon
-    cdef public object _lead_token
-    cdef public object _mutex
-    cdef public list _queue
-    cdef public Py_ssize_t carried
+    cdef public object _run  # runs a batch as one round trip (the executor's _run_batch); set once
+    cdef public object _abandon  # undoes a done request whose thread was interrupted (the executor's); set once
+    cdef public object _lead_token  # [True]: nobody leads; []: one does (pop() takes the lead, append() gives it up)
+    cdef public object _mutex  # guards _queue (a request is queued only while the lead is held)
+    cdef public list _queue  # requests waiting for the next round, oldest first; changed under _mutex
+    cdef public Py_ssize_t carried  # requests that rode in another thread's round (only grows; for tests)
 
     cpdef bint enter(self) except -1
     cpdef leave(self)

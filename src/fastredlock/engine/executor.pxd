@@ -6,7 +6,7 @@ from .combine cimport Combiner
 from .fork cimport fork_generation
 from ..protocol.plans cimport left_behind, release_decided
 
-cdef int _PENDING, _TIMEOUT
+cdef int _PENDING, _TIMEOUT  # outcome codes PENDING and TIMEOUT (protocol.outcomes) as C ints; constant
 
 @cython.locals(code=int)
 cdef bint _outstanding(object rnd) except -1
@@ -15,41 +15,41 @@ cpdef object _carrying_core(object carrier)
 
 @cython.final
 cdef class Executor:
-    cdef tuple _specs
-    cdef object _core_cls
-    cdef double _io_timeout
-    cdef double _connect_timeout
-    cdef double _drift_factor
+    cdef tuple _specs  # the parsed masters, in the order given; set once
+    cdef object _core_cls  # the class (Cython or pure twin) every core is made of; set once
+    cdef double _io_timeout  # the client's io_timeout (seconds); set once
+    cdef double _connect_timeout  # the client's connect_timeout (seconds); set once
+    cdef double _drift_factor  # the client's drift_factor (for ttl_ms and the cores); set once
     cdef readonly bint wait_for_all  # the client's wait_for_all (the asyncio executor reads it too)
-    cdef bint _restart_aware
-    cdef bint _fixed_grace
-    cdef public object _grace_ms
-    cdef dict _ttls_ms
-    cdef bint _auto_pipeline
-    cdef object _new_watchdog
-    cdef public object watchdog
-    cdef public object on_event
-    cdef public object notifier
-    cdef public dict owed
-    cdef public dict contended
-    cdef public object health
-    cdef object _pool_lock
-    cdef set _live
-    cdef Py_ssize_t _waiters
-    cdef object _returned
-    cdef object _local
-    cdef Py_ssize_t _generation
-    cdef bint _closed
-    cdef public Py_ssize_t n
-    cdef public Py_ssize_t quorum
-    cdef public list _pool
-    cdef public Combiner combiner
-    cdef public bint wait_release
-    cdef public object unwaited
-    cdef object _reaper
-    cdef object _reap_event
-    cdef bint _reaper_asleep
-    cdef public object _reaping
+    cdef bint _restart_aware  # the client's restart_aware: acquiring rounds set the core's grace; set once
+    cdef bint _fixed_grace  # restart_grace was given: _grace_ms never follows the TTLs; set once
+    cdef public object _grace_ms  # restart grace (ms): restart_grace, else the largest TTL ttl_ms() saw
+    cdef dict _ttls_ms  # TTL as given (int/float seconds) -> its checked ms; at most 64 entries
+    cdef bint _auto_pipeline  # the client's auto_pipeline: single-lock rounds use the combiner; set once
+    cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
+    cdef public object watchdog  # None until watch() makes it (under _pool_lock); None again in a fork child
+    cdef public object on_event  # the client's on_event hook, or None; the client sets it at any time
+    cdef public object notifier  # the client's notifier, or None (wake=False); set once by the client
+    cdef public dict owed  # the notifier's channels.released_at (it writes), else {}; handles read it
+    cdef public dict contended  # the notifier's channels.contended (it writes), else {}; handles read it
+    cdef public object health  # the masters' Health, shared by every core; made once
+    cdef object _pool_lock  # makes the watchdog/reaper once; guards close()'s pool swap; new in a fork child
+    cdef set _live  # cores made since the last fork, until close(): one not in _pool is in use
+    cdef Py_ssize_t _waiters  # threads in _wait_for() (changed under _returned); > 0: checkin() notifies
+    cdef object _returned  # Condition notified by checkin() while _waiters > 0, and by close()
+    cdef object _local  # thread-local .core: the core it checked in last (set while > 1 core is live)
+    cdef Py_ssize_t _generation  # fork generation of the pool; checkout() runs _after_fork() when it differs
+    cdef bint _closed  # set by close(), never cleared: checkout() raises, checkin() closes the core
+    cdef public Py_ssize_t n  # number of masters (the first core's); set once
+    cdef public Py_ssize_t quorum  # masters that must agree (the first core's); set once
+    cdef public list _pool  # the free cores: pop/remove/append (atomic under the GIL); replaced by close() and a fork
+    cdef public Combiner combiner  # combines single-lock rounds (with _auto_pipeline); new in a fork child
+    cdef public bint wait_release  # the client's wait_release (release_waits' default); the client sets it
+    cdef public object unwaited  # releases written without waiting, until reported; new in a fork child
+    cdef object _reaper  # the reaper thread, made on first use (under _pool_lock); None before, and in a fork child
+    cdef object _reap_event  # wakes the reaper asleep (_reaper_asleep); close() sets it to end it
+    cdef bint _reaper_asleep  # the reaper waits on _reap_event (written by the reaper only)
+    cdef public object _reaping  # the core the reaper took out to read its replies, else None
 
     @cython.locals(combiner=Combiner)
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)

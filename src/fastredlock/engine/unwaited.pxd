@@ -3,26 +3,26 @@
 # object and a list append, and its report a C loop under the GIL (no lock).
 cimport cython
 
-cdef bint _COMPILED
-cdef int _PENDING
+cdef bint _COMPILED  # whether this module runs compiled (then Unwaited needs no lock); constant
+cdef int _PENDING  # the outcome code PENDING (protocol.outcomes) as a C int; constant
 
 @cython.final
 @cython.freelist(64)
 cdef class Entry:
     cdef public object on_done       # called with the entry once its answers are in
-    cdef public object rnd
-    cdef public object core
-    cdef public double acquired_at
-    cdef public bint was_lost
+    cdef public object rnd  # the release's round: outcomes PENDING until its replies are read
+    cdef public object core  # the core whose connections owe the answers (None: asyncio's one core)
+    cdef public double acquired_at  # when the released acquisition was made (monotonic); set once
+    cdef public bint was_lost  # the lock was known lost when released (its caller got LockLostError); set once
 
 cpdef Entry new_entry(object on_done, object rnd, object core, double acquired_at, bint was_lost)
 
 @cython.final
 cdef class Unwaited:
-    cdef public list entries
-    cdef object _lock
-    cdef Py_ssize_t _n
-    cdef object _seen
+    cdef public list entries  # releases in flight, oldest first: add() appends, done() takes the front
+    cdef object _lock  # None when compiled (the GIL suffices), else a Lock for done()/stuck()
+    cdef Py_ssize_t _n  # number of masters (fewer successes: something to report); set once
+    cdef object _seen  # the oldest entry when stuck() last looked (None: none)
 
     cpdef bint add(self, Entry entry) except -1
     cpdef list done(self, bint quiet)

@@ -9,30 +9,30 @@ from ..engine.fork cimport fork_generation
 from ..engine.checks cimport key_of
 
 cdef class LockBase:
-    cdef public object _client
-    cdef public Executor _executor
-    cdef public object name
-    cdef public bytes key
-    cdef public double ttl
-    cdef public object _ttl_ms
-    cdef public object token
-    cdef public double _valid_until
-    cdef public object _last
-    cdef public object fence
-    cdef public bint fencing
-    cdef public bint auto_extend
-    cdef public object max_hold
-    cdef public object on_lost
-    cdef public bint _lost
-    cdef public double _acquired_at
-    cdef public Py_ssize_t _generation
-    cdef public object _carrier
+    cdef public object _client  # the client that made the handle (its options); set once
+    cdef public Executor _executor  # the client's executor (every round goes through it); set once
+    cdef public object name  # the name as given; set once
+    cdef public bytes key  # the client's prefix + the name, as bytes (the masters' key); set once
+    cdef public double ttl  # seconds each acquisition asks for; extend/adopt with a ttl change it
+    cdef public object _ttl_ms  # ttl in milliseconds (checked by the executor); changes with ttl
+    cdef public object token  # the current acquisition's token; None when not held (a release clears it first)
+    cdef public double _valid_until  # monotonic time the validity ends; 0.0 while not held or _lost
+    cdef public object _last  # the handle's latest round (for outcomes()); None before the first
+    cdef public object fence  # the current acquisition's fencing token (fencing only), else None
+    cdef public bint fencing  # acquisitions take a fencing token (two rounds); set once
+    cdef public bint auto_extend  # the watchdog renews the lock while it is held; set once
+    cdef public object max_hold  # seconds after acquiring when renewals stop, or None; set once
+    cdef public object on_lost  # called with the handle when a held lock is lost, or None; set once
+    cdef public bint _lost  # set True only by _lose_plan; cleared by _reset and by the release that reports it
+    cdef public double _acquired_at  # monotonic time of the latest acquisition; 0.0 before the first
+    cdef public Py_ssize_t _generation  # the fork generation of the latest acquisition; a fork child may not release it
+    cdef public object _carrier  # the executor's carrier of the held acquisition (release/extend use it), else None
     cdef public bint _family_kind # a kind of the lock family (fastredlock.handles.family): its rounds are its plan's
     cdef public object _deadline  # the acquisition under way: its deadline (monotonic) or None
     cdef public double _started   # ... and when it began (0.0 without an on_event hook)
     cdef public bint _was_lost    # the release under way found the lock lost already
     cdef public object _chosen    # the token the caller chose for the acquisition under way, or None
-    cdef object __weakref__
+    cdef object __weakref__  # handles are weakly referable (as the pure class's __slots__ make them)
 
     cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
                  bint fencing)
