@@ -58,7 +58,7 @@ class Redlock(RedlockBase):
             rounds = await lc.run("acquire_many", keys, tokens, ttl_ms)
             failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd.outcomes)]
             if failed:  # written behind the SETs, not awaited
-                await lc.run("release_many", [keys[j] for j in failed], [tokens[j] for j in failed], False)
+                await lc.run("release_many_nowait", [keys[j] for j in failed], [tokens[j] for j in failed])
             return rounds
 
         aexec = self._aexec
@@ -98,7 +98,7 @@ class Redlock(RedlockBase):
         async def plan(lc: Any) -> Any:
             rnd = (await lc.run("acquire_all", keys, tokens[0], ttl_ms))[0]
             if not rnd.ok and may_hold(rnd.outcomes):
-                await lc.run("release_many", keys, tokens, False)
+                await lc.run("release_many_nowait", keys, tokens)
             return rnd
 
         aexec = self._aexec

@@ -85,7 +85,7 @@ async def aacquire(dlm: Any, key: bytes, token: bytes) -> Held:
         executor.for_acquiring(lc.core)
         rnd = (await lc.run("script", *step))[0]
         if not rnd.ok and may_hold(rnd.outcomes):
-            await lc.run("release", key, token, False, True)  # quiet: it never held the lock
+            await lc.run("release_quiet", key, token)  # it never held the lock
         return rnd
 
     rnd = await aexec.job(plan, undo=lambda rnd: rnd.ok and aexec.release_later(key, token))

@@ -53,7 +53,6 @@ import hiredis
 
 
 from ..protocol.session cimport Session
-from ..protocol.plans cimport inspect_args
 from ..protocol.link cimport Link
 from ..protocol.driver cimport Driver, _asks
 from .encode_c cimport Commands, _grow
@@ -63,8 +62,7 @@ from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.result import Round
 from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
-from ..protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
-from ..protocol.family cimport lean_release
+from ..protocol.family cimport lean_release, lean_release_of
 from ..protocol.handshake import native_deletes, native_extends
 from .tls import TlsConn, TlsError, context_for
 from .sentinel import Resolver, resolve
@@ -118,7 +116,6 @@ cdef extern from "<netdb.h>" nogil:
 
 cdef extern from "<unistd.h>" nogil:
     int c_close "close"(int fd)
-
 
 
 # --- constants ---------------------------------------------------------------------------------
@@ -185,22 +182,12 @@ cdef inline bytes _as_bytes(object value):
     return bytes(memoryview(value))
 
 
-cdef bytes _lean_release(list keys):
-    """The lean release script every one of ``keys`` takes, or None (``RELEASE_FULL`` for all:
-    one cannot queue, or they are of both forms; see :meth:`fastredlock.io.core_py.Core.release_each`)."""
-    cdef set scripts = {lean_release(key) for key in keys}
-    return scripts.pop() if len(scripts) == 1 else None
-
-
 cdef tuple _pairs(object keys, object tokens):
     """``keys`` and ``tokens`` as two lists of bytes of the same length (``zip`` semantics)."""
     if type(keys) is list and type(tokens) is list and len(<list>keys) == len(<list>tokens):
         return [_as_bytes(k) for k in <list>keys], [_as_bytes(t) for t in <list>tokens]
     cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
-
-
-
 
 
 # --- the parser fast path ----------------------------------------------------------------------
@@ -255,7 +242,6 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     return pos + 2
 
 
-
 # --- the core ----------------------------------------------------------------------------------
 @cython.final
 cdef class Core(Driver):
@@ -275,16 +261,16 @@ cdef class Core(Driver):
     cdef char *_sbuf            # encrypted records of a round, before their send
     cdef Py_ssize_t _scap       # _sbuf's size
     cdef bytearray _pbuf        # decrypted replies
-    cdef char *_pbufp
+    cdef char *_pbufp           # _pbuf's bytes
     cdef list _readers          # one hiredis.Reader per master (None until its first connection)
-    cdef pollfd *_pfds
+    cdef pollfd *_pfds          # the fds a wait polls (room for every link)
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
     cdef list _addr             # per master: (host, port, path) as bytes, or an error message
     cdef list _hosts            # per master: the host name TLS checks (a Sentinel master's: the last resolved)
     cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
     cdef Commands _enc          # the encoded commands of the round
-    cdef bytearray _rbuf
-    cdef char *_rbufp
+    cdef bytearray _rbuf        # what a recv reads (RECV_SIZE bytes, reused)
+    cdef char *_rbufp           # _rbuf's bytes
 
     def __cinit__(self):
         self._fds = NULL
@@ -381,19 +367,22 @@ cdef class Core(Driver):
         self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
         return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
 
-    def release(self, key, token, bint wait=True, bint quiet=False):
-        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+    def release(self, key, token):
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
+        self._release1(_as_bytes(key), _as_bytes(token))
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
 
-        ``wait=False`` writes the release and returns without waiting for any answer. ``quiet``:
-        the cleanup of a failed attempt (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
-        nobody; where a master has ``DELEX``/``DELIFEQ``, that instead).
-        """
+    def release_nowait(self, key, token):
+        """:meth:`release` written to every master, returning at once: every outcome is PENDING."""
+        self._release1(_as_bytes(key), _as_bytes(token))
+        return self._run(KIND_SCRIPT, 1, (0,), False)[0]
+
+    def release_quiet(self, key, token):
+        """The cleanup of a failed attempt, not waited for (``RELEASE_FULL`` with ``QUIET`` gives
+        no turn and wakes nobody; where a master has ``DELEX``/``DELIFEQ``, that instead)."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        if quiet:
-            self._enc.release_quiet(k, t)
-            return self._run(KIND_SCRIPT, 1, (0,), wait, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
-        self._release1(k, t)
-        return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
+        self._enc.release_quiet(k, t)
+        return self._run(KIND_SCRIPT, 1, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
 
     cdef int _release1(self, bytes key, bytes token) except -1:
         """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
@@ -408,13 +397,6 @@ cdef class Core(Driver):
         self._enc.extend(k, t, ttl_ms)
         return self._run(KIND_SCRIPT, 1, (ttl_ms,), True,
                          native_extends((k,), (t,), (ttl_ms,)) if self._session.caps_seen else None)[0]
-
-    def release_signal(self, key, signal, token, long long signal_ms):
-        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
-        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
-        self._enc.parts([b"EVALSHA", RELEASE_SIGNAL_SHA, b"2", _as_bytes(key), _as_bytes(signal),
-                         _as_bytes(token), b"%d" % signal_ms], RELEASE_SIGNAL)
-        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
 
     def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.
@@ -440,21 +422,16 @@ cdef class Core(Driver):
         self._enc.acquire_many(kbs, tbs, ttl_ms)
         return self._run(KIND_SET, len(kbs), (ttl_ms,) * len(kbs), True)
 
-    def acquire_all(self, keys, token, long long ttl_ms):
-        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
-        cdef list parts = [b"EVALSHA", ACQUIRE_ALL_SHA, b"%d" % len(keys)]
-        parts.extend([_as_bytes(k) for k in keys])
-        parts.append(_as_bytes(token))
-        parts.append(b"%d" % ttl_ms)
-        self._enc.parts(parts, ACQUIRE_ALL)
-        return self._run(KIND_SCRIPT_ACQUIRE, 1, (ttl_ms,), True)[0]
+    def release_many(self, keys, tokens):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round. Two keys
+        or more go to each master in one script call (``RELEASE_MANY``), far cheaper for the master."""
+        return self._release_many(keys, tokens, True)
 
-    def release_many(self, keys, tokens, bint wait=True):
-        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+    def release_many_nowait(self, keys, tokens):
+        """:meth:`release_many` written, returning at once: every outcome is PENDING."""
+        return self._release_many(keys, tokens, False)
 
-        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
-        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
-        """
+    cdef list _release_many(self, keys, tokens, bint wait):
         cdef list kbs, tbs
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
@@ -468,7 +445,7 @@ cdef class Core(Driver):
         self._release1(<bytes>kbs[0], <bytes>tbs[0])
         return self._run(KIND_SCRIPT, 1, (0,), wait)
 
-    def release_each(self, keys, tokens, bint wait=True):
+    def release_each(self, keys, tokens):
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper."""
@@ -476,8 +453,8 @@ cdef class Core(Driver):
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        self._enc.release_each(kbs, tbs, _lean_release(kbs) if self._session.routing is None else None)
-        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+        self._enc.release_each(kbs, tbs, lean_release_of(kbs) if self._session.routing is None else None)
+        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), True)
 
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
@@ -491,29 +468,14 @@ cdef class Core(Driver):
         return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True,
                          native_extends(kbs, tbs, ttls) if self._session.caps_seen else None)
 
-    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) -
-    def script(self, int kind, sha, script, args, long long ttl_ms=0, bint wait=True):
-        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
-        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
-        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+    # --- the rounds of Driver.script and Driver.inspect / reads --------------------------------
+    cpdef run_script(self, int kind, object sha, object script, object args, long long ttl_ms, bint wait):
         cdef list parts = [b"EVALSHA", _as_bytes(sha)]
         parts.extend([_as_bytes(a) for a in args])
         self._enc.parts(parts, _as_bytes(script))
         return self._run(kind, 1, (ttl_ms,), wait)[0]
 
-    # --- reads --------------------------------------------------------------------------------
-    def inspect(self, keys, fence_keys):
-        """Read each key's value and PTTL and its fence counter on all masters, in one round that
-        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
-        cdef list args = inspect_args([_as_bytes(k) for k in keys], [_as_bytes(k) for k in fence_keys])
-        if not args:
-            return []
-        self._enc.commands(args)
-        return self._run(KIND_READ, len(args), (0,) * len(args), True)
-
-    def reads(self, commands):
-        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
-        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+    cpdef list run_reads(self, object commands):
         cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
         if not args:
             return []
@@ -910,22 +872,8 @@ cdef class Core(Driver):
         reader = self._readers[i]
         reader.feed(buf, pos, got - pos)
         self._dirty[i] = True
-        while link.expecting():
-            try:
-                reply = reader.gets()
-            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
-                s.parse_failed(i, f"{type(exc).__name__}: {exc}", now)
-                self.carry_out(i)
-                return 0
-            if reply is False:
-                break
-            if isinstance(reply, _ReplyError):
-                alive = s.reply(i, None, str(reply), now)
-            else:
-                alive = s.reply(i, reply, None, now)
-            self.carry_out(i)
-            if not alive or self._fds[i] < 0:
-                return 0
+        if not self.hand_replies(i, reader, _ReplyError, now):
+            return 0
         leftover = reader.has_data()
         if not leftover:
             self._dirty[i] = False  # the reader is clean again: the fast path may serve

@@ -23,14 +23,13 @@ from fastredlock.io import reader as hiredis  # hiredis, or the pure reader wher
 
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.link import MAX_OWED, STALE_AFTER
-from ..protocol.plans import inspect_args
-from ..protocol.family import lean_release, sha_of
+from ..protocol.family import lean_release_of, sha_of
 from ..protocol.handshake import native_deletes, native_extends
-from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
+from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
 from ..protocol.scripts import (
-    ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
+    EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA,
 )
 from ..protocol.driver import Driver
 from fastredlock.io.tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -149,29 +148,26 @@ class Core(Driver):
         cmd = encode_command(b"SET", key, token, b"NX", b"PX", b"%d" % ttl_ms)
         return self._round(KIND_SET, [cmd], None, (ttl_ms,))[0]
 
-    def release(self, key: bytes, token: bytes, wait: bool = True, quiet: bool = False) -> Round:
-        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+    def release(self, key: bytes, token: bytes) -> Round:
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
+        return self._release_many([key], [token], True)[0]
 
-        ``wait=False`` writes the release and returns without waiting for any answer (the cleanup
-        of a failed acquisition: it only has to follow the SET on each connection). ``quiet``: that
-        cleanup (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes nobody: the attempt never
-        held the lock; where a master has ``DELEX``/``DELIFEQ``, that instead).
-        """
-        if quiet:
-            native = native_deletes((key,), (token,)) if self._session.caps_seen else None
-            return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), wait,
-                                native)[0]
-        return self.release_many([key], [token], wait)[0]
+    def release_nowait(self, key: bytes, token: bytes) -> Round:
+        """:meth:`release` written to every master, returning at once: every outcome is PENDING
+        (the answers fill it in as they are read, by a later round or :meth:`settle`)."""
+        return self._release_many([key], [token], False)[0]
+
+    def release_quiet(self, key: bytes, token: bytes) -> Round:
+        """The cleanup of a failed acquisition, written and not waited for (it only has to follow
+        the SET on each connection): ``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
+        nobody, the attempt never held the lock (where a master has ``DELEX``/``DELIFEQ``, that)."""
+        native = native_deletes((key,), (token,)) if self._session.caps_seen else None
+        return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), False,
+                            native)[0]
 
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         return self.extend_many([key], [token], (ttl_ms,))[0]
-
-    def release_signal(self, key: bytes, signal: bytes, token: bytes, signal_ms: int) -> Round:
-        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
-        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
-        args = (b"2", key, signal, token, b"%d" % signal_ms)
-        return self._script(KIND_SCRIPT, RELEASE_SIGNAL_SHA, RELEASE_SIGNAL, [args], (0,))[0]
 
     def acquire_fenced(self, key: bytes, fence_key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically."""
@@ -190,24 +186,23 @@ class Core(Driver):
         cmds = [encode_command(b"SET", k, t, b"NX", b"PX", ttl) for k, t in zip(keys, tokens)]
         return self._round(KIND_SET, cmds, None, (ttl_ms,) * len(cmds))
 
-    def acquire_all(self, keys: Sequence[bytes], token: bytes, ttl_ms: int) -> Round:
-        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
-        args = (b"%d" % len(keys), *keys, token, b"%d" % ttl_ms)
-        return self._script(KIND_SCRIPT_ACQUIRE, ACQUIRE_ALL_SHA, ACQUIRE_ALL, [args], (ttl_ms,))[0]
+    def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round. Two keys
+        or more go to each master in one script call (``RELEASE_MANY``), far cheaper for the master."""
+        return self._release_many(keys, tokens, True)
 
-    def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
-        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+    def release_many_nowait(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
+        """:meth:`release_many` written, returning at once: every outcome is PENDING."""
+        return self._release_many(keys, tokens, False)
 
-        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
-        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
-        """
+    def _release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
         k = len(keys)
         if k < 2 or self._session.routing is not None:  # a cluster: one script per key (slot)
-            return self.release_each(keys, tokens, wait)
+            return self._release_each(keys, tokens, wait)
         args = (b"%d" % k, *keys, *tokens)
         return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)
 
-    def release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
+    def release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper. A key that
@@ -215,10 +210,10 @@ class Core(Driver):
         cluster make it ``RELEASE_FULL`` for every key (a node importing a slot answers a command
         that touches a key it has and one it lacks with ``TRYAGAIN``: there a release may touch
         the lock key alone in the common case)."""
-        scripts = {lean_release(key) for key in keys} if self._session.routing is None else {None}
-        script = scripts.pop() if len(scripts) == 1 else None
-        if script is None:
-            script = RELEASE_FULL
+        return self._release_each(keys, tokens, True)
+
+    def _release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
+        script = (lean_release_of(keys) if self._session.routing is None else None) or RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
         return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait)
 
@@ -229,26 +224,12 @@ class Core(Driver):
         native = native_extends(keys, tokens, ttls_ms) if self._session.caps_seen else None
         return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms), True, native)
 
-    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) ----
-    def script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int = 0,
-               wait: bool = True) -> Round:
-        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
-        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
-        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+    # --- the rounds of Driver.script and Driver.inspect / reads -------------------------------
+    def run_script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int,
+                   wait: bool) -> Round:
         return self._script(kind, sha, script, [tuple(args)], (ttl_ms,), wait)[0]
 
-    # --- reads ----------------------------------------------------------------------------------
-    def inspect(self, keys: Sequence[bytes], fence_keys: Sequence[bytes]) -> List[Round]:
-        """Read each key's value and PTTL and its fence counter on all masters, in one round that
-        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
-        cmds = [encode_command(*a) for a in inspect_args(keys, fence_keys)]
-        if not cmds:
-            return []
-        return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
-
-    def reads(self, commands: Sequence[tuple]) -> List[Round]:
-        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
-        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+    def run_reads(self, commands: Sequence[tuple]) -> List[Round]:
         cmds = [encode_command(*a) for a in commands]
         if not cmds:
             return []
@@ -374,8 +355,8 @@ class Core(Driver):
                 self._readers[i] = hiredis.Reader()
                 ctx = self._tls_ctx[i]
                 if ctx is not None:
-                    self._tls[i] = TlsConn(ctx, spec.host, self._tls_session[i])
-                    self._tls[i].tcp_up = not link.connecting
+                    self._tls[i] = tls = TlsConn(ctx, spec.host, self._tls_session[i])
+                    tls.tcp_up = not link.connecting
                     link.connecting = True  # until the handshake is done
             tls = self._tls[i]
             if tls is not None:
@@ -393,7 +374,7 @@ class Core(Driver):
             else:
                 data = link.out
             try:
-                sent = self._socks[i].send(data)
+                sent = self._socks[i].send(data)  # type: ignore[union-attr]
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -434,22 +415,8 @@ class Core(Driver):
             return
         reader = self._readers[i]
         reader.feed(data)  # type: ignore[union-attr]
-        while link.expecting():
-            try:
-                reply = reader.gets()  # type: ignore[union-attr]
-            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
-                session.parse_failed(i, f"{type(exc).__name__}: {exc}", monotonic())
-                self.carry_out(link.index)
-                return
-            if reply is False:
-                break
-            if isinstance(reply, hiredis.ReplyError):
-                alive = session.reply(i, None, str(reply), monotonic())
-            else:
-                alive = session.reply(i, reply, None, monotonic())
-            self.carry_out(link.index)
-            if not alive or self._socks[i] is None:
-                return
+        if not self.hand_replies(i, reader, hiredis.ReplyError, monotonic()):
+            return
         session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
         self.carry_out(link.index)
 

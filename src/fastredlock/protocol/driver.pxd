@@ -29,6 +29,10 @@ cdef class Driver:
     cpdef tuple writing(self)
     cpdef bint asks_sentinels(self, Py_ssize_t i) except -1
     cpdef refresh_routes(self, double now)
+    cpdef run_script(self, int kind, object sha, object script, object args, long long ttl_ms, bint wait)
+    cpdef list run_reads(self, object commands)
+    @cython.locals(session=Session, link=Link, alive=bint)
+    cpdef bint hand_replies(self, Py_ssize_t i, object reader, object reply_error, double now) except -1
 
     @cython.locals(session=Session, first=double, wait_ms=double)
     cpdef list run_round(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script,

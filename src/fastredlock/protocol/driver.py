@@ -21,6 +21,9 @@ here, in terms of a handful of I/O methods each twin provides:
 Nothing here does I/O or reads a clock (both are the twin's); the C build compiles this module
 (``driver.pxd``), so the C twin calls it and is called back as C, through the virtual methods.
 """
+from .plans import inspect_args
+from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
+from .scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
 from .session import PACE_EXPIRED, Session
 
 #: :meth:`Driver.ready`'s answer bits: the round is over; the watch list changed or a socket waits
@@ -96,6 +99,67 @@ class Driver:
     def refresh_routes(self, now):
         """Ask the clusters whose slot map is due (none, almost always) for it again."""
         raise NotImplementedError
+
+    def run_script(self, kind, sha, script, args, ttl_ms, wait):
+        """A round of ``EVALSHA sha *args`` (``EVAL script`` where a master lacks it): see :meth:`script`."""
+        raise NotImplementedError
+
+    def run_reads(self, commands):
+        """A round of read commands (argument tuples of bytes) that writes nothing: one Round each."""
+        raise NotImplementedError
+
+    # --- operations whose commands are the same for both twins -----------------------------------
+    def release_signal(self, key, signal, token, signal_ms):
+        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
+        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
+        args = (b"2", key, signal, token, b"%d" % signal_ms)
+        return self.run_script(KIND_SCRIPT, RELEASE_SIGNAL_SHA, RELEASE_SIGNAL, args, 0, True)
+
+    def acquire_all(self, keys, token, ttl_ms):
+        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
+        args = (b"%d" % len(keys), *keys, token, b"%d" % ttl_ms)
+        return self.run_script(KIND_SCRIPT_ACQUIRE, ACQUIRE_ALL_SHA, ACQUIRE_ALL, args, ttl_ms, True)
+
+    def script(self, kind, sha, script, args, ttl_ms=0, wait=True):
+        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
+        it), its replies read as ``kind`` says (:mod:`.replies`); ``ttl_ms``: the validity an
+        acquisition or extension earns (0: none). ``wait=False``: written, not waited for (every
+        outcome PENDING), as for ``release_many_nowait``."""
+        return self.run_script(kind, sha, script, args, ttl_ms, wait)
+
+    def inspect(self, keys, fence_keys):
+        """Read each key's value and PTTL and its fence counter on all masters, in one round that
+        writes nothing: the commands of :func:`~.plans.inspect_args`, one Round each."""
+        return self.run_reads(inspect_args(keys, fence_keys))
+
+    def reads(self, commands):
+        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
+        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+        return self.run_reads(commands)
+
+    def hand_replies(self, i, reader, reply_error, now):
+        """Hand the replies complete in ``reader`` (fed what link ``i`` read) to the session, one
+        by one, carrying out what the link asks after each (``reply_error``: the reader's error
+        reply type). Returns False if the link failed or was closed meanwhile."""
+        session = self._session
+        link = self._links[i]
+        while link.expecting():
+            try:
+                reply = reader.gets()
+            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
+                session.parse_failed(i, f"{type(exc).__name__}: {exc}", now)
+                self.carry_out(i)
+                return False
+            if reply is False:
+                break
+            if isinstance(reply, reply_error):
+                alive = session.reply(i, None, str(reply), now)
+            else:
+                alive = session.reply(i, reply, None, now)
+            self.carry_out(i)
+            if not alive or not self.is_open(i):
+                return False
+        return True
 
     # --- the round ----------------------------------------------------------------------------------
     def run_round(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):

@@ -129,7 +129,7 @@ class Redlock(RedlockBase):
             failed = [j for j, rnd in enumerate(rounds) if not rnd.ok and may_hold(rnd.outcomes)]
             if failed:
                 # Written behind the SETs on each connection; no need to wait for the answers.
-                core.release_many([keys[j] for j in failed], [tokens[j] for j in failed], False)
+                core.release_many_nowait([keys[j] for j in failed], [tokens[j] for j in failed])
         return Lock.held(self, names, keys, float(ttl), ttl_ms, tokens, rounds, executor.carriers(core, rounds))
 
     def release_many(self, locks: Sequence[Lock], *, wait: Optional[bool] = None) -> Optional[List[bool]]:
@@ -175,7 +175,7 @@ class Redlock(RedlockBase):
         with executor.core(acquiring=(keys, tokens)) as core:
             rnd = core.acquire_all(keys, tokens[0], ttl_ms)
             if not rnd.ok and may_hold(rnd.outcomes):
-                core.release_many(keys, tokens, False)
+                core.release_many_nowait(keys, tokens)
         if not rnd.ok:
             return None
         rounds = [rnd] * len(keys)
