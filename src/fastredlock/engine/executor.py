@@ -641,7 +641,8 @@ class Executor:
             if rels:
                 # With acquisitions behind them, written without waiting (as EVAL: a NOSCRIPT could
                 # not be answered later); the acquisition round reads their answers first.
-                rel_rounds = (core.release_many_nowait if acqs else core.release_many)([r.key for r in rels], [r.token for r in rels])
+                release = core.release_many_nowait if acqs else core.release_many
+                rel_rounds = release([r.key for r in rels], [r.token for r in rels])
             acq_rounds: List[Any] = []
             if acquiring is not None:
                 acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)

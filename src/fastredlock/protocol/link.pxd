@@ -32,16 +32,27 @@ cdef class Link:
     cdef public MasterClock clock      # the master's run id and uptime (restart-aware voting)
     cdef public ReplyGuard guard       # checks the raw bytes of replies before they are parsed
     cdef public list owed              # Owed replies to rounds that returned, in arrival order
-    cdef public bint open, connecting, opening, closing, polled  # socket exists; connect in progress; requests: open, close; the round waits here
+    cdef public bint open              # a socket exists (connecting or connected)
+    cdef public bint connecting        # the twin's non-blocking connect (and TLS handshake) is in progress
+    cdef public bint opening           # asks the twin to open a new socket (then write out)
+    cdef public bint closing           # asks the twin to close the socket
+    cdef public bint polled            # the round (or settle) waits on this connection
     cdef public bytes out              # bytes the twin must write as soon as the socket takes them
-    cdef public Py_ssize_t head, end   # this round's unanswered commands are head..end-1 (then requeued)
+    cdef public Py_ssize_t head        # this round's next unanswered command (head <= end)
+    cdef public Py_ssize_t end         # ... and the end of them: head..end-1, then requeued
     cdef public list requeued          # commands sent again (as EVAL after NOSCRIPT), answered after end; None: none
     cdef public int skip               # the next handshake reply's index in hello_kinds; -1: none pending
     cdef public bytes payload          # this round's commands as written here (EVALSHA, EVAL or native)
     cdef public double deadline        # monotonic seconds by which this round's replies must have come
-    cdef public bint reused, retried, got_data  # sent on an older connection; resent on a new one; part of a reply came
+    cdef public bint reused            # the round's commands went out on a connection opened earlier
+    cdef public bint retried           # ... which broke, and they were sent again on a new one
+    cdef public bint got_data          # part of a reply to this round's commands arrived
     cdef public Py_ssize_t fallback_sent  # EVAL fallbacks sent this round (<= the round's k)
-    cdef public bint waited, best_effort, use_eval, loaded, load_failed  # the round waits here; written, never waited for; next script round sends EVAL; every SCRIPT LOAD answered; one refused
+    cdef public bint waited            # the round waits for this master's replies
+    cdef public bint best_effort       # cooling down after a timeout: written if it takes it, never waited for
+    cdef public bint use_eval          # an owed reply said NOSCRIPT: the next script round sends EVAL here
+    cdef public bint loaded            # every SCRIPT LOAD of this connection answered, none refused
+    cdef public bint load_failed       # one was refused (loaded stays False)
 
     cpdef bint unsent(self)
     cpdef bint expecting(self)
