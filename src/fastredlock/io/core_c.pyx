@@ -54,7 +54,7 @@ import hiredis
 
 from ..protocol.session cimport Session
 from ..protocol.link cimport Link
-from ..protocol.driver cimport Driver, _asks
+from ..protocol.driver cimport Driver
 from .encode_c cimport Commands, _grow
 from ..protocol import outcomes as _oc
 from ..protocol import replies as _replies
@@ -243,6 +243,11 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
 
 
 # --- the core ----------------------------------------------------------------------------------
+cdef inline bint _asks(Link link) noexcept:
+    """Whether the link asks the twin for anything (:meth:`Core.carry_out` would do nothing else)."""
+    return link.closing or link.opening or PyBytes_GET_SIZE(link.out) != 0
+
+
 @cython.final
 cdef class Core(Driver):
     """N connections to the masters, driven by one compiled protocol :class:`Session`. Not thread-safe."""
@@ -483,7 +488,7 @@ cdef class Core(Driver):
         return self._run(KIND_READ, len(args), (0,) * len(args), True)
 
     # --- the round (driven by protocol.driver.Driver.run_round) -------------------------------
-    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
+    cdef inline list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
         """Run the encoded commands on every master; return the Rounds, one per key (``rows``).
         ``native``: the round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
         cdef Commands enc = self._enc

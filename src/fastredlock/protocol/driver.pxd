@@ -5,8 +5,6 @@ from .link cimport Link
 cdef double _PACE_EXPIRED  # Session.pace's answer when deadlines passed and were expired (-2.0)
 cdef int READY_OVER, READY_WATCH, READY_IDLE  # ready()'s answer bits: 1, 2, 4
 
-cdef inline bint _asks(Link link) except -1
-
 cdef class Driver:
     cdef readonly Session _session   # the round state machine; set once by __init__, never replaced
     cdef readonly list _links        # _session.links itself: masters' links, then cluster nodes' (appended)
@@ -39,11 +37,11 @@ cdef class Driver:
                          object make_fallbacks, object ttls_ms, bint wait, object native)
     @cython.locals(links=list, i=Py_ssize_t, link=Link)
     cdef _send_round(self)
-    @cython.locals(links=list, i=Py_ssize_t)
+    @cython.locals(links=list, i=Py_ssize_t, link=Link)
     cdef _serve_redirected(self)
     @cython.locals(i=Py_ssize_t)
     cdef _carry_out_all(self)
-    @cython.locals(session=Session, links=list, i=Py_ssize_t, now=double)
+    @cython.locals(session=Session, links=list, i=Py_ssize_t, now=double, link=Link)
     cdef _tidy(self)
     @cython.locals(session=Session, code=int)
     cpdef int ready(self, Py_ssize_t i, bint readable, bint writable) except -1

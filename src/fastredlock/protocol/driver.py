@@ -33,11 +33,6 @@ READY_OVER, READY_WATCH, READY_IDLE = 1, 2, 4
 _PACE_EXPIRED = PACE_EXPIRED  # a C double when compiled
 
 
-def _asks(link):
-    """Whether the link asks the twin for anything (:meth:`Driver.carry_out` would do nothing else)."""
-    return link.closing or link.opening or len(link.out) != 0
-
-
 class Driver:
     """N links driven by one protocol :class:`~.session.Session`, and everything a core does but
     its I/O (which a subclass, an I/O twin, provides). Not thread-safe."""
@@ -214,7 +209,8 @@ class Driver:
         links = self._links
         self._session.redirected = False
         for i in range(len(links)):
-            if _asks(links[i]):
+            link = links[i]
+            if link.closing or link.opening or link.out:  # the link asks for something
                 self.carry_out(i)
 
     def _carry_out_all(self):
@@ -232,7 +228,8 @@ class Driver:
             self.receive(i)  # non-blocking: whatever already arrived is not late
         session.tidy_all(now)
         for i in range(len(links)):
-            if _asks(links[i]):
+            link = links[i]
+            if link.closing or link.opening or link.out:  # the link asks for something
                 self.carry_out(i)
 
     # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
