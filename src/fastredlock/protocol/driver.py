@@ -8,8 +8,12 @@ here, in terms of a handful of I/O methods each twin provides:
   (read what arrived on link ``i``, non-blocking, and hand it to the session),
   :meth:`Driver.serve` (its socket is readable and/or writable), :meth:`Driver.wait_and_serve`
   (wait until a polled socket is ready, or a time passed, and serve it), :meth:`Driver.is_open`,
-  :meth:`Driver.writing`, :meth:`Driver.asks_sentinels`, :meth:`Driver.refresh_routes` and the
-  clock, :meth:`Driver.clock`;
+  :meth:`Driver.writing`, :meth:`Driver.asks_sentinels`, :meth:`Driver.refresh_routes`, the
+  clock (:meth:`Driver.clock`) and the rounds of a script or of reads encoded the twin's way
+  (:meth:`Driver.run_script`, :meth:`Driver.run_reads`);
+* the replies a reader parsed, handed to the session one by one (:meth:`Driver.hand_replies`);
+  the operations whose commands both twins build alike (``release_signal``, ``acquire_all``,
+  ``script``, ``inspect``, ``reads``);
 * the round (:meth:`Driver.run_round`): begin it in the session, send its commands (Sentinel
   masters last), then until the session says it is over, serve the redirected node links, wait
   for the next deadline and serve what is ready; finish it and tidy the owed replies;
