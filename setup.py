@@ -31,7 +31,7 @@ def _warn(message):
 
 NO_EXTENSIONS = _flag("FASTREDLOCK_NO_EXTENSIONS")
 #: The protocol modules compiled for the C build (the rest of the package stays interpreted).
-PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "plans",
+PROTOCOL_MODULES = ("resp", "replies", "voting", "handshake", "health", "result", "link", "session", "driver", "plans",
                     "cluster", "family")
 #: The engine's seam under the front-ends (the executor, the combiner, releases not waited for,
 #: tokens, fork, checks), the handles' shared state and plans, and the sync front-end's handles,

@@ -156,7 +156,7 @@ class AsyncExecutor:
             return None
         self._busy = True
         try:
-            rnd = (await lc.run("release", key, token, False))[0]
+            rnd = (await lc.run("release_nowait", key, token))[0]
         finally:
             cancelled = self._alone_done(lc)
         self._add_unwaited(on_done, rnd, acquired_at, was_lost)
@@ -176,7 +176,7 @@ class AsyncExecutor:
             written(rounds)
 
         async def run(lc: LoopCore) -> List[Any]:
-            return await lc.run("release_many", keys, tokens, False)
+            return await lc.run("release_many_nowait", keys, tokens)
         done(await self.job(run, None, done))
 
     def _alone_done(self, lc: LoopCore) -> Optional[BaseException]:
@@ -221,7 +221,7 @@ class AsyncExecutor:
                     rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
                     req.ok = rnd.ok
                     if left_behind(rnd):  # released behind its SETs, not awaited
-                        await lc.run("release", key, token, False, True)  # quiet
+                        await lc.run("release_quiet", key, token)
                 else:
                     rnd = req.rnd = (await lc.run("release", key, token))[0]
                     req.ok = rnd.successes >= self.quorum
@@ -495,10 +495,10 @@ class AsyncExecutor:
         if unwaited:  # first, written without waiting (nobody waits for their answers)
             rels = [r for r in rels if r.unwaited is None]
             if len(unwaited) == 1:
-                rounds = await lc.run("release", unwaited[0].key, unwaited[0].token, False)  # type: ignore[union-attr]
+                rounds = await lc.run("release_nowait", unwaited[0].key, unwaited[0].token)  # type: ignore[union-attr]
             else:
                 rounds = await lc.run(  # type: ignore[union-attr]
-                    "release_many", [r.key for r in unwaited], [r.token for r in unwaited], False)
+                    "release_many_nowait", [r.key for r in unwaited], [r.token for r in unwaited])
             for req, rnd in zip(unwaited, rounds):
                 req.rnd = rnd
         rel_rounds: List[Any] = []
@@ -507,7 +507,7 @@ class AsyncExecutor:
                 rel_rounds = await lc.run("release", rels[0].key, rels[0].token)  # type: ignore[union-attr]
             else:
                 rel_rounds = await lc.run(  # type: ignore[union-attr]
-                    "release_many", [r.key for r in rels], [r.token for r in rels], not acqs)
+                    "release_many_nowait" if acqs else "release_many", [r.key for r in rels], [r.token for r in rels])
         if acqs:
             self.executor.for_acquiring(lc.core)  # type: ignore[union-attr]
             if len(acqs) == 1:
@@ -529,9 +529,9 @@ class AsyncExecutor:
 
     async def _release_behind(self, reqs: Sequence[_Request]) -> None:
         if len(reqs) == 1:
-            await self._lc.run("release", reqs[0].key, reqs[0].token, False)  # type: ignore[union-attr]
+            await self._lc.run("release_nowait", reqs[0].key, reqs[0].token)  # type: ignore[union-attr]
         else:
-            await self._lc.run("release_many", [r.key for r in reqs], [r.token for r in reqs], False)  # type: ignore[union-attr]
+            await self._lc.run("release_many_nowait", [r.key for r in reqs], [r.token for r in reqs])  # type: ignore[union-attr]
 
     async def _releases_decided(self, rounds: List[Any]) -> None:
         """Releases written ahead of acquisitions: wait until each is decided (a quorum confirmed

@@ -21,7 +21,7 @@ cdef class LoopCore:
     cdef _fail(self, object exc)
     cpdef _forget(self, Py_ssize_t i, Py_ssize_t fd)
     @cython.locals(changes=Py_ssize_t, first=double)
-    cdef _sync(self)
+    cdef _rewatch(self)
     @cython.locals(i=Py_ssize_t, fd=Py_ssize_t)
     cdef _watch_readers(self, list fds)
     cdef _watch_writers(self, list fds, set writing)

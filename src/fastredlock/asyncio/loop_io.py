@@ -48,7 +48,7 @@ class LoopCore:
         try:
             while core.next_deadline() >= 0.0:
                 self._round = fut = self.loop.create_future()
-                self._sync()  # may already resolve it
+                self._rewatch()  # may already resolve it
                 try:
                     await fut
                 except asyncio.CancelledError as exc:
@@ -62,11 +62,11 @@ class LoopCore:
             core.finish()
             if not self._closed:
                 core.close()
-                self._sync()
+                self._rewatch()
             raise
         self._round = None
         rounds = core.finish()
-        self._sync()
+        self._rewatch()
         if cancelled is not None and self._cancelled is None:
             self._cancelled = cancelled
         return rounds
@@ -101,7 +101,7 @@ class LoopCore:
             self._fail(exc)
             return
         if code:  # the round is over, the watch list changed, or an owed reply came between rounds
-            self._sync()
+            self._rewatch()
 
     def _on_writable(self, i: int) -> None:
         try:
@@ -109,7 +109,7 @@ class LoopCore:
         except BaseException as exc:
             self._fail(exc)
             return
-        self._sync()
+        self._rewatch()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -124,7 +124,7 @@ class LoopCore:
         except BaseException as exc:
             self._fail(exc)
             return
-        self._sync()
+        self._rewatch()
 
     def _fail(self, exc: BaseException) -> None:
         fut = self._round
@@ -135,7 +135,7 @@ class LoopCore:
         self._wake()
 
     # --- keeping the loop's watch list in step with the core -------------------------------------
-    def _sync(self) -> None:
+    def _rewatch(self) -> None:
         """After anything the core did: readers on its open sockets, writers where the round waits
         to write, the timer on the next deadline; resolve the round when it is over."""
         core = self.core

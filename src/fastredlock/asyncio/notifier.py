@@ -73,13 +73,13 @@ class AsyncNotifier:
         member, score = self.channels.member(deadline)
         if not self._closed:
             self.channels.join(channel, event, member)
-            self._sync()
+            self._update_subscriptions()
         return Waiter(channel, event, monotonic(), member, score)
 
     def leave(self, waiter: Waiter) -> None:
         """``waiter`` returned: stop listening for it."""
         self.channels.leave(waiter.channel, waiter.event, monotonic(), waiter.member)
-        self._sync()
+        self._update_subscriptions()
 
     def released(self, key: bytes, details: Sequence[Any]) -> None:
         """This client released ``key`` (see :meth:`fastredlock.engine.wake.Channels.released`)."""
@@ -112,7 +112,7 @@ class AsyncNotifier:
             self._drop(i)
 
     # --- the connections -------------------------------------------------------------------------
-    def _sync(self) -> None:
+    def _update_subscriptions(self) -> None:
         """Write the SUBSCRIBE/UNSUBSCRIBE each connection owes, connect the masters that are not
         (unless in their pause), close them all when no channel is wanted; set the next look."""
         if self._closed:
@@ -143,7 +143,7 @@ class AsyncNotifier:
             self._timer.cancel()
             self._timer = None
         if due is not None:
-            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - monotonic()) + 0.001, self._sync)
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - monotonic()) + 0.001, self._update_subscriptions)
 
     async def _connect(self, i: int) -> None:
         spec = self._specs[i]
@@ -174,13 +174,13 @@ class AsyncNotifier:
             return
         conn.transport.write(hello + PRELOAD)
         self._conns[i] = conn
-        self._sync()
+        self._update_subscriptions()
 
     def _failed(self, i: int) -> None:
         """Master ``i`` could not be reached or dropped us: try again after a pause."""
         self._backoff.failed(i)
         if not self._closed:
-            self._sync()
+            self._update_subscriptions()
 
     def _received(self, conn: _Conn, data: bytes) -> None:
         conn.parser.feed(data)

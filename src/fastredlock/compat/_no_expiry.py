@@ -85,7 +85,7 @@ async def aacquire(dlm: Any, key: bytes, token: bytes) -> Held:
         executor.for_acquiring(lc.core)
         rnd = (await lc.run("script", *step))[0]
         if left_behind(rnd):
-            await lc.run("release", key, token, False, True)  # quiet: it never held the lock
+            await lc.run("release_quiet", key, token)  # it never held the lock
         return rnd
 
     rnd = await async_executor.job(plan, undo=lambda rnd: rnd.ok and async_executor.release_later(key, token))

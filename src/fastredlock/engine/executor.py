@@ -243,7 +243,7 @@ class Executor:
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
                     # it cannot be overtaken; nobody needs its answer, so it is not awaited.
-                    core.release(key, token, False, True)  # quiet: no turn given, nobody woken
+                    core.release_quiet(key, token)  # no turn given, nobody woken
             except BaseException:
                 self.interrupted(core, (key,), (token,))
                 raise
@@ -289,7 +289,7 @@ class Executor:
             self._before_unwaited(unwaited)
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
         try:
-            rnd = core.release(key, token, False)
+            rnd = core.release_nowait(key, token)
         except BaseException:
             self.interrupted(core, None, None)
             raise
@@ -306,7 +306,7 @@ class Executor:
         if unwaited:
             self._before_unwaited(unwaited)
         with self.core(carrying=carriers) as core:
-            rounds = core.release_many(keys, tokens, False)
+            rounds = core.release_many_nowait(keys, tokens)
         first = False
         for report, rnd, since in zip(on_done, rounds, acquired_at):
             first = unwaited.add(new_entry(report, rnd, core, since, False)) or first
@@ -643,13 +643,14 @@ class Executor:
             if rels:
                 # With acquisitions behind them, written without waiting (as EVAL: a NOSCRIPT could
                 # not be answered later); the acquisition round reads their answers first.
-                rel_rounds = core.release_many([r.key for r in rels], [r.token for r in rels], not acqs)
+                release = core.release_many_nowait if acqs else core.release_many
+                rel_rounds = release([r.key for r in rels], [r.token for r in rels])
             acq_rounds: List[Any] = []
             if acquiring is not None:
                 acq_rounds = core.acquire_many(acquiring[0], acquiring[1], acqs[0].ttl_ms)
                 failed = [r for r, rnd in zip(acqs, acq_rounds) if left_behind(rnd)]
                 if failed:  # written behind their SETs, not awaited (see acquire_one)
-                    core.release_many([r.key for r in failed], [r.token for r in failed], False)
+                    core.release_many_nowait([r.key for r in failed], [r.token for r in failed])
                 if rels:
                     self._await_releases(core, rel_rounds)
         quorum = self.quorum
@@ -698,4 +699,4 @@ class Executor:
         """Undo an acquisition whose thread was interrupted while its round ran for it."""
         if req.ttl_ms and req.ok:
             with self._use(self.checkout(req.core), None) as core:
-                core.release(req.key, req.token, False)
+                core.release_nowait(req.key, req.token)

@@ -38,7 +38,7 @@ def _acquire_many_calls(keys: List[bytes], tokens: List[bytes], ttl_ms: int) -> 
     rounds = _listed((yield Call("acquire_many", keys, tokens, ttl_ms)))
     failed = left_behind_of(rounds)
     if failed:  # written behind the SETs on each connection, not awaited
-        yield Call("release_many", [keys[j] for j in failed], [tokens[j] for j in failed], False)
+        yield Call("release_many_nowait", [keys[j] for j in failed], [tokens[j] for j in failed])
     return rounds
 
 
@@ -57,7 +57,7 @@ def lock_all_plan(cls: Type[Any], client: Any, names: Sequence[Union[str, bytes]
 def _lock_all_calls(keys: List[bytes], tokens: List[bytes], ttl_ms: int) -> Plan:
     rnd = _listed((yield Call("acquire_all", keys, tokens[0], ttl_ms)))[0]
     if left_behind(rnd):
-        yield Call("release_many", keys, tokens, False)
+        yield Call("release_many_nowait", keys, tokens)
     return [rnd] * len(keys)  # one round decides every key
 
 

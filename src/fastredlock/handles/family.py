@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 from ..errors import LockError
 from ..engine.steps import Call, Job, Op, Settle
 from ..protocol.family import (
-    CoreStep, ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY, RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers, renewal_ms, script_template, tagged, template_step,
+    CoreStep, ACQUIRE_MANY, PERMIT_RELEASE, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE_MANY_NOWAIT, RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_RELEASE, SCRIPT, WRITE_ACQUIRE, choose_permit, ms, owner_step, permit_keys, permit_leftovers, renewal_ms, script_template, tagged, template_step,
 )
 from ..protocol.replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from ..protocol.plans import left_behind
@@ -261,7 +261,7 @@ class PermitPlan(_Plan):
             return False, rnd, cleanup, CoreStep(ACQUIRE_MANY, (self._slots, [token] * self.limit, self._ttl_ms))
         held = choose_permit(rounds, random.randrange(len(rounds)))
         left = permit_leftovers(rounds, held)
-        cleanup = [CoreStep(RELEASE_MANY, ([self._slots[i] for i in left], [token] * len(left), False))] if left else []
+        cleanup = [CoreStep(RELEASE_MANY_NOWAIT, ([self._slots[i] for i in left], [token] * len(left)))] if left else []
         if held < 0:
             return False, max(rounds, key=lambda rnd: rnd.successes), cleanup, None
         self.slot = held

@@ -391,7 +391,7 @@ class LockBase:
                 op, args = unqueue_step(key, waiter.member)
                 yield Call(op, *args)
         elif left_behind(rnd):
-            yield Call("release", key, token, False, True)  # quiet: it never held the lock
+            yield Call("release_quiet", key, token)  # it never held the lock
         return bool(rnd.ok), rnd
 
     def _attempt_fenced(self, token: bytes) -> Plan:
@@ -418,7 +418,7 @@ class LockBase:
                 return True, first
             self._last = second
         if may_hold(first.outcomes):
-            yield Call("release", key, token, False, True)  # quiet: it never held the lock
+            yield Call("release_quiet", key, token)  # it never held the lock
         return False, first
 
     def _attempt_family(self, token: bytes) -> Plan:

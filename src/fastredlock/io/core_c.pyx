@@ -5,7 +5,9 @@ the compiled protocol session.
 Every rule of a round (what it writes, when a master's answer decides, validity, cool-downs,
 restart-aware voting, owed replies, handshake, reply guard and classification) lives in
 :mod:`fastredlock.protocol`, which Cython compiles for this build; this module calls it as C
-(``cimport``) and does only I/O, exactly as :mod:`fastredlock.io.core_py` does in Python:
+(``cimport``) and does only I/O, exactly as :mod:`fastredlock.io.core_py` does in Python. The round's
+drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.Driver`'s, which
+``Core`` extends with the I/O it calls back (as C, through its virtual methods):
 
 * the connections are plain non-blocking file descriptors (TCP with ``TCP_NODELAY``, or Unix
   sockets) opened with libc ``getaddrinfo``/``socket``/``connect`` (without the GIL);
@@ -51,20 +53,16 @@ import hiredis
 
 
 from ..protocol.session cimport Session
-from ..protocol.plans cimport inspect_args
 from ..protocol.link cimport Link
+from ..protocol.driver cimport Driver
 from .encode_c cimport Commands, _grow
-
-#: Session.pace's answer: deadlines passed and were expired (protocol.session.PACE_EXPIRED).
-cdef double PACE_EXPIRED = -2.0
 from ..protocol import outcomes as _oc
 from ..protocol import replies as _replies
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.result import Round
 from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
-from ..protocol.scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
-from ..protocol.family cimport lean_release
+from ..protocol.family cimport lean_release, lean_release_of
 from ..protocol.handshake import native_deletes, native_extends
 from .tls import TlsConn, TlsError, context_for
 from .sentinel import Resolver, resolve
@@ -118,7 +116,6 @@ cdef extern from "<netdb.h>" nogil:
 
 cdef extern from "<unistd.h>" nogil:
     int c_close "close"(int fd)
-
 
 
 # --- constants ---------------------------------------------------------------------------------
@@ -185,22 +182,12 @@ cdef inline bytes _as_bytes(object value):
     return bytes(memoryview(value))
 
 
-cdef bytes _lean_release(list keys):
-    """The lean release script every one of ``keys`` takes, or None (``RELEASE_FULL`` for all:
-    one cannot queue, or they are of both forms; see :meth:`fastredlock.io.core_py.Core.release_each`)."""
-    cdef set scripts = {lean_release(key) for key in keys}
-    return scripts.pop() if len(scripts) == 1 else None
-
-
 cdef tuple _pairs(object keys, object tokens):
     """``keys`` and ``tokens`` as two lists of bytes of the same length (``zip`` semantics)."""
     if type(keys) is list and type(tokens) is list and len(<list>keys) == len(<list>tokens):
         return [_as_bytes(k) for k in <list>keys], [_as_bytes(t) for t in <list>tokens]
     cdef list pairs = [(_as_bytes(k), _as_bytes(t)) for k, t in zip(keys, tokens)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
-
-
-
 
 
 # --- the parser fast path ----------------------------------------------------------------------
@@ -255,24 +242,17 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     return pos + 2
 
 
-
 # --- the core ----------------------------------------------------------------------------------
-@cython.final
 cdef inline bint _asks(Link link) noexcept:
-    """Whether the link asks the twin for anything (:meth:`Core._sync` would do nothing else)."""
+    """Whether the link asks the twin for anything (:meth:`Core.carry_out` would do nothing else)."""
     return link.closing or link.opening or PyBytes_GET_SIZE(link.out) != 0
 
 
-cdef class Core:
+@cython.final
+cdef class Core(Driver):
     """N connections to the masters, driven by one compiled protocol :class:`Session`. Not thread-safe."""
 
-    cdef Session _s
-    cdef list _links
-    cdef readonly Py_ssize_t n
-    cdef Py_ssize_t _nl         # links: the masters' own, then cluster nodes' (the arrays below are per link)
-    cdef readonly Py_ssize_t quorum
-    cdef readonly bint restart_aware
-    cdef object _grace_obj
+    cdef Py_ssize_t _link_count  # how many links the per-link arrays below hold (masters', then nodes')
     cdef int *_fds              # one per master, -1 when closed
     cdef bint *_dirty           # the master's reader holds bytes fed since it last ended clean
     cdef bint *_is_tls          # the master is a TLS master (its link takes the TLS path)
@@ -286,21 +266,16 @@ cdef class Core:
     cdef char *_sbuf            # encrypted records of a round, before their send
     cdef Py_ssize_t _scap       # _sbuf's size
     cdef bytearray _pbuf        # decrypted replies
-    cdef char *_pbufp
+    cdef char *_pbufp           # _pbuf's bytes
     cdef list _readers          # one hiredis.Reader per master (None until its first connection)
-    cdef pollfd *_pfds
+    cdef pollfd *_pfds          # the fds a wait polls (room for every link)
     cdef Py_ssize_t *_pidx      # which master each polled fd belongs to
     cdef list _addr             # per master: (host, port, path) as bytes, or an error message
     cdef list _hosts            # per master: the host name TLS checks (a Sentinel master's: the last resolved)
     cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
-    cdef bint _sentinels        # some master is a Sentinel one (a round then writes to it last)
     cdef Commands _enc          # the encoded commands of the round
-    cdef bytearray _rbuf
-    cdef char *_rbufp
-    cdef bint _stepped          # start(): begin the round and return; the caller drives it
-    cdef Py_ssize_t _opened     # sockets opened or closed so far (the caller's watch list changes)
-    cdef Py_ssize_t _seen       # _opened when watched() last told the caller
-    cdef public object on_close  # on_close(i, fd): called before master i's socket is closed
+    cdef bytearray _rbuf        # what a recv reads (RECV_SIZE bytes, reused)
+    cdef char *_rbufp           # _rbuf's bytes
 
     def __cinit__(self):
         self._fds = NULL
@@ -314,35 +289,30 @@ cdef class Core:
         self._scap = 0
         self._pfds = NULL
         self._pidx = NULL
-        self._grace_obj = 0
 
     def __init__(self, masters, double io_timeout, double connect_timeout, double drift_factor,
                  bint restart_aware=False, health=None, bint early=True):
         cdef Py_ssize_t n, i
-        if self._s is not None:
+        if self._session is not None:
             raise RuntimeError("Core is initialized once")
-        self._s = Session(masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early, True)
-        if self._s.health.n != self._s.n:
-            raise ValueError(f"health is for {self._s.health.n} masters, not {self._s.n}")
-        self._links = self._s.links
-        self.n = self._s.n
-        self.quorum = self._s.quorum
-        self.restart_aware = restart_aware
+        Driver.__init__(self, masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early)
+        if self._session.health.n != self._session.n:
+            raise ValueError(f"health is for {self._session.health.n} masters, not {self._session.n}")
         self._tls_ctx, self._tls, self._tls_session, self._readers = [], [], [], []
         self._resolvers, self._addr, self._hosts = [], [], []
-        self._nl = 0
+        self._link_count = 0
         self._grow_links()
         self._sentinels = any(r is not None for r in self._resolvers)
         self._enc = Commands()
         self._rbuf = bytearray(RECV_SIZE)
         self._rbufp = PyByteArray_AS_STRING(self._rbuf)
-        if self._s.routing is not None:
-            self._refresh(0.0)
+        if self._session.routing is not None:
+            self.refresh_routes(0.0)
 
     cdef int _grow_links(self) except -1:
         """Make room for the links the session has now (cluster nodes are added as they are learned)."""
         cdef Py_ssize_t nl = len(self._links), i
-        if nl == self._nl:
+        if nl == self._link_count:
             return 0
         self._fds = <int *>_grow(self._fds, (nl + 1) * sizeof(int))
         self._dirty = <bint *>_grow(self._dirty, (nl + 1) * sizeof(bint))
@@ -353,7 +323,7 @@ cdef class Core:
         self._wbio = <void **>_grow(self._wbio, (nl + 1) * sizeof(void *))
         self._pfds = <pollfd *>_grow(self._pfds, (nl + 1) * sizeof(pollfd))
         self._pidx = <Py_ssize_t *>_grow(self._pidx, (nl + 1) * sizeof(Py_ssize_t))
-        for i in range(self._nl, nl):
+        for i in range(self._link_count, nl):
             spec = (<Link>self._links[i]).spec
             self._tls_ctx.append(None if spec.tls is None else context_for(spec.tls))
             self._tls.append(None)
@@ -367,23 +337,22 @@ cdef class Core:
             self._is_tls[i] = self._tls_ctx[i] is not None
             self._backlog[i] = False
             self._ssl[i] = NULL
-        self._nl = nl
+        self._link_count = nl
         if self._pbuf is None and any(self._tls_ctx):
             self._pbuf = bytearray(RECV_SIZE)
             self._pbufp = PyByteArray_AS_STRING(self._pbuf)
         return 0
 
-    cdef int _refresh(self, double now) except -1:
+    cpdef refresh_routes(self, double now):
         """Ask the clusters whose slot map is due (none, almost always) for it again."""
-        for i in self._s.stale_routes(now):
-            if refresh(self._s, i) is not None:
+        for i in self._session.stale_routes(now):
+            if refresh(self._session, i) is not None:
                 self._grow_links()
-        return 0
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self._fds != NULL:
-            for i in range(self._nl):
+            for i in range(self._link_count):
                 if self._fds[i] >= 0:
                     c_close(self._fds[i])
         free(self._fds)
@@ -397,66 +366,34 @@ cdef class Core:
         free(self._pfds)
         free(self._pidx)
 
-    # --- settings and state -------------------------------------------------------------------
-    @property
-    def health(self):
-        """The health of the masters, shared with the other cores of the client."""
-        return self._s.health
-
-    @property
-    def early(self):
-        """Whether acquisitions return as soon as every key is decided."""
-        return self._s.early
-
-    @property
-    def restart_grace_ms(self):
-        """An OK from a master up for less than this many milliseconds does not count (UNTRUSTED)."""
-        return self._grace_obj
-
-    @restart_grace_ms.setter
-    def restart_grace_ms(self, value):
-        self._s.restart_grace_ms = float(value)
-        self._grace_obj = value
-
-    def master_states(self):
-        """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
-        return self._s.master_states()
-
-    @property
-    def owed(self):
-        """How many replies the connections still owe to rounds that already returned."""
-        return self._s.owed()
-
-    @property
-    def pending(self):
-        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
-        return self._s.pending()
-
     # --- operations on one key (the commands are encoded by _encode_c.Commands) ----------------
     def acquire(self, key, token, long long ttl_ms):
         """``SET key token NX PX ttl_ms`` on all masters in one round."""
         self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
         return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
 
-    def release(self, key, token, bint wait=True, bint quiet=False):
-        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+    def release(self, key, token):
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
+        self._release1(_as_bytes(key), _as_bytes(token))
+        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
 
-        ``wait=False`` writes the release and returns without waiting for any answer. ``quiet``:
-        the cleanup of a failed attempt (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
-        nobody; where a master has ``DELEX``/``DELIFEQ``, that instead).
-        """
+    def release_nowait(self, key, token):
+        """:meth:`release` written to every master, returning at once: every outcome is PENDING."""
+        self._release1(_as_bytes(key), _as_bytes(token))
+        return self._run(KIND_SCRIPT, 1, (0,), False)[0]
+
+    def release_quiet(self, key, token):
+        """The cleanup of a failed attempt, not waited for (``RELEASE_FULL`` with ``QUIET`` gives
+        no turn and wakes nobody; where a master has ``DELEX``/``DELIFEQ``, that instead)."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        if quiet:
-            self._enc.release_quiet(k, t)
-            return self._run(KIND_SCRIPT, 1, (0,), wait, native_deletes((k,), (t,)) if self._s.caps_seen else None)[0]
-        self._release1(k, t)
-        return self._run(KIND_SCRIPT, 1, (0,), wait)[0]
+        self._enc.release_quiet(k, t)
+        return self._run(KIND_SCRIPT, 1, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
 
     cdef int _release1(self, bytes key, bytes token) except -1:
         """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
         ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
         :meth:`fastredlock.io.core_py.Core.release_each`)."""
-        return self._enc.release(key, token, lean_release(key) if self._s.routing is None else None)
+        return self._enc.release(key, token, lean_release(key) if self._session.routing is None else None)
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start
@@ -464,14 +401,7 @@ cdef class Core:
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
         self._enc.extend(k, t, ttl_ms)
         return self._run(KIND_SCRIPT, 1, (ttl_ms,), True,
-                         native_extends((k,), (t,), (ttl_ms,)) if self._s.caps_seen else None)[0]
-
-    def release_signal(self, key, signal, token, long long signal_ms):
-        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
-        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
-        self._enc.parts([b"EVALSHA", RELEASE_SIGNAL_SHA, b"2", _as_bytes(key), _as_bytes(signal),
-                         _as_bytes(token), b"%d" % signal_ms], RELEASE_SIGNAL)
-        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
+                         native_extends((k,), (t,), (ttl_ms,)) if self._session.caps_seen else None)[0]
 
     def acquire_fenced(self, key, fence_key, token, long long ttl_ms):
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically.
@@ -497,26 +427,21 @@ cdef class Core:
         self._enc.acquire_many(kbs, tbs, ttl_ms)
         return self._run(KIND_SET, len(kbs), (ttl_ms,) * len(kbs), True)
 
-    def acquire_all(self, keys, token, long long ttl_ms):
-        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
-        cdef list parts = [b"EVALSHA", ACQUIRE_ALL_SHA, b"%d" % len(keys)]
-        parts.extend([_as_bytes(k) for k in keys])
-        parts.append(_as_bytes(token))
-        parts.append(b"%d" % ttl_ms)
-        self._enc.parts(parts, ACQUIRE_ALL)
-        return self._run(KIND_SCRIPT_ACQUIRE, 1, (ttl_ms,), True)[0]
+    def release_many(self, keys, tokens):
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round. Two keys
+        or more go to each master in one script call (``RELEASE_MANY``), far cheaper for the master."""
+        return self._release_many(keys, tokens, True)
 
-    def release_many(self, keys, tokens, bint wait=True):
-        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+    def release_many_nowait(self, keys, tokens):
+        """:meth:`release_many` written, returning at once: every outcome is PENDING."""
+        return self._release_many(keys, tokens, False)
 
-        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
-        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
-        """
+    cdef list _release_many(self, keys, tokens, bint wait):
         cdef list kbs, tbs
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        if self._s.routing is not None:  # a cluster: one script per key (slot)
+        if self._session.routing is not None:  # a cluster: one script per key (slot)
             self._enc.release_each(kbs, tbs, None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2:
@@ -525,7 +450,7 @@ cdef class Core:
         self._release1(<bytes>kbs[0], <bytes>tbs[0])
         return self._run(KIND_SCRIPT, 1, (0,), wait)
 
-    def release_each(self, keys, tokens, bint wait=True):
+    def release_each(self, keys, tokens):
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper."""
@@ -533,8 +458,8 @@ cdef class Core:
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        self._enc.release_each(kbs, tbs, _lean_release(kbs) if self._s.routing is None else None)
-        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+        self._enc.release_each(kbs, tbs, lean_release_of(kbs) if self._session.routing is None else None)
+        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), True)
 
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""
@@ -546,121 +471,76 @@ cdef class Core:
         kbs, tbs = [t[0] for t in triples], [t[1] for t in triples]
         self._enc.extend_many(kbs, tbs, ttls)
         return self._run(KIND_SCRIPT, len(triples), tuple(ttls), True,
-                         native_extends(kbs, tbs, ttls) if self._s.caps_seen else None)
+                         native_extends(kbs, tbs, ttls) if self._session.caps_seen else None)
 
-    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) -
-    def script(self, int kind, sha, script, args, long long ttl_ms=0, bint wait=True):
-        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
-        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
-        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+    # --- the rounds of Driver.script and Driver.inspect / reads --------------------------------
+    cpdef run_script(self, int kind, object sha, object script, object args, long long ttl_ms, bint wait):
         cdef list parts = [b"EVALSHA", _as_bytes(sha)]
         parts.extend([_as_bytes(a) for a in args])
         self._enc.parts(parts, _as_bytes(script))
         return self._run(kind, 1, (ttl_ms,), wait)[0]
 
-    # --- reads --------------------------------------------------------------------------------
-    def inspect(self, keys, fence_keys):
-        """Read each key's value and PTTL and its fence counter on all masters, in one round that
-        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
-        cdef list args = inspect_args([_as_bytes(k) for k in keys], [_as_bytes(k) for k in fence_keys])
-        if not args:
-            return []
-        self._enc.commands(args)
-        return self._run(KIND_READ, len(args), (0,) * len(args), True)
-
-    def reads(self, commands):
-        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
-        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+    cpdef list run_reads(self, object commands):
         cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
         if not args:
             return []
         self._enc.commands(args)
         return self._run(KIND_READ, len(args), (0,) * len(args), True)
 
-    # --- the round ----------------------------------------------------------------------------
-    cdef list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
-        """Run the encoded commands on every master: until the session says the round is over,
-        poll and hand it what happens; return its Rounds, one per key (``rows``). ``native``: the
-        round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
-        cdef Session s = self._s
-        cdef Py_ssize_t n, i
-        cdef double wait_ms, first
-        cdef int timeout_ms
+    # --- the round (driven by protocol.driver.Driver.run_round) -------------------------------
+    cdef inline list _run(self, int kind, Py_ssize_t rows, tuple ttls_ms, bint wait, object native=None):
+        """Run the encoded commands on every master; return the Rounds, one per key (``rows``).
+        ``native``: the round's native forms (see :meth:`.protocol.session.Session.begin`), or None."""
         cdef Commands enc = self._enc
-        if s.maps_stale:
-            self._refresh(frl_now())
-        n = self._nl
-        s.begin(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
-                ttls_ms, wait, frl_now(), native)
-        if self._sentinels:
-            self._sync_sentinels_last()
-        else:
-            for i in range(n):
-                self._sync(i)
-        if self._stepped:
-            return [None] * rows  # start(): the caller drives the round (see start)
-        while True:
-            if s.redirected:
-                self._sync_redirected()
-            first = s.next_deadline()
-            if first < 0.0:  # PACE_OVER: the round is over
-                break
-            wait_ms = s.pace(first, frl_now())
-            if wait_ms == PACE_EXPIRED:
-                for i in range(n):
-                    self._sync(i)
-                continue
-            wait_ms = ceil(wait_ms)
-            timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
-            self._poll(timeout_ms)
-        rounds = s.finish(frl_now())
-        self._tidy()
-        return rounds
+        return self.run_round(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
+                              ttls_ms, wait, native)
 
-    cdef int _sync_sentinels_last(self) except -1:
-        """Start a round where some masters are Sentinel ones: the others' commands go out first,
-        then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
-        to connect_timeout) while the others' replies come in."""
+    # --- the I/O the Driver calls -----------------------------------------------------------
+    cpdef double clock(self) except? -1.0:
+        return frl_now()
+
+    @staticmethod
+    def now():
+        """The clock of the deadlines (monotonic seconds)."""
+        return frl_now()
+
+    cpdef bint is_open(self, Py_ssize_t i) except -1:
+        return self._fds[i] >= 0
+
+    cpdef bint asks_sentinels(self, Py_ssize_t i) except -1:
+        return self._resolvers[i] is not None
+
+    cpdef tuple writing(self):
         cdef Py_ssize_t i
-        for i in range(self._nl):
-            if not (<Link>self._links[i]).opening or self._resolvers[i] is None:
-                self._sync(i)
-        for i in range(self._nl):
-            if (<Link>self._links[i]).opening:
-                self._sync(i)
-        return 0
+        writing = None
+        for i in range(self._link_count):
+            if self._fds[i] >= 0 and self._wants_write(i, <Link>self._links[i]):
+                if writing is None:
+                    writing = []
+                writing.append(i)
+        return () if writing is None else tuple(writing)
 
-    cdef int _sync_redirected(self) except -1:
-        """A cluster round: carry out what node links ask for that were not being served (a
-        command redirected to a node opens or writes to it)."""
-        cdef Py_ssize_t i
-        self._s.redirected = False
-        for i in range(self._nl):
-            if _asks(<Link>self._links[i]):
-                self._sync(i)
-        return 0
+    def fds(self):
+        """The open sockets' fds by master (-1: none)."""
+        return [self._fds[i] for i in range(self._link_count)]
 
-    cdef int _tidy(self) except -1:
-        """Read what already arrived on the links whose owed replies are overdue, then let the
-        session expire what is still missing; carry out what the links then ask for."""
-        cdef Py_ssize_t i
-        cdef double now = frl_now()
-        for i in self._s.overdue_links(now):
-            self._readable(i)  # non-blocking: whatever already arrived is not late
-        self._s.tidy_all(now)
-        for i in range(self._nl):
-            if _asks(<Link>self._links[i]):
-                self._sync(i)
-        return 0
+    cpdef receive(self, Py_ssize_t i):
+        self._read(i)
 
-    cdef int _poll(self, int timeout_ms) except -1:
-        """Wait until a polled link can be written or read (or the timeout passed) and serve it."""
+    cpdef serve(self, Py_ssize_t i, bint readable, bint writable):
+        self._serve(i, readable, writable)
+
+    cpdef wait_and_serve(self, double wait_ms):
+        """Wait until a polled link can be written or read (or ``wait_ms`` passed) and serve it."""
         cdef Py_ssize_t i, m = 0, q
         cdef Link link
         cdef int rc, err
         cdef short ev
         cdef pollfd *pfds = self._pfds
-        for i in range(self._nl):
+        cdef int timeout_ms
+        wait_ms = ceil(wait_ms)
+        timeout_ms = 2147483647 if wait_ms > 2147483647.0 else <int>wait_ms
+        for i in range(self._link_count):
             link = <Link>self._links[i]
             if link.polled and self._fds[i] >= 0:
                 pfds[m].fd = self._fds[i]
@@ -674,17 +554,16 @@ cdef class Core:
         if rc < 0:
             if err == EINTR:
                 PyErr_CheckSignals()  # a signal handler's exception ends the round
-                return 0
+                return
             raise OSError(err, _os_strerror(err))
         if rc == 0:
-            return 0
+            return
         for q in range(m):
             ev = pfds[q].revents
             i = self._pidx[q]
             if ev == 0 or self._fds[i] != pfds[q].fd:
                 continue
             self._serve(i, ev & POLL_IN, ev & POLLOUT)
-        return 0
 
     cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
         """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
@@ -703,18 +582,19 @@ cdef class Core:
             if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
                 err = frl_sock_error(self._fds[i])
                 if err:
-                    self._s.connect_failed(i, _os_strerror(err), frl_now())
-                    return self._sync(i)
+                    self._session.connect_failed(i, _os_strerror(err), frl_now())
+                    self.carry_out(i)
+                    return 0
                 if self._is_tls[i]:
                     self._tls[i].tcp_up = True  # the handshake runs; the link stays connecting
                 else:
                     link.connecting = False
-            self._sync(i)
+            self.carry_out(i)
         if readable and self._fds[i] >= 0:
-            self._readable(i)
+            self._read(i)
         return 0
 
-    cdef int _sync(self, Py_ssize_t i) except -1:
+    cpdef carry_out(self, Py_ssize_t i):
         """Carry out what link ``i`` asks for: close, open, write."""
         cdef Link link = <Link>self._links[i]
         cdef ssize_t sent
@@ -740,15 +620,15 @@ cdef class Core:
                     continue  # no sentinel said where the master is (the session was told)
                 detail = self._open(i)
                 if detail is not None:
-                    self._s.connect_failed(i, detail, frl_now())
+                    self._session.connect_failed(i, detail, frl_now())
                     continue
             if self._is_tls[i]:
                 if self._send_tls(i, link):
                     continue
-                return 0
+                return
             size = PyBytes_GET_SIZE(link.out)
             if size == 0 or link.connecting or self._fds[i] < 0:
-                return 0
+                return
             sent = send(self._fds[i], PyBytes_AS_STRING(link.out), <size_t>size, MSG_NOSIGNAL)
             if sent < 0:
                 err = errno
@@ -756,15 +636,15 @@ cdef class Core:
                     PyErr_CheckSignals()
                     continue
                 if frl_would_block(err):
-                    return 0
-                self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+                    return
+                self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
                 continue
             link.out = _EMPTY if sent == size else link.out[sent:]
-            return 0
+            return
 
     cdef bint _send_tls(self, Py_ssize_t i, Link link) except -1:
         """Send what a TLS link has to send (handshake records, or its ``out`` encrypted); True
-        when :meth:`_sync` must look at the link again (it failed, or more may be sendable)."""
+        when :meth:`carry_out` must look at the link again (it failed, or more may be sendable)."""
         cdef ssize_t sent
         cdef Py_ssize_t size
         cdef int err
@@ -776,7 +656,7 @@ cdef class Core:
         try:
             data = tls.outgoing(link.out)
         except TlsError as exc:
-            self._s.tls_failed(i, str(exc), frl_now())
+            self._session.tls_failed(i, str(exc), frl_now())
             return True
         size = PyBytes_GET_SIZE(data)
         if size == 0:
@@ -789,7 +669,7 @@ cdef class Core:
                 return True
             if frl_would_block(err):
                 return False
-            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
             return True
         link.out = tls.sent(sent, link.out)
         if tls.pending:
@@ -809,7 +689,7 @@ cdef class Core:
         clen = frl_tls_encrypt(self._ssl[i], self._wbio[i], PyBytes_AS_STRING(link.out), size,
                                &self._sbuf, &self._scap, &why)
         if clen < 0:
-            self._s.tls_failed(i, _ossl_reason(why), frl_now())
+            self._session.tls_failed(i, _ossl_reason(why), frl_now())
             return True
         while True:
             sent = send(self._fds[i], self._sbuf, <size_t>clen, MSG_NOSIGNAL)
@@ -822,7 +702,7 @@ cdef class Core:
             if frl_would_block(err):
                 sent = 0
                 break
-            self._s.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+            self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
             return True
         if sent == clen:
             link.out = _EMPTY
@@ -836,27 +716,30 @@ cdef class Core:
     cdef int _read_tls_c(self, Py_ssize_t i, Link link, Py_ssize_t got, double now) except -1:
         """The ``got`` bytes of ciphertext just read, decrypted in C and handed to the session;
         OpenSSL is read until it wants more, so nothing decrypted stays above the socket."""
-        cdef Session s = self._s
+        cdef Session s = self._session
         cdef Py_ssize_t n, back
         cdef const char *why = NULL
         cdef void *ssl = self._ssl[i]
         if frl_tls_feed(self._rbio[i], self._rbufp, got) < 0:
             s.tls_failed(i, "cannot buffer the ciphertext", now)
-            return self._sync(i)
+            self.carry_out(i)
+            return 0
         while True:
             n = frl_tls_decrypt(ssl, self._pbufp, RECV_SIZE, &why)
             if n == -2:
                 s.io_failed(i, "connection closed by the master (TLS close_notify)", True, now)
-                return self._sync(i)
+                self.carry_out(i)
+                return 0
             if n == -1:
                 s.tls_failed(i, _ossl_reason(why), now)
-                return self._sync(i)
+                self.carry_out(i)
+                return 0
             back = frl_tls_backlog(self._wbio[i])
             if back:  # OpenSSL answered something (a key update): the Python path sends it
                 tls = self._tls[i]
                 tls.pending += tls._out.read()
                 self._backlog[i] = True
-                self._sync(i)
+                self.carry_out(i)
                 if self._ssl[i] != ssl:
                     return 0
             if n == 0:
@@ -873,8 +756,8 @@ cdef class Core:
         try:
             data = tls.feed(PyBytes_FromStringAndSize(self._rbufp, got))
         except TlsError as exc:
-            self._s.tls_failed(i, str(exc), frl_now())
-            self._sync(i)
+            self._session.tls_failed(i, str(exc), frl_now())
+            self.carry_out(i)
             return None
         if link.connecting and tls.done:
             link.connecting = False
@@ -882,14 +765,14 @@ cdef class Core:
                 self._ssl[i] = frl_tls_ssl(tls.obj._sslobj, tls._in, tls._out, &self._rbio[i], &self._wbio[i])
                 self._backlog[i] = bool(tls.pending)
         if tls.pending or (PyBytes_GET_SIZE(link.out) and not link.connecting):
-            self._sync(i)
+            self.carry_out(i)
             if self._tls[i] is not tls:
                 return None  # the link failed while writing
         return data if PyBytes_GET_SIZE(data) else None
 
     cdef bint _resolve(self, Py_ssize_t i) except -1:
         """Ask a Sentinel master's sentinels where it is, before its connect; whether they said."""
-        spec = resolve(self._s, i, self._resolvers[i])
+        spec = resolve(self._session, i, self._resolvers[i])
         if spec is None:
             return False
         self._addr[i] = _address(spec)
@@ -933,9 +816,9 @@ cdef class Core:
             self._dirty[i] = False
         return None
 
-    cdef int _readable(self, Py_ssize_t i) except -1:
+    cdef int _read(self, Py_ssize_t i) except -1:
         """Read what arrived on one connection and hand the complete replies to the session."""
-        cdef Session s = self._s
+        cdef Session s = self._session
         cdef Link link = <Link>self._links[i]
         cdef ssize_t got
         cdef int err
@@ -947,10 +830,12 @@ cdef class Core:
             if err == EINTR or frl_would_block(err):
                 return 0
             s.io_failed(i, _os_strerror(err), _stale(err), now)
-            return self._sync(i)
+            self.carry_out(i)
+            return 0
         if got == 0:
             s.io_failed(i, "connection closed by the master", True, now)
-            return self._sync(i)
+            self.carry_out(i)
+            return 0
         if self._is_tls[i]:
             if self._ssl[i] != NULL:
                 return self._read_tls_c(i, link, got, now)
@@ -963,7 +848,7 @@ cdef class Core:
     cdef inline int _consume(self, Py_ssize_t i, Link link, object buf, const char *p, Py_ssize_t got,
                              double now) except -1:
         """Hand the replies in ``p[:got]`` (the bytes of ``buf``) to the session."""
-        cdef Session s = self._s
+        cdef Session s = self._session
         cdef int kind, code = 0
         cdef long long value = 0
         cdef Py_ssize_t pos = 0, used
@@ -979,179 +864,27 @@ cdef class Core:
                     break
                 pos += used
                 if not s.answer(i, code, None, value if code == OC_OK and kind == KIND_FENCED else None, now):
-                    return self._sync(i)
+                    self.carry_out(i)
+                    return 0
             if pos == got:
                 s.drained(i, False, now)
-                return self._sync(i) if _asks(link) else 0
+                if _asks(link):
+                    self.carry_out(i)
+                return 0
         if not s.received(i, buf, pos, got, now):
-            return self._sync(i)
+            self.carry_out(i)
+            return 0
         reader = self._readers[i]
         reader.feed(buf, pos, got - pos)
         self._dirty[i] = True
-        while link.expecting():
-            try:
-                reply = reader.gets()
-            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
-                s.parse_failed(i, f"{type(exc).__name__}: {exc}", now)
-                return self._sync(i)
-            if reply is False:
-                break
-            if isinstance(reply, _ReplyError):
-                alive = s.reply(i, None, str(reply), now)
-            else:
-                alive = s.reply(i, reply, None, now)
-            self._sync(i)
-            if not alive or self._fds[i] < 0:
-                return 0
+        if not self.hand_replies(i, reader, _ReplyError, now):
+            return 0
         leftover = reader.has_data()
         if not leftover:
             self._dirty[i] = False  # the reader is clean again: the fast path may serve
         s.drained(i, leftover, now)
-        return self._sync(i)
-
-    # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
-    def start(self, op, *args):
-        """Begin operation ``op`` (the name of one of the operations above, with its arguments)
-        and return at once: its commands are written, or queued where a socket does not take them
-        yet. The caller then drives the round: it watches :meth:`watched`, reports readiness with
-        :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
-        :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
-        """
-        if self._s.in_round:
-            raise RuntimeError("this core is already running a round")
-        self._stepped = True
-        try:
-            getattr(self, op)(*args)
-        finally:
-            self._stepped = False
-
-    def watched(self):
-        """``(changes, writing)``: ``changes`` counts sockets opened or closed so far (when it
-        moved, see :meth:`fds`); ``writing`` the masters whose socket the round waits to write to
-        (a tuple, empty almost always: a send normally takes the whole round at once)."""
-        cdef Py_ssize_t i
-        cdef Link link
-        writing = None
-        for i in range(self._nl):
-            link = <Link>self._links[i]
-            if self._fds[i] >= 0 and self._wants_write(i, link):
-                if writing is None:
-                    writing = []
-                writing.append(i)
-        self._seen = self._opened
-        return self._opened, (() if writing is None else tuple(writing))
-
-    def fds(self):
-        """The open sockets' fds by master (-1: none)."""
-        return [self._fds[i] for i in range(self._nl)]
-
-    def ready(self, Py_ssize_t i, bint readable, bint writable):
-        """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
-        replies that arrive between rounds are read this way too.
-
-        Returns what the caller must look at (0 almost always, so an event loop's callback stays
-        short): ``READY_OVER`` (1) the round in progress is over; ``READY_WATCH`` (2) sockets were
-        opened or closed since :meth:`watched`, or one waits to be written; ``READY_IDLE`` (4)
-        no round is in progress (an owed reply was read).
-        """
-        cdef int code = 0
-        cdef Link link
-        cdef Py_ssize_t j
-        if self._fds[i] >= 0:
-            self._serve(i, readable, writable)
-        if self._s.redirected:
-            self._sync_redirected()
-        if not self._s.in_round:
-            code |= 4
-        elif self._s.next_deadline() < 0.0:
-            code |= 1
-        if self._opened != self._seen:
-            code |= 2
-        else:
-            for j in range(self._nl):
-                link = <Link>self._links[j]
-                if self._fds[j] >= 0 and self._wants_write(j, link):
-                    code |= 2
-                    break
-        return code
-
-    def next_deadline(self):
-        """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
-        return self._s.next_deadline()
-
-    def sweep(self):
-        """Read what already arrived on the sockets the round waits for (non-blocking): an event
-        loop that saw one socket ready need not go round again for the others."""
-        cdef Py_ssize_t i
-        for i in range(self._nl):
-            if (<Link>self._links[i]).polled and self._fds[i] >= 0:
-                self._readable(i)
-
-    def overdue(self):
-        """A deadline passed: read what already arrived on the round's sockets, then call late
-        the masters still missing."""
-        cdef Py_ssize_t i
-        self.sweep()
-        self._s.expire_due(frl_now())
-        for i in range(self._nl):
-            self._sync(i)
-
-    def finish(self):
-        """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
-        rounds = self._s.finish(frl_now())
-        self._tidy()
-        return rounds
-
-    def tidy(self):
-        """Between rounds: expire owed replies past their deadline (reading what arrived first);
-        close a connection that owes too much or too long."""
-        self._tidy()
-
-    def owed_deadline(self):
-        """The earliest deadline of an owed reply someone waits for, or -1.0."""
-        return self._s.first_owed_deadline()
-
-    @staticmethod
-    def now():
-        """The clock of the deadlines (monotonic seconds)."""
-        return frl_now()
-
-    # --- outside rounds ---------------------------------------------------------------------------
-    def settle(self, timeout=None, until=None):
-        """Read the replies owed by earlier rounds until each arrived or its deadline passed.
-
-        Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
-        ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
-        ``until``: a callable; return as soon as it returns true (checked before each wait).
-        """
-        cdef Session s = self._s
-        cdef double end = -1.0, now, due, wait_ms
-        if timeout is not None:
-            end = frl_now() + <double>timeout
-        try:
-            while until is None or not until():
-                due = s.settle_wait(end)
-                if due < 0.0:
-                    return
-                now = frl_now()
-                if due > now:
-                    wait_ms = ceil((due - now) * 1000.0)
-                    self._poll(2147483647 if wait_ms > 2147483647.0 else <int>wait_ms)
-                    continue
-                self._tidy()
-                if 0.0 <= end <= now:
-                    return
-        finally:
-            s.settle_done()
-
-    def close(self):
-        """Close every connection; the core reconnects lazily if used again."""
-        cdef Py_ssize_t i
-        if self._s is None:
-            return
-        self._s.close()
-        for i in range(self._nl):
-            self._sync(i)
+        self.carry_out(i)
+        return 0
 
 
 cdef object _address(spec):

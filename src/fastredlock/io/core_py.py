@@ -1,7 +1,8 @@
 """The pure-Python I/O twin: sockets, ``poll``/``select`` and hiredis driving the protocol session.
 
 Everything a round decides lives in :mod:`fastredlock.protocol` (its :class:`~.protocol.session.Session`
-and links); this module only opens non-blocking sockets, writes what a link asks for (one write
+and links), and the round's drive, the same for both twins, in its :class:`~.protocol.driver.Driver`,
+which this module's ``Core`` extends with the I/O: it only opens non-blocking sockets, writes what a link asks for (one write
 per master per round), waits for readiness, reads, parses replies with ``hiredis.Reader`` and hands
 them to the session. ``_io_c.pyx`` does the same in C with ``poll(2)`` outside the GIL and a fast
 parser for the exact replies a lock round expects; both expose the :class:`Core` interface the
@@ -22,16 +23,15 @@ from fastredlock.io import reader as hiredis  # hiredis, or the pure reader wher
 
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.link import MAX_OWED, STALE_AFTER
-from ..protocol.plans import inspect_args
-from ..protocol.family import lean_release, sha_of
+from ..protocol.family import lean_release_of, sha_of
 from ..protocol.handshake import native_deletes, native_extends
-from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SCRIPT_ACQUIRE, KIND_SET
+from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
 from ..protocol.scripts import (
-    ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA,
+    EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA,
 )
-from ..protocol.session import PACE_EXPIRED, Session
+from ..protocol.driver import Driver
 from fastredlock.io.tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
 from fastredlock.io.sentinel import Resolver, resolve
 from fastredlock.io.cluster import refresh
@@ -96,7 +96,7 @@ def _connect(spec) -> Tuple[socket.socket, bool]:
     return sock, err != 0
 
 
-class Core:
+class Core(Driver):
     """N connections to the masters, driven by one protocol :class:`Session`. Not thread-safe."""
 
     def __init__(
@@ -109,12 +109,7 @@ class Core:
         health: Optional[Health] = None,
         early: bool = True,
     ) -> None:
-        self._session = session = Session(masters, io_timeout, connect_timeout, drift_factor,
-                                          restart_aware, health, early, True)
-        self._links = session.links
-        self.n = session.n
-        self.quorum = session.quorum
-        self.restart_aware = bool(restart_aware)
+        super().__init__(masters, io_timeout, connect_timeout, drift_factor, restart_aware, health, early)
         # Per link (a master's, or a cluster node's: see _grow): the socket and its reader; the TLS
         # context (None: plain), the open connection's TLS state, and the last TLS session
         # (resumed on reconnect); who to ask where a Sentinel master is (None: a fixed address).
@@ -124,17 +119,11 @@ class Core:
         self._tls: List[Optional[TlsConn]] = []
         self._tls_session: list = []
         self._resolvers: list = []
+        self._poller = _new_poller()  # every fd it watches is unregistered after each wait
         self._grow()
-        if session.routing is not None:
-            self._refresh(0.0)
-        #: Some master is a Sentinel one (a round then writes to it last: see _sync_sentinels_last).
+        if self._session.routing is not None:
+            self.refresh_routes(0.0)
         self._sentinels = any(r is not None for r in self._resolvers)
-        self._stepped = False  # start(): begin the round and return; the caller drives it
-        self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
-        self._seen = 0         # _opened when watched() last told the caller
-        #: ``on_close(i, fd)``: called before master ``i``'s socket is closed (an event loop that
-        #: watches the fd must forget it first: a closed fd's number is reused at once).
-        self.on_close: Optional[Callable[[int, int], None]] = None
 
     def _grow(self) -> None:
         """Make room for the links the session has now (cluster nodes are added as they are learned)."""
@@ -147,45 +136,11 @@ class Core:
             self._resolvers.append(None if link.spec.sentinel is None or link.spec.host is not None
                                    else Resolver(link.spec))
 
-    def _refresh(self, now: float) -> None:
+    def refresh_routes(self, now: float) -> None:
         """Ask the clusters whose slot map is due (none, almost always) for it again."""
         for i in self._session.stale_routes(now):
             if refresh(self._session, i) is not None:
                 self._grow()
-
-    # --- settings and state --------------------------------------------------------------------
-    @property
-    def health(self) -> Health:
-        """The health of the masters, shared with the other cores of the client."""
-        return self._session.health
-
-    @property
-    def early(self) -> bool:
-        """Whether acquisitions return as soon as every key is decided."""
-        return self._session.early
-
-    @property
-    def restart_grace_ms(self) -> float:
-        """An OK from a master up for less than this many milliseconds does not count (UNTRUSTED)."""
-        return self._session.restart_grace_ms
-
-    @restart_grace_ms.setter
-    def restart_grace_ms(self, value: float) -> None:
-        self._session.restart_grace_ms = value
-
-    def master_states(self) -> List[Tuple[Optional[bytes], Optional[float], int]]:
-        """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
-        return self._session.master_states()
-
-    @property
-    def owed(self) -> int:
-        """How many replies the connections still owe to rounds that already returned."""
-        return self._session.owed()
-
-    @property
-    def pending(self) -> int:
-        """How many of those would still fill in a PENDING outcome (not yet past their deadline)."""
-        return self._session.pending()
 
     # --- operations on one key --------------------------------------------------------------------
     def acquire(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
@@ -193,29 +148,26 @@ class Core:
         cmd = encode_command(b"SET", key, token, b"NX", b"PX", b"%d" % ttl_ms)
         return self._round(KIND_SET, [cmd], None, (ttl_ms,))[0]
 
-    def release(self, key: bytes, token: bytes, wait: bool = True, quiet: bool = False) -> Round:
-        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours.
+    def release(self, key: bytes, token: bytes) -> Round:
+        """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
+        return self._release_many([key], [token], True)[0]
 
-        ``wait=False`` writes the release and returns without waiting for any answer (the cleanup
-        of a failed acquisition: it only has to follow the SET on each connection). ``quiet``: that
-        cleanup (``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes nobody: the attempt never
-        held the lock; where a master has ``DELEX``/``DELIFEQ``, that instead).
-        """
-        if quiet:
-            native = native_deletes((key,), (token,)) if self._session.caps_seen else None
-            return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), wait,
-                                native)[0]
-        return self.release_many([key], [token], wait)[0]
+    def release_nowait(self, key: bytes, token: bytes) -> Round:
+        """:meth:`release` written to every master, returning at once: every outcome is PENDING
+        (the answers fill it in as they are read, by a later round or :meth:`settle`)."""
+        return self._release_many([key], [token], False)[0]
+
+    def release_quiet(self, key: bytes, token: bytes) -> Round:
+        """The cleanup of a failed acquisition, written and not waited for (it only has to follow
+        the SET on each connection): ``RELEASE_FULL`` with ``QUIET`` gives no turn and wakes
+        nobody, the attempt never held the lock (where a master has ``DELEX``/``DELIFEQ``, that)."""
+        native = native_deletes((key,), (token,)) if self._session.caps_seen else None
+        return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), False,
+                            native)[0]
 
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         return self.extend_many([key], [token], (ttl_ms,))[0]
-
-    def release_signal(self, key: bytes, signal: bytes, token: bytes, signal_ms: int) -> Round:
-        """Owner-checked delete that also pushes to the list ``signal`` (lasting ``signal_ms``) where
-        it deleted, in the same script (``RELEASE_SIGNAL``): waiters in ``BLPOP signal`` wake."""
-        args = (b"2", key, signal, token, b"%d" % signal_ms)
-        return self._script(KIND_SCRIPT, RELEASE_SIGNAL_SHA, RELEASE_SIGNAL, [args], (0,))[0]
 
     def acquire_fenced(self, key: bytes, fence_key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Round 1 of a fenced acquisition: ``SET NX PX`` and read the fence counter, atomically."""
@@ -234,24 +186,23 @@ class Core:
         cmds = [encode_command(b"SET", k, t, b"NX", b"PX", ttl) for k, t in zip(keys, tokens)]
         return self._round(KIND_SET, cmds, None, (ttl_ms,) * len(cmds))
 
-    def acquire_all(self, keys: Sequence[bytes], token: bytes, ttl_ms: int) -> Round:
-        """Set every key to ``token`` on each master, or none of them there (one script per master)."""
-        args = (b"%d" % len(keys), *keys, token, b"%d" % ttl_ms)
-        return self._script(KIND_SCRIPT_ACQUIRE, ACQUIRE_ALL_SHA, ACQUIRE_ALL, [args], (ttl_ms,))[0]
+    def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
+        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round. Two keys
+        or more go to each master in one script call (``RELEASE_MANY``), far cheaper for the master."""
+        return self._release_many(keys, tokens, True)
 
-    def release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
-        """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round.
+    def release_many_nowait(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
+        """:meth:`release_many` written, returning at once: every outcome is PENDING."""
+        return self._release_many(keys, tokens, False)
 
-        ``wait=False``: write and return at once; every outcome is PENDING. Two keys or more go to
-        each master in one script call (``RELEASE_MANY``), far cheaper for the master.
-        """
+    def _release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
         k = len(keys)
         if k < 2 or self._session.routing is not None:  # a cluster: one script per key (slot)
-            return self.release_each(keys, tokens, wait)
+            return self._release_each(keys, tokens, wait)
         args = (b"%d" % k, *keys, *tokens)
         return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)
 
-    def release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool = True) -> List[Round]:
+    def release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes]) -> List[Round]:
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper. A key that
@@ -259,10 +210,10 @@ class Core:
         cluster make it ``RELEASE_FULL`` for every key (a node importing a slot answers a command
         that touches a key it has and one it lacks with ``TRYAGAIN``: there a release may touch
         the lock key alone in the common case)."""
-        scripts = {lean_release(key) for key in keys} if self._session.routing is None else {None}
-        script = scripts.pop() if len(scripts) == 1 else None
-        if script is None:
-            script = RELEASE_FULL
+        return self._release_each(keys, tokens, True)
+
+    def _release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
+        script = (lean_release_of(keys) if self._session.routing is None else None) or RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
         return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait)
 
@@ -273,26 +224,12 @@ class Core:
         native = native_extends(keys, tokens, ttls_ms) if self._session.caps_seen else None
         return self._script(KIND_SCRIPT, EXTEND_SHA, EXTEND, args, tuple(ttls_ms), True, native)
 
-    # --- one script named by the caller (the lock family's plans, fastredlock.protocol.family) ----
-    def script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int = 0,
-               wait: bool = True) -> Round:
-        """``EVALSHA sha *args`` on all masters in one round (``EVAL script`` where a master lacks
-        it), its replies read as ``kind`` says (:mod:`.protocol.replies`); ``ttl_ms``: the validity
-        an acquisition or extension earns (0: none). ``wait=False``: as for :meth:`release_many`."""
+    # --- the rounds of Driver.script and Driver.inspect / reads -------------------------------
+    def run_script(self, kind: int, sha: bytes, script: bytes, args: Sequence[bytes], ttl_ms: int,
+                   wait: bool) -> Round:
         return self._script(kind, sha, script, [tuple(args)], (ttl_ms,), wait)[0]
 
-    # --- reads ----------------------------------------------------------------------------------
-    def inspect(self, keys: Sequence[bytes], fence_keys: Sequence[bytes]) -> List[Round]:
-        """Read each key's value and PTTL and its fence counter on all masters, in one round that
-        writes nothing: the commands of :func:`~.protocol.plans.inspect_args`, one Round each."""
-        cmds = [encode_command(*a) for a in inspect_args(keys, fence_keys)]
-        if not cmds:
-            return []
-        return self._round(KIND_READ, cmds, None, (0,) * len(cmds))
-
-    def reads(self, commands: Sequence[tuple]) -> List[Round]:
-        """Plain read commands (argument tuples of bytes, e.g. ``(b"HGET", key, b"owner")``) on
-        all masters, in one round that writes nothing: one Round each, as for :meth:`inspect`."""
+    def run_reads(self, commands: Sequence[tuple]) -> List[Round]:
         cmds = [encode_command(*a) for a in commands]
         if not cmds:
             return []
@@ -306,87 +243,53 @@ class Core:
         return self._round(kind, cmds, lambda: [encode_command(b"EVAL", script, *a) for a in args], ttls_ms, wait,
                            native)
 
-    # --- the round ----------------------------------------------------------------------------------
+    # --- the round (driven by protocol.driver.Driver.run_round) ------------------------------------
     def _round(self, kind: int, cmds: List[bytes], fallbacks: Optional[Callable[[], List[bytes]]],
                ttls_ms: Sequence[int], wait: bool = True, native: Any = None) -> List[Any]:
-        session = self._session
-        if session.maps_stale:
-            self._refresh(monotonic())
-        session.begin(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
-                      fallbacks is not None, fallbacks, ttls_ms, wait, monotonic(), native)
-        poller = _new_poller()
-        if self._sentinels:
-            self._sync_sentinels_last()
-        else:
-            for link in self._links:
-                self._sync(link)
-        if self._stepped:
-            return [None] * len(ttls_ms)  # start(): the caller drives the round (see start)
-        while True:
-            if session.redirected:
-                self._sync_redirected()
-            first = session.next_deadline()
-            if first < 0.0:  # PACE_OVER: the round is over
-                break
-            wait_ms = session.pace(first, monotonic())
-            if wait_ms == PACE_EXPIRED:
-                for link in self._links:
-                    self._sync(link)
-                continue
-            self._poll(poller, wait_ms + 0.5 if wait_ms > 0.0 else 0.0)
-        rounds = session.finish(monotonic())
-        self._tidy()
-        return rounds
+        return self.run_round(kind, len(cmds), len(ttls_ms), cmds[0] if len(cmds) == 1 else b"".join(cmds),
+                              fallbacks is not None, fallbacks, ttls_ms, wait, native)
 
-    def _sync_sentinels_last(self) -> None:
-        """Start a round where some masters are Sentinel ones: the others' commands go out first,
-        then the Sentinel masters that must connect ask their sentinels (a blocking exchange, up
-        to connect_timeout) while the others' replies come in."""
-        for link in self._links:
-            if not link.opening or self._resolvers[link.index] is None:
-                self._sync(link)
-        for link in self._links:
-            if link.opening:
-                self._sync(link)
+    # --- the I/O the Driver calls ------------------------------------------------------------------
+    clock = staticmethod(monotonic)
+    now = staticmethod(monotonic)
 
-    def _sync_redirected(self) -> None:
-        """A cluster round: carry out what node links ask for that were not being served (a
-        command redirected to a node opens or writes to it)."""
-        self._session.redirected = False
-        for link in self._links:
-            if link.closing or link.opening or link.out:
-                self._sync(link)
+    def is_open(self, i: int) -> bool:
+        return self._socks[i] is not None
 
-    def _tidy(self) -> None:
-        """Read what already arrived on the links whose owed replies are overdue, then let the
-        session expire what is still missing; carry out what the links then ask for."""
-        session = self._session
-        now = monotonic()
-        for i in session.overdue_links(now):
-            self._readable(self._links[i])  # non-blocking: whatever already arrived is not late
-        session.tidy_all(now)
-        for link in self._links:
-            self._sync(link)
+    def asks_sentinels(self, i: int) -> bool:
+        return self._resolvers[i] is not None
 
-    def _poll(self, poller, wait_ms: float) -> None:
+    def writing(self) -> Tuple[int, ...]:
+        socks = self._socks
+        return tuple(link.index for link in self._links
+                     if socks[link.index] is not None and self._wants_write(link))
+
+    def fds(self) -> List[int]:
+        """The open sockets' fds by master (-1: none)."""
+        return [-1 if sock is None else sock.fileno() for sock in self._socks]
+
+    def wait_and_serve(self, wait_ms: float) -> None:
         """Wait until a polled link can be written or read (or ``wait_ms`` passed) and serve it."""
+        poller = self._poller
         registered = {}
-        for link in self._links:
-            sock = self._socks[link.index]
-            if link.polled and sock is not None:
-                fd = sock.fileno()
-                registered[fd] = link
-                poller.register(fd, _POLLIN | (_POLLOUT if self._wants_write(link) else 0))
-        for fd, ev in poller.poll(wait_ms):
-            link = registered.get(fd)
-            if link is None or self._socks[link.index] is None:
-                continue
-            self._serve(link, ev & _POLLIN, ev & _POLLOUT)
-        for fd in registered:
-            try:
-                poller.unregister(fd)
-            except (KeyError, ValueError, OSError):
-                pass
+        try:
+            for link in self._links:
+                sock = self._socks[link.index]
+                if link.polled and sock is not None:
+                    fd = sock.fileno()
+                    registered[fd] = link
+                    poller.register(fd, _POLLIN | (_POLLOUT if self._wants_write(link) else 0))
+            for fd, ev in poller.poll(wait_ms + 0.5 if wait_ms > 0.0 else 0.0):
+                link = registered.get(fd)
+                if link is None or self._socks[link.index] is None:
+                    continue
+                self.serve(link.index, ev & _POLLIN, ev & _POLLOUT)
+        finally:
+            for fd in registered:
+                try:
+                    poller.unregister(fd)
+                except (KeyError, ValueError, OSError):
+                    pass
 
     def _wants_write(self, link) -> bool:
         """Whether the link's socket must be watched for writability (connect, bytes to send)."""
@@ -395,28 +298,29 @@ class Core:
             return bool(link.out) or link.connecting
         return tls.wants_write(link.out)
 
-    def _serve(self, link, readable: bool, writable: bool) -> None:
+    def serve(self, i: int, readable: bool, writable: bool) -> None:
         """The link's socket can be written and/or read: finish a connect, write, read."""
+        link = self._links[i]
         if writable:
             tls = self._tls[link.index]
             if link.connecting and (tls is None or not tls.tcp_up):
                 err = self._socks[link.index].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if err:
                     self._session.connect_failed(link.index, os.strerror(err), monotonic())
-                    self._sync(link)
+                    self.carry_out(link.index)
                     return
                 if tls is None:
                     link.connecting = False
                 else:
                     tls.tcp_up = True  # the handshake runs: the link stays connecting until it is done
-            self._sync(link)
+            self.carry_out(link.index)
         if readable and self._socks[link.index] is not None:
-            self._readable(link)
+            self.receive(i)
 
-    def _sync(self, link) -> None:
-        """Carry out what the link asks for: close, open, write."""
+    def carry_out(self, i: int) -> None:
+        """Carry out what link ``i`` asks for: close, open, write."""
+        link = self._links[i]
         while True:
-            i = link.index
             if link.closing:
                 link.closing = False
                 sock = self._socks[i]
@@ -451,8 +355,8 @@ class Core:
                 self._readers[i] = hiredis.Reader()
                 ctx = self._tls_ctx[i]
                 if ctx is not None:
-                    self._tls[i] = TlsConn(ctx, spec.host, self._tls_session[i])
-                    self._tls[i].tcp_up = not link.connecting
+                    self._tls[i] = tls = TlsConn(ctx, spec.host, self._tls_session[i])
+                    tls.tcp_up = not link.connecting
                     link.connecting = True  # until the handshake is done
             tls = self._tls[i]
             if tls is not None:
@@ -470,7 +374,7 @@ class Core:
             else:
                 data = link.out
             try:
-                sent = self._socks[i].send(data)
+                sent = self._socks[i].send(data)  # type: ignore[union-attr]
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -485,9 +389,9 @@ class Core:
             if link.out:
                 return
 
-    def _readable(self, link) -> None:
+    def receive(self, i: int) -> None:
         """Read what arrived on one connection and hand the complete replies to the session."""
-        i = link.index
+        link = self._links[i]
         session = self._session
         try:
             data = self._socks[i].recv(_RECV_SIZE)  # type: ignore[union-attr]
@@ -495,11 +399,11 @@ class Core:
             return
         except OSError as exc:
             session.io_failed(i, exc.strerror or str(exc), exc.errno in _STALE_ERRNOS, monotonic())
-            self._sync(link)
+            self.carry_out(link.index)
             return
         if not data:
             session.io_failed(i, "connection closed by the master", True, monotonic())
-            self._sync(link)
+            self.carry_out(link.index)
             return
         tls = self._tls[i]
         if tls is not None:
@@ -507,28 +411,14 @@ class Core:
             if not data:
                 return
         if not session.received(i, data, 0, len(data), monotonic()):
-            self._sync(link)
+            self.carry_out(link.index)
             return
         reader = self._readers[i]
         reader.feed(data)  # type: ignore[union-attr]
-        while link.expecting():
-            try:
-                reply = reader.gets()  # type: ignore[union-attr]
-            except Exception as exc:  # hiredis.ProtocolError, or MemoryError on absurd headers
-                session.parse_failed(i, f"{type(exc).__name__}: {exc}", monotonic())
-                self._sync(link)
-                return
-            if reply is False:
-                break
-            if isinstance(reply, hiredis.ReplyError):
-                alive = session.reply(i, None, str(reply), monotonic())
-            else:
-                alive = session.reply(i, reply, None, monotonic())
-            self._sync(link)
-            if not alive or self._socks[i] is None:
-                return
+        if not self.hand_replies(i, reader, hiredis.ReplyError, monotonic()):
+            return
         session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
-        self._sync(link)
+        self.carry_out(link.index)
 
     def _decrypt(self, link, tls: TlsConn, data: bytes) -> bytes:
         """The plaintext in ciphertext ``data`` (every byte of it: nothing stays buffered above the
@@ -538,137 +428,12 @@ class Core:
             data = tls.feed(data)
         except TlsError as exc:
             self._session.tls_failed(link.index, str(exc), monotonic())
-            self._sync(link)
+            self.carry_out(link.index)
             return b""
         if link.connecting and tls.done:
             link.connecting = False
         if tls.pending or (link.out and not link.connecting):
-            self._sync(link)
+            self.carry_out(link.index)
             if self._tls[link.index] is not tls:
                 return b""  # the link failed while writing
         return data
-
-    # --- rounds driven by the caller (asyncio: the event loop instead of poll) --------------------
-    def start(self, op: str, *args) -> None:
-        """Begin operation ``op`` (the name of one of the operations above, with its arguments)
-        and return at once: its commands are written, or queued where a socket does not take them
-        yet. The caller then drives the round: it watches :meth:`watched`, reports readiness with
-        :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
-        :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
-        """
-        if self._session.in_round:
-            raise RuntimeError("this core is already running a round")
-        self._stepped = True
-        try:
-            getattr(self, op)(*args)
-        finally:
-            self._stepped = False
-
-    def watched(self) -> Tuple[int, Tuple[int, ...]]:
-        """``(changes, writing)``: ``changes`` counts sockets opened or closed so far (when it
-        moved, see :meth:`fds`); ``writing`` the masters whose socket the round waits to write to
-        (a tuple, empty almost always: a send normally takes the whole round at once)."""
-        socks = self._socks
-        writing = tuple(link.index for link in self._links
-                        if socks[link.index] is not None and self._wants_write(link))
-        self._seen = self._opened
-        return self._opened, writing
-
-    def fds(self) -> List[int]:
-        """The open sockets' fds by master (-1: none)."""
-        return [-1 if sock is None else sock.fileno() for sock in self._socks]
-
-    def ready(self, i: int, readable: bool, writable: bool) -> int:
-        """Master ``i``'s socket is readable and/or writable (as the event loop saw it). Owed
-        replies that arrive between rounds are read this way too.
-
-        Returns what the caller must look at (0 almost always, so an event loop's callback stays
-        short): ``READY_OVER`` (1) the round in progress is over; ``READY_WATCH`` (2) sockets were
-        opened or closed since :meth:`watched`, or one waits to be written; ``READY_IDLE`` (4)
-        no round is in progress (an owed reply was read).
-        """
-        if self._socks[i] is not None:
-            self._serve(self._links[i], readable, writable)
-        session = self._session
-        if session.redirected:
-            self._sync_redirected()
-        code = 0
-        if not session.in_round:
-            code |= 4
-        elif session.next_deadline() < 0.0:
-            code |= 1
-        if self._opened != self._seen or any(
-                self._socks[link.index] is not None and self._wants_write(link) for link in self._links):
-            code |= 2
-        return code
-
-    def next_deadline(self) -> float:
-        """When the round in progress must next be looked at (monotonic seconds), or -1.0: it is over."""
-        return self._session.next_deadline()
-
-    def sweep(self) -> None:
-        """Read what already arrived on the sockets the round waits for (non-blocking): an event
-        loop that saw one socket ready need not go round again for the others."""
-        for link in self._links:
-            if link.polled and self._socks[link.index] is not None:
-                self._readable(link)
-
-    def overdue(self) -> None:
-        """A deadline passed: read what already arrived on the round's sockets, then call late
-        the masters still missing."""
-        self.sweep()
-        self._session.expire_due(monotonic())
-        for link in self._links:
-            self._sync(link)
-
-    def finish(self) -> List[Round]:
-        """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
-        rounds = self._session.finish(monotonic())
-        self._tidy()
-        return rounds
-
-    def tidy(self) -> None:
-        """Between rounds: expire owed replies past their deadline (reading what arrived first);
-        close a connection that owes too much or too long."""
-        self._tidy()
-
-    def owed_deadline(self) -> float:
-        """The earliest deadline of an owed reply someone waits for, or -1.0."""
-        return self._session.first_owed_deadline()
-
-    @staticmethod
-    def now() -> float:
-        """The clock of the deadlines (monotonic seconds)."""
-        return monotonic()
-
-    # --- outside rounds ------------------------------------------------------------------------------
-    def settle(self, timeout: Optional[float] = None, until: Optional[Callable[[], bool]] = None) -> None:
-        """Read the replies owed by earlier rounds until each arrived or its deadline passed.
-
-        Their rounds' PENDING outcomes are filled in (TIMEOUT for a reply that missed its deadline).
-        ``timeout`` bounds the wait (seconds); by default it is bounded by the owed deadlines.
-        ``until``: a callable; return as soon as it returns true (checked before each wait).
-        """
-        session = self._session
-        poller = _new_poller()
-        end = -1.0 if timeout is None else monotonic() + timeout
-        try:
-            while until is None or not until():
-                due = session.settle_wait(end)
-                if due < 0.0:
-                    return
-                now = monotonic()
-                if due > now:
-                    self._poll(poller, (due - now) * 1000.0 + 0.5)
-                    continue
-                self._tidy()
-                if 0.0 <= end <= now:
-                    return
-        finally:
-            session.settle_done()
-
-    def close(self) -> None:
-        """Close every connection; the core reconnects lazily if used again."""
-        self._session.close()
-        for link in self._links:
-            self._sync(link)

@@ -12,13 +12,13 @@ cdef void *_grow(void *ptr, size_t size) except NULL
 @cython.final
 cdef class Commands:
     cdef Py_ssize_t ncmd              # commands of the round
-    cdef Py_ssize_t kcap
+    cdef Py_ssize_t kcap              # commands off can hold (off has kcap + 1 entries; >= ncmd)
     cdef char *buf                    # the commands, back to back
-    cdef Py_ssize_t cap
+    cdef Py_ssize_t cap               # buf's size in bytes (>= off[ncmd])
     cdef Py_ssize_t *off              # where command j starts (off[ncmd]: the end)
     cdef bytes script                 # the commands are EVALSHA of this script (None: not a script)
-    cdef Py_ssize_t sha_head
-    cdef int argc
+    cdef Py_ssize_t sha_head          # a script command's bytes through its SHA (its EVAL form replaces them)
+    cdef int argc                     # a script round's arguments per command (its EVAL form has as many)
     cdef object make_fallbacks        # the bound method that derives their EVAL forms
 
     cdef bytes payload(self)

@@ -4,7 +4,7 @@ No sockets, threads, sleeps or clocks of its own (time is passed in), so it is t
 without servers (``tests/protocol``). The modules are plain Python; the C build compiles them with
 Cython (pure-Python mode, each ``.py`` augmented by its ``.pxd``) and the C I/O twin calls them as
 C; the pure install interprets the same files. The I/O twins (``fastredlock.io.core_c`` and
-``fastredlock.io.core_py``) own sockets only and drive these objects.
+``fastredlock.io.core_py``) own sockets only: each is a :class:`~.driver.Driver` that adds its I/O.
 
 - :mod:`.outcomes`  per-master outcome codes and health counters
 - :mod:`.scripts`   the Lua scripts (owner-checked release/extend, fencing, batches, turns)
@@ -16,6 +16,8 @@ C; the pure install interprets the same files. The I/O twins (``fastredlock.io.c
 - :mod:`.result`    a round's result (:class:`~.result.Round`: outcomes, validity, ``valid_until``)
 - :mod:`.link`      one master's connection state: what it must send, what it still owes
 - :mod:`.session`   one core's round state machine over its links (start, feed, expire, finish)
+- :mod:`.driver`    what a core does around its I/O, once for both twins: the round's drive (wait,
+  serve, expire, finish, tidy), the caller-driven round (asyncio), settling, the core's state
 - :mod:`.cluster`   Redis Cluster: slots, the slot map, routing a round's commands to nodes
 - :mod:`.sentinel`  Sentinel: asking the sentinels for a master's address, and what they answer
 - :mod:`.plans`     the Redlock algorithm's decisions above one round (cleanup, fencing,

@@ -7,3 +7,5 @@ cdef int _OPEN, _CLOSE
 
 @cython.locals(left=Py_ssize_t)
 cpdef bytes lean_release(bytes key)
+@cython.locals(scripts=set)
+cpdef bytes lean_release_of(object keys)

@@ -54,7 +54,7 @@ from .scripts import ACQUIRE_QUEUED, MARK, RELEASE, RELEASE_FULL, RELEASE_TAGGED
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 
 #: The plan steps' operations (methods of both I/O twins' ``Core``).
-SCRIPT, ACQUIRE_MANY, RELEASE_MANY = "script", "acquire_many", "release_many"
+SCRIPT, ACQUIRE_MANY, RELEASE_MANY_NOWAIT = "script", "acquire_many", "release_many_nowait"
 
 
 def tagged(key, suffix):
@@ -339,6 +339,13 @@ def lean_release(key):
 
 
 _OPEN, _CLOSE = ord("{"), ord("}")
+
+
+def lean_release_of(keys):
+    """The lean release script every one of ``keys`` takes (:func:`lean_release`), or None when
+    they need ``RELEASE_FULL`` (one cannot queue, or they are of both forms)."""
+    scripts = {lean_release(key) for key in keys}
+    return scripts.pop() if len(scripts) == 1 else None
 
 
 def renewal_ms(retry_delay, retry_jitter, io_timeout):

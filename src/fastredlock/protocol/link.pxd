@@ -2,46 +2,57 @@ cimport cython
 from .resp cimport ReplyGuard
 from .voting cimport MasterClock
 
-cdef double _STALE_AFTER
-cdef Py_ssize_t _MAX_OWED
+cdef double _STALE_AFTER      # STALE_AFTER as a C double
+cdef Py_ssize_t _MAX_OWED     # MAX_OWED as a C integer
 
 @cython.final
 @cython.freelist(16)
 cdef class Owed:
-    cdef public int kind
-    cdef public double deadline
-    cdef public object sink
-    cdef public bint retried
-    cdef public bint expired
+    cdef public int kind          # how the reply is read (a KIND_* of .replies): its command's
+    cdef public double deadline   # monotonic seconds; past it, the reply no longer decides (TIMEOUT)
+    cdef public object sink       # the Round or list of Rounds its outcome fills in; None: already final
+    cdef public bint retried      # the command was sent again on a reopened connection ("no" may be ours)
+    cdef public bint expired      # the deadline passed: outcome TIMEOUT, the reply is read and dropped
 
 @cython.final
 cdef class Link:
-    cdef public Py_ssize_t index
-    cdef public Py_ssize_t master
-    cdef public list cmds
-    cdef public object spec
-    cdef public bytes hello
-    cdef public bytes preload
-    cdef public Py_ssize_t preloads
-    cdef public bytes probe
-    cdef public Py_ssize_t probes
-    cdef public int caps
-    cdef public int kind
-    cdef public int native
-    cdef public tuple hello_kinds
-    cdef public MasterClock clock
-    cdef public ReplyGuard guard
-    cdef public list owed
-    cdef public bint open, connecting, opening, closing, polled
-    cdef public bytes out
-    cdef public Py_ssize_t head, end
-    cdef public list requeued
-    cdef public int skip
-    cdef public bytes payload
-    cdef public double deadline
-    cdef public bint reused, retried, got_data
-    cdef public Py_ssize_t fallback_sent
-    cdef public bint waited, best_effort, use_eval, loaded, load_failed
+    cdef public Py_ssize_t index       # its position in Session.links (and the twin's per-link arrays)
+    cdef public Py_ssize_t master      # the vote it casts: index, or a cluster node's cluster (< Session.n)
+    cdef public list cmds              # a node's commands this round (round indices, -1 ASKING); None: all
+    cdef public object spec            # the MasterSpec it connects to (immutable)
+    cdef public bytes hello            # the handshake written first on each new connection
+    cdef public bytes preload          # the SCRIPT LOADs written after it, or b"" (no preload)
+    cdef public Py_ssize_t preloads    # their replies still to come (>= 0; dropped unread)
+    cdef public bytes probe            # the native-command probes written after them, or b""
+    cdef public Py_ssize_t probes      # their answers still to come (>= 0)
+    cdef public int caps               # CAP_* bits the master runs natively (0 on a new connection)
+    cdef public int kind               # how this round's replies here are read (the round's, or a native form's)
+    cdef public int native             # the capability this round's commands went in as (0: the round's own)
+    cdef public tuple hello_kinds      # how each handshake reply is checked, in order
+    cdef public MasterClock clock      # the master's run id and uptime (restart-aware voting)
+    cdef public ReplyGuard guard       # checks the raw bytes of replies before they are parsed
+    cdef public list owed              # Owed replies to rounds that returned, in arrival order
+    cdef public bint open              # a socket exists (connecting or connected)
+    cdef public bint connecting        # the twin's non-blocking connect (and TLS handshake) is in progress
+    cdef public bint opening           # asks the twin to open a new socket (then write out)
+    cdef public bint closing           # asks the twin to close the socket
+    cdef public bint polled            # the round (or settle) waits on this connection
+    cdef public bytes out              # bytes the twin must write as soon as the socket takes them
+    cdef public Py_ssize_t head        # this round's next unanswered command (head <= end)
+    cdef public Py_ssize_t end         # ... and the end of them: head..end-1, then requeued
+    cdef public list requeued          # commands sent again (as EVAL after NOSCRIPT), answered after end; None: none
+    cdef public int skip               # the next handshake reply's index in hello_kinds; -1: none pending
+    cdef public bytes payload          # this round's commands as written here (EVALSHA, EVAL or native)
+    cdef public double deadline        # monotonic seconds by which this round's replies must have come
+    cdef public bint reused            # the round's commands went out on a connection opened earlier
+    cdef public bint retried           # ... which broke, and they were sent again on a new one
+    cdef public bint got_data          # part of a reply to this round's commands arrived
+    cdef public Py_ssize_t fallback_sent  # EVAL fallbacks sent this round (<= the round's k)
+    cdef public bint waited            # the round waits for this master's replies
+    cdef public bint best_effort       # cooling down after a timeout: written if it takes it, never waited for
+    cdef public bint use_eval          # an owed reply said NOSCRIPT: the next script round sends EVAL here
+    cdef public bint loaded            # every SCRIPT LOAD of this connection answered, none refused
+    cdef public bint load_failed       # one was refused (loaded stays False)
 
     cpdef bint unsent(self)
     cpdef bint expecting(self)

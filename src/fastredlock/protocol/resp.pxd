@@ -2,10 +2,10 @@ cimport cython
 
 @cython.final
 cdef class ReplyGuard:
-    cdef public int kind
-    cdef public Py_ssize_t line
-    cdef public bytes header
-    cdef public Py_ssize_t skip
+    cdef public int kind          # type byte of the reply being read (+ - : $); 0 between replies
+    cdef public Py_ssize_t line   # bytes of its first line seen so far (<= MAX_LINE)
+    cdef public bytes header      # a bulk reply's length digits seen so far (b"" otherwise)
+    cdef public Py_ssize_t skip   # bulk body bytes and CRLF still to pass over (>= 0)
 
     cpdef reset(self)
     @cython.locals(pos=Py_ssize_t, take=Py_ssize_t, kind=int, nl=Py_ssize_t, stop=Py_ssize_t, length=object)

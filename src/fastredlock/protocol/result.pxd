@@ -3,14 +3,14 @@ cimport cython
 @cython.final
 @cython.freelist(8)
 cdef class Round:
-    cdef public bint ok
-    cdef public Py_ssize_t successes
-    cdef public double validity
-    cdef public double elapsed
-    cdef public double started
-    cdef public tuple outcomes
-    cdef public object details
-    cdef public object values
+    cdef public bint ok               # the decision: a quorum said OK (and validity > 0 for acquire/extend)
+    cdef public Py_ssize_t successes  # masters whose outcome is OK (0..n)
+    cdef public double validity       # seconds left of the TTL after elapsed and drift (0.0: none)
+    cdef public double elapsed        # seconds from started to the decision
+    cdef public double started        # monotonic time before the round's first write
+    cdef public tuple outcomes        # one outcome code per master (PENDING until its answer is read)
+    cdef public object details        # None, or a tuple of per-master messages (None: nothing to say)
+    cdef public object values         # None, or per master what it returned (a fence, a read), None where not OK
 
 cpdef double validity_ms(long long ttl_ms, double elapsed, double drift_factor)
 @cython.locals(successes=Py_ssize_t, left=double, rnd=Round)

@@ -51,7 +51,7 @@ local function tagged(key, suffix)
 end
 """
 
-#: RELEASE_FULL's second argument for the cleanup of a failed attempt (``Core.release(..., quiet=True)``):
+#: RELEASE_FULL's second argument for the cleanup of a failed attempt (``Core.release_quiet``):
 #: the key goes, but no turn is given and nobody is woken. (Given there, the turn would go to the
 #: next waiter on the few masters the failed attempt took, while the real release gives it
 #: elsewhere: masters that disagree on whose turn it is, and hand-overs that wait for the turn to

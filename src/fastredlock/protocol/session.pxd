@@ -21,46 +21,46 @@ cdef bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
 cdef class Session:
-    cdef public list links
-    cdef public Py_ssize_t n
+    cdef public list links              # one Link per master (index i), then cluster nodes' links (appended)
+    cdef public Py_ssize_t n            # masters: the votes of a round (len(links) >= n)
     cdef public ClusterRouting routing  # the cluster masters' routing; None: no master is a cluster
     cdef public bint maps_stale         # some cluster's slot map may be due (the twin calls stale_routes)
     cdef public bint redirected         # a command went to another node link since the twin last looked
-    cdef public bint preload
-    cdef public Py_ssize_t quorum
-    cdef public double io_timeout
-    cdef public double connect_timeout
-    cdef public double drift_factor
-    cdef public bint restart_aware
-    cdef public double restart_grace_ms
-    cdef public Health health
-    cdef public bint early
-    cdef public bint in_round
-    # the round in progress
-    cdef public int kind
-    cdef public Py_ssize_t k
-    cdef public Py_ssize_t rows
-    cdef public bint wait
-    cdef public bint acquisition
-    cdef public bint early_now
-    cdef public bint decided
-    cdef public double decided_at
-    cdef public double started
-    cdef public double io_deadline
-    cdef public double swept        # the deadline a read of what had arrived already met (see pace)
-    cdef public bytes payload
-    cdef public object fallbacks
-    cdef public object make_fallbacks
-    cdef public object native       # the round's native forms ((cap, payload, kind), ...), or None
-    cdef public bint caps_seen      # some link learned a capability (a twin then offers native forms)
-    cdef public object ttls_ms
-    cdef public list outcomes
-    cdef public object details
-    cdef public object values
-    cdef int[:] oks
-    cdef int[:] bad
-    cdef public Py_ssize_t undecided
-    cdef public object modes
+    cdef public bint preload            # new connections load the scripts and probe native commands first
+    cdef public Py_ssize_t quorum       # n // 2 + 1
+    cdef public double io_timeout       # seconds a round waits for a master after its first write
+    cdef public double connect_timeout  # seconds more for a master whose connection opens in the round
+    cdef public double drift_factor     # clock drift allowance, a fraction of the TTL (validity)
+    cdef public bint restart_aware      # new connections read the master's run_id and uptime
+    cdef public double restart_grace_ms  # an OK from a master up for less than this is UNTRUSTED (0: off)
+    cdef public Health health           # the masters' health, shared by the client's sessions (n entries)
+    cdef public bint early              # acquisitions return as soon as every key is decided
+    cdef public bint in_round           # between begin() and finish()
+    # the round in progress (begin() sets them; between rounds they describe the last one)
+    cdef public int kind                # how its replies are read (a KIND_* of .replies)
+    cdef public Py_ssize_t k            # its commands (encoded back to back in payload)
+    cdef public Py_ssize_t rows         # its keys: outcomes has rows * n entries, row-major by key
+    cdef public bint wait               # it waits for answers (False: it only writes)
+    cdef public bint acquisition        # kind is an acquisition's (restart-aware voting applies)
+    cdef public bint early_now          # wait and early and acquisition: oks/bad/undecided are counted
+    cdef public bint decided            # every key is decided (or nothing is waited for): wait no more
+    cdef public double decided_at       # when it was decided (monotonic); -1.0: decided, not stamped yet
+    cdef public double started          # monotonic time before the first write
+    cdef public double io_deadline      # started + io_timeout
+    cdef public double swept            # the deadline a read of what had arrived already met (see pace)
+    cdef public bytes payload           # the k commands, encoded back to back
+    cdef public object fallbacks        # their EVAL forms (a list of k bytes), None until asked for
+    cdef public object make_fallbacks   # returns those forms; None: the commands are no scripts
+    cdef public object native           # the round's native forms ((cap, payload, kind), ...), or None
+    cdef public bint caps_seen          # some link learned a capability (a twin then offers native forms)
+    cdef public object ttls_ms          # per key, the TTL whose validity it earns (0: none); rows entries
+    cdef public list outcomes           # per key and master (j * n + i), an outcome code (PENDING at first)
+    cdef public object details          # None, or a list like outcomes of messages (None: nothing to say)
+    cdef public object values           # None, or a list like outcomes of values (fence counters, reads)
+    cdef int[:] oks                     # per key, OKs so far (early_now only; >= rows entries)
+    cdef int[:] bad                     # per key, other outcomes so far (early_now only)
+    cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
+    cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
     @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,

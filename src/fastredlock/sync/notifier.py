@@ -161,7 +161,7 @@ class Notifier:
                             return
                         until = self.channels.next_expiry()
                     for i in range(len(self._specs)):
-                        until = self._sync(i, wanted, now, until)
+                        until = self._update_subscription(i, wanted, now, until)
                     socks = [self._poke_r] + [c.sock for c in self._conns if c is not None]
                     look = False
                 # At least every LINGER: a channel whose last waiter left (no poke) is noticed.
@@ -185,7 +185,7 @@ class Notifier:
                 self._thread = None
             raise
 
-    def _sync(self, i: int, wanted: Set[bytes], now: float, until: Optional[float]) -> Optional[float]:
+    def _update_subscription(self, i: int, wanted: Set[bytes], now: float, until: Optional[float]) -> Optional[float]:
         """Bring master ``i``'s connection in line with ``wanted``; returns the next time to look."""
         conn = self._conns[i]
         if conn is None:
