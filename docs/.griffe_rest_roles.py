@@ -258,6 +258,8 @@ class PublicNames(Extension):
         "LockBase.held",
         "LockBase.release_args_of",
         "LockBase.released_all",
+        "LockBase.took_rounds",
+        "LockBase.unwaited_args_of",
         "LockBase.watch_info",
         "LockBase.renewed",
         "Lock.held",  # fastredlock.asyncio's Lock redefines it
