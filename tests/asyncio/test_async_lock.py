@@ -192,7 +192,7 @@ def test_one_client_per_event_loop(core, masters, name):
     assert errors and "another event loop" in errors[0]
     with pytest.raises(RuntimeError, match="another event loop"):
         asyncio.run(use())  # a new loop in this thread is another loop too
-    dlm._async_executor._lc.core.close()  # its loop is gone: close the connections directly
+    dlm._async_executor._loop_core.core.close()  # its loop is gone: close the connections directly
 
 
 def test_closed_client_refuses_work(arun, aclient, masters, name):

@@ -130,7 +130,7 @@ def test_a_cancelled_caller_still_sends_it(aclient, arun, masters):
             assert all(await asyncio.gather(*[lock.acquire(blocking=False) for lock in locks]))
             cut_short = []
             for j, lock in enumerate(locks):
-                dlm._async_executor._lc.core.close()  # the release must connect again: its caller waits
+                dlm._async_executor._loop_core.core.close()  # the release must connect again: its caller waits
                 try:
                     await asyncio.wait_for(lock.release(wait=False), (j % 5) / 10000)
                 except asyncio.TimeoutError:

@@ -31,7 +31,7 @@ cdef class AsyncExecutor:
     cdef public Py_ssize_t quorum  # masters that must agree (the sync executor's); set once
     cdef bint _wait_for_all  # the client's wait_for_all; set once
     cdef object _loop  # the client's event loop: None until the first round binds it; never another
-    cdef public LoopCore _lc  # the LoopCore of the first core on _loop; None until the first round
+    cdef public LoopCore _loop_core  # the LoopCore of the first core on _loop; None until the first round
     cdef object _queue  # requests and jobs waiting, oldest first; the runner takes the front
     cdef object _runner  # the one task serving _queue, or None
     cdef bint _busy  # a caller's own task runs a round of one (the others queue)

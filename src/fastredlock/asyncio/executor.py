@@ -93,7 +93,7 @@ class AsyncExecutor:
         self.quorum: int = executor.quorum
         self._wait_for_all = bool(executor.wait_for_all)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._lc: Optional[LoopCore] = None
+        self._loop_core: Optional[LoopCore] = None
         self._queue: Deque[Any] = deque()
         self._runner: Optional[asyncio.Task] = None
         self._busy = False  # a caller's task runs a round of its own (see _submit)
@@ -109,8 +109,8 @@ class AsyncExecutor:
     # --- the loop this client belongs to -----------------------------------------------------------
     def _bind(self) -> LoopCore:
         loop = asyncio.get_running_loop()
-        if self._lc is not None and self._loop is loop:
-            return self._lc
+        if self._loop_core is not None and self._loop is loop:
+            return self._loop_core
         if self._closed:
             raise RuntimeError("this Redlock client is closed")
         if self._loop is not None and self._loop is not loop:
@@ -119,8 +119,8 @@ class AsyncExecutor:
             )
         core = self.executor.checkout()
         self._loop = loop
-        self._lc = LoopCore(core, loop)
-        return self._lc
+        self._loop_core = LoopCore(core, loop)
+        return self._loop_core
 
     # --- single-lock requests (ride together) ----------------------------------------------------
     async def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
@@ -145,7 +145,7 @@ class AsyncExecutor:
         is then queued and goes out first in the next one (ahead of any acquisition queued after
         it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
         :meth:`fastredlock.engine.executor.Executor.release_unwaited`)."""
-        lc = self._bind()
+        loop_core = self._bind()
         if self.unwaited:  # the earlier ones' answers were read meanwhile: report them here
             self._report_done()
         if self._busy or self._runner is not None:
@@ -156,9 +156,9 @@ class AsyncExecutor:
             return None
         self._busy = True
         try:
-            rnd = (await lc.run("release_nowait", key, token))[0]
+            rnd = (await loop_core.run("release_nowait", key, token))[0]
         finally:
-            cancelled = self._alone_done(lc)
+            cancelled = self._alone_done(loop_core)
         self._add_unwaited(on_done, rnd, acquired_at, was_lost)
         if cancelled is not None:
             raise cancelled  # (the release went out)
@@ -175,14 +175,14 @@ class AsyncExecutor:
                 self._add_unwaited(report, rnd, since, False)
             written(rounds)
 
-        async def run(lc: LoopCore) -> List[Any]:
-            return await lc.run("release_many_nowait", keys, tokens)
+        async def run(loop_core: LoopCore) -> List[Any]:
+            return await loop_core.run("release_many_nowait", keys, tokens)
         done(await self.job(run, None, done))
 
-    def _alone_done(self, lc: LoopCore) -> Optional[BaseException]:
+    def _alone_done(self, loop_core: LoopCore) -> Optional[BaseException]:
         """A round that the caller's own task ran (nothing was in flight) ended: the queue that
         built up meanwhile goes on; the cancellation the round held back, if any."""
-        cancelled = lc.take_cancelled()
+        cancelled = loop_core.take_cancelled()
         self._busy = False
         if self._queue and self._runner is None:
             self._runner = self._loop.create_task(self._run_queue())  # type: ignore[union-attr]
@@ -209,7 +209,7 @@ class AsyncExecutor:
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
     async def _submit(self, key: bytes, token: bytes, ttl_ms: int, orphan: Any = None) -> _Request:
-        lc = self._bind()
+        loop_core = self._bind()
         if not self._busy and self._runner is None:
             # Nothing in flight: a round of one, run by the caller's own task (no hand-off).
             # Requests made meanwhile queue up; the runner takes them when this round is done.
@@ -217,16 +217,16 @@ class AsyncExecutor:
             self._busy = True
             try:
                 if ttl_ms:
-                    self.executor.for_acquiring(lc.core)
-                    rnd = req.rnd = (await lc.run("acquire", key, token, ttl_ms))[0]
+                    self.executor.for_acquiring(loop_core.core)
+                    rnd = req.rnd = (await loop_core.run("acquire", key, token, ttl_ms))[0]
                     req.ok = rnd.ok
                     if left_behind(rnd):  # released behind its SETs, not awaited
-                        await lc.run("release_quiet", key, token)
+                        await loop_core.run("release_quiet", key, token)
                 else:
-                    rnd = req.rnd = (await lc.run("release", key, token))[0]
+                    rnd = req.rnd = (await loop_core.run("release", key, token))[0]
                     req.ok = rnd.successes >= self.quorum
             finally:
-                cancelled = self._alone_done(lc)
+                cancelled = self._alone_done(loop_core)
             if cancelled is not None:
                 if req.ttl_ms and req.ok:
                     self._undo(req)  # nobody will hold it
@@ -261,7 +261,7 @@ class AsyncExecutor:
     async def run(self, op: str, *args: Any) -> List[Any]:
         """Run core operation ``op`` alone in its turn; its rounds. Cancelling the caller does not
         interrupt the round (see :meth:`LoopCore.run`)."""
-        return await self.job(lambda lc: lc.run(op, *args))
+        return await self.job(lambda loop_core: loop_core.run(op, *args))
 
     async def job(self, run: Callable[[LoopCore], Awaitable[Any]],
                   undo: Optional[Callable[[Any], None]] = None, orphan: Any = None) -> Any:
@@ -297,29 +297,29 @@ class AsyncExecutor:
     async def run_protected(self, op: str, args: tuple, orphan: Any) -> Any:
         """The round of core operation ``op`` that releases something (a family release): kept,
         and ``orphan(round)`` called, if its caller is cancelled (see :meth:`release_one`)."""
-        async def run(lc: LoopCore) -> Any:
-            return (await lc.run(op, *args))[0]
+        async def run(loop_core: LoopCore) -> Any:
+            return (await loop_core.run(op, *args))[0]
         return await self.job(run, None, orphan)
 
     async def run_acquiring(self, op: str, args: tuple, undo: Callable[[], None]) -> Any:
         """The round of core operation ``op`` that may take a lock; ``undo()`` is called if it did
         (``ok``) but its caller was cancelled meanwhile."""
-        async def run(lc: LoopCore) -> Any:
-            return (await lc.run(op, *args))[0]
+        async def run(loop_core: LoopCore) -> Any:
+            return (await loop_core.run(op, *args))[0]
         return await self.job(run, lambda rnd: undo() if rnd.ok else None)
 
     async def job_plan(self, plan: Any, undo: Callable[[], None]) -> Tuple[bool, Any]:
         """``(ok, round)`` of a job plan (a generator of :class:`fastredlock.engine.steps.Call` steps,
         see :mod:`fastredlock.engine.steps`) run with the core alone; ``undo()`` is called if it held
         (``ok``) but its caller was cancelled meanwhile."""
-        async def run(lc: LoopCore) -> Tuple[bool, Any]:
+        async def run(loop_core: LoopCore) -> Tuple[bool, Any]:
             value = None
             while True:
                 try:
                     call = plan.send(value)
                 except StopIteration as stop:
                     return stop.value
-                rounds = await lc.run(call.op, *call.args)
+                rounds = await loop_core.run(call.op, *call.args)
                 value = rounds[0] if len(rounds) == 1 else rounds  # as the sync core returns it
         return await self.job(run, lambda result: undo() if result[0] else None)
 
@@ -329,14 +329,14 @@ class AsyncExecutor:
         (one core carries everything in order). ``acquiring``: ``(keys, tokens)``; if the caller is
         cancelled and the job completes anyway, the keys whose round held are released in a coming
         round (nobody will hold them)."""
-        async def run(lc: LoopCore) -> List[Any]:
+        async def run(loop_core: LoopCore) -> List[Any]:
             value = None
             while True:
                 try:
                     call = plan.send(value)
                 except StopIteration as stop:
                     return stop.value
-                value = await lc.run(call.op, *call.args)
+                value = await loop_core.run(call.op, *call.args)
 
         undo = None
         if acquiring is not None:
@@ -386,12 +386,12 @@ class AsyncExecutor:
 
     async def settled(self, rnd: Any, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until no answer to ``rnd`` is pending any more."""
-        lc = self._bind()
-        deadline = lc.core.now() + timeout
-        while oc.PENDING in rnd.outcomes and not self._closed and lc.core.now() < deadline:
-            if lc.core.owed_deadline() < 0.0:
+        loop_core = self._bind()
+        deadline = loop_core.core.now() + timeout
+        while oc.PENDING in rnd.outcomes and not self._closed and loop_core.core.now() < deadline:
+            if loop_core.core.owed_deadline() < 0.0:
                 return
-            await lc.activity()
+            await loop_core.activity()
 
     # --- the runner ------------------------------------------------------------------------------
     def _enqueue(self, item: Any) -> None:
@@ -410,11 +410,11 @@ class AsyncExecutor:
                     if head.future.done() and head.orphan is None:
                         continue  # cancelled before it started: withdrawn (a kept job goes on)
                     try:
-                        self.executor.for_acquiring(self._lc.core)  # type: ignore[union-attr]
+                        self.executor.for_acquiring(self._loop_core.core)  # type: ignore[union-attr]
                         try:
-                            result = await head.run(self._lc)  # type: ignore[arg-type]
+                            result = await head.run(self._loop_core)  # type: ignore[arg-type]
                         finally:
-                            cancelled = self._lc.take_cancelled()  # type: ignore[union-attr]
+                            cancelled = self._loop_core.take_cancelled()  # type: ignore[union-attr]
                         if cancelled is not None:
                             raise cancelled
                     except BaseException as exc:
@@ -437,7 +437,7 @@ class AsyncExecutor:
                     try:
                         await self._run_batch(batch)
                     finally:
-                        cancelled = self._lc.take_cancelled()  # type: ignore[union-attr]
+                        cancelled = self._loop_core.take_cancelled()  # type: ignore[union-attr]
                     if cancelled is not None:
                         raise cancelled
                 except BaseException as exc:
@@ -488,32 +488,32 @@ class AsyncExecutor:
         """One round trip for ``batch`` (see :meth:`Executor._run_batch`, the threads' version):
         releases first, acquisitions behind them on the same connections, a failed acquisition
         that may hold released behind its SETs; the releases' answers are awaited last."""
-        lc = self._lc
+        loop_core = self._loop_core
         acqs = [r for r in batch if r.ttl_ms]
         rels = [r for r in batch if not r.ttl_ms]
         unwaited = [r for r in rels if r.unwaited is not None]
         if unwaited:  # first, written without waiting (nobody waits for their answers)
             rels = [r for r in rels if r.unwaited is None]
             if len(unwaited) == 1:
-                rounds = await lc.run("release_nowait", unwaited[0].key, unwaited[0].token)  # type: ignore[union-attr]
+                rounds = await loop_core.run("release_nowait", unwaited[0].key, unwaited[0].token)  # type: ignore[union-attr]
             else:
-                rounds = await lc.run(  # type: ignore[union-attr]
+                rounds = await loop_core.run(  # type: ignore[union-attr]
                     "release_many_nowait", [r.key for r in unwaited], [r.token for r in unwaited])
             for req, rnd in zip(unwaited, rounds):
                 req.rnd = rnd
         rel_rounds: List[Any] = []
         if rels:
             if len(rels) == 1 and not acqs:
-                rel_rounds = await lc.run("release", rels[0].key, rels[0].token)  # type: ignore[union-attr]
+                rel_rounds = await loop_core.run("release", rels[0].key, rels[0].token)  # type: ignore[union-attr]
             else:
-                rel_rounds = await lc.run(  # type: ignore[union-attr]
+                rel_rounds = await loop_core.run(  # type: ignore[union-attr]
                     "release_many_nowait" if acqs else "release_many", [r.key for r in rels], [r.token for r in rels])
         if acqs:
-            self.executor.for_acquiring(lc.core)  # type: ignore[union-attr]
+            self.executor.for_acquiring(loop_core.core)  # type: ignore[union-attr]
             if len(acqs) == 1:
-                acq_rounds = await lc.run("acquire", acqs[0].key, acqs[0].token, acqs[0].ttl_ms)  # type: ignore[union-attr]
+                acq_rounds = await loop_core.run("acquire", acqs[0].key, acqs[0].token, acqs[0].ttl_ms)  # type: ignore[union-attr]
             else:
-                acq_rounds = await lc.run(  # type: ignore[union-attr]
+                acq_rounds = await loop_core.run(  # type: ignore[union-attr]
                     "acquire_many", [r.key for r in acqs], [r.token for r in acqs], acqs[0].ttl_ms)
             for req, rnd in zip(acqs, acq_rounds):
                 req.rnd = rnd
@@ -529,14 +529,14 @@ class AsyncExecutor:
 
     async def _release_behind(self, reqs: Sequence[_Request]) -> None:
         if len(reqs) == 1:
-            await self._lc.run("release_nowait", reqs[0].key, reqs[0].token)  # type: ignore[union-attr]
+            await self._loop_core.run("release_nowait", reqs[0].key, reqs[0].token)  # type: ignore[union-attr]
         else:
-            await self._lc.run("release_many_nowait", [r.key for r in reqs], [r.token for r in reqs])  # type: ignore[union-attr]
+            await self._loop_core.run("release_many_nowait", [r.key for r in reqs], [r.token for r in reqs])  # type: ignore[union-attr]
 
     async def _releases_decided(self, rounds: List[Any]) -> None:
         """Releases written ahead of acquisitions: wait until each is decided (a quorum confirmed
         it or cannot any more; with ``wait_for_all``, until every master answered or is late)."""
-        lc = self._lc
+        loop_core = self._loop_core
         quorum, n = self.quorum, self.n
         while not self._closed:
             if self._wait_for_all:
@@ -544,9 +544,9 @@ class AsyncExecutor:
                     return
             elif release_decided(rounds, quorum, n):
                 return
-            if lc.core.owed_deadline() < 0.0:  # type: ignore[union-attr]
+            if loop_core.core.owed_deadline() < 0.0:  # type: ignore[union-attr]
                 return
-            await lc.activity()  # type: ignore[union-attr]
+            await loop_core.activity()  # type: ignore[union-attr]
 
     def _finish_batch(self, batch: List[_Request]) -> None:
         """Hand each request its result; undo an acquisition whose task went away meanwhile."""
@@ -573,15 +573,15 @@ class AsyncExecutor:
     async def _deliver_unwaited(self) -> None:
         """Before closing: read the answers still owed to releases not waited for (bounded by their
         deadlines), and report them."""
-        lc = self._lc
-        if lc is None or not self.unwaited:
+        loop_core = self._loop_core
+        if loop_core is None or not self.unwaited:
             return
-        deadline = lc.core.now() + self.executor.settle_time()
-        while self.unwaited and lc.core.now() < deadline:
+        deadline = loop_core.core.now() + self.executor.settle_time()
+        while self.unwaited and loop_core.core.now() < deadline:
             self._reap()
-            if not self.unwaited or lc.core.owed_deadline() < 0.0:
+            if not self.unwaited or loop_core.core.owed_deadline() < 0.0:
                 break
-            await lc.activity()
+            await loop_core.activity()
         self._reap()
 
     # --- closing ---------------------------------------------------------------------------------
@@ -609,6 +609,6 @@ class AsyncExecutor:
             if not item.future.done():
                 item.future.set_exception(RuntimeError("this Redlock client is closed"))
         self._queue.clear()
-        if self._lc is not None:
-            self._lc.close()
+        if self._loop_core is not None:
+            self._loop_core.close()
         self.executor.close()

@@ -81,11 +81,11 @@ async def aacquire(dlm: Any, key: bytes, token: bytes) -> Held:
     executor = dlm.executor
     step = _step(key, token)
 
-    async def plan(lc: Any) -> Any:
-        executor.for_acquiring(lc.core)
-        rnd = (await lc.run("script", *step))[0]
+    async def plan(loop_core: Any) -> Any:
+        executor.for_acquiring(loop_core.core)
+        rnd = (await loop_core.run("script", *step))[0]
         if left_behind(rnd):
-            await lc.run("release_quiet", key, token)  # it never held the lock
+            await loop_core.run("release_quiet", key, token)  # it never held the lock
         return rnd
 
     rnd = await async_executor.job(plan, undo=lambda rnd: rnd.ok and async_executor.release_later(key, token))
