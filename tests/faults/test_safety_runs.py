@@ -24,10 +24,10 @@ SHORT = dict(ttl=0.5, clients=2, core="mixed" if len(CORES) == 2 else "python")
 pytestmark = pytest.mark.slow
 
 
-def no_violation(row):
-    assert row["held_overlaps"] == 0, row
-    assert not row["stale_accepted"], row
-    assert not row["fence_inversions"], row
+def no_violation(row, where=""):
+    assert row["held_overlaps"] == 0, (where, row)
+    assert not row["stale_accepted"], (where, row)
+    assert not row["fence_inversions"], (where, row)
 
 
 def test_restarts_break_the_lock_only_without_restart_aware_voting():
@@ -55,7 +55,7 @@ def test_paused_holder_writes_late_and_the_fence_check_refuses_it():
     assert defaults["expected"] and fencing["expected"], report
 
 
-def test_partitions_clock_jumps_slow_links_and_kills_keep_the_lock():
+def test_partitions_slow_links_and_kills_keep_the_lock_and_fencing_survives_a_clock_jump():
     scenarios = ["partition-minority", "partition-majority", "clock-jump", "slow-links", "kill-release"]
     reports, errors = {}, {}
 
@@ -76,7 +76,15 @@ def test_partitions_clock_jumps_slow_links_and_kills_keep_the_lock():
     for scenario, report in reports.items():
         assert report["nemesis"]["strikes"] >= 1 and not report["nemesis"]["errors"], report
         for mode, row in report["modes"].items():
-            no_violation(row)
+            if scenario == "clock-jump":
+                # A master whose clock jumps lets its keys expire early: a holder whose quorum counted
+                # that master can overlap the next one (the full run measures how often, and why);
+                # what must hold is the resource behind the fence check.
+                assert not row["stale_accepted"], (scenario, mode, row)
+                if mode == "fencing":
+                    assert row["use_overlaps"] == 0, (scenario, mode, row)
+            else:
+                no_violation(row, f"{scenario} {mode}")
             assert row["acquired"] > 0, (scenario, mode, row)
         assert not report["clients_failed"], report
     kills = reports["kill-release"]
