@@ -295,7 +295,11 @@ def _enqueue_child(out: Any, index: int, config: Dict[str, Any], side: Dict[str,
         if impl == "original":
             sys.path.insert(0, str(side["originals"]))
         elif side.get("core"):
-            fastredlock.compat.configure(core=side["core"], restart_aware=False)
+            from fastredlock.io.cores import NO_EXTENSIONS
+
+            # a pure run (PyPy, FASTREDLOCK_NO_EXTENSIONS=1) keeps every process pure, as its workers
+            core = "python" if NO_EXTENSIONS else side["core"]
+            fastredlock.compat.configure(core=core, restart_aware=False)
         import _celery_app
 
         tasks = _celery_app.build(config)
