@@ -313,14 +313,7 @@ class AsyncExecutor:
         see :mod:`fastredlock.engine.steps`) run with the core alone; ``undo()`` is called if it held
         (``ok``) but its caller was cancelled meanwhile."""
         async def run(loop_core: LoopCore) -> Tuple[bool, Any]:
-            value = None
-            while True:
-                try:
-                    call = plan.send(value)
-                except StopIteration as stop:
-                    return stop.value
-                rounds = await loop_core.run(call.op, *call.args)
-                value = rounds[0] if len(rounds) == 1 else rounds  # as the sync core returns it
+            return await _run_calls(loop_core, plan, True)
         return await self.job(run, lambda result: undo() if result[0] else None)
 
     async def batch(self, plan: Any, acquiring: Any) -> Tuple[List[Any], List[Any]]:
@@ -330,13 +323,7 @@ class AsyncExecutor:
         cancelled and the job completes anyway, the keys whose round held are released in a coming
         round (nobody will hold them)."""
         async def run(loop_core: LoopCore) -> List[Any]:
-            value = None
-            while True:
-                try:
-                    call = plan.send(value)
-                except StopIteration as stop:
-                    return stop.value
-                value = await loop_core.run(call.op, *call.args)
+            return await _run_calls(loop_core, plan, False)
 
         undo = None
         if acquiring is not None:
@@ -612,3 +599,18 @@ class AsyncExecutor:
         if self._loop_core is not None:
             self._loop_core.close()
         self.executor.close()
+
+
+async def _run_calls(loop_core: LoopCore, plan: Any, unwrap: bool) -> Any:
+    """Run the :class:`~fastredlock.engine.steps.Call` steps of ``plan`` on ``loop_core``; what the
+    plan returns. ``unwrap``: a call that made one round gets that round, as the sync core returns
+    it (a job plan's); else its list of rounds (a batch plan's: one per key)."""
+    value = None
+    while True:
+        try:
+            call = plan.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value = await loop_core.run(call.op, *call.args)
+        if unwrap and len(value) == 1:
+            value = value[0]
