@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, List, Sequence, Union
 
+from ..protocol.keyspace import reserved_by
+
 __all__ = [
     "MAX_NAME_BYTES", "MAX_TTL", "MAX_WAIT", "check_number", "check_timeout", "key_of", "keys_of", "name_list",
     "ttl_ms_of",
@@ -84,7 +86,21 @@ def key_of(prefix: bytes, name: Union[str, bytes]) -> bytes:
     key = prefix + raw
     if len(key) > MAX_NAME_BYTES:
         raise ValueError(f"name is {len(key)} bytes with the prefix; the limit is {MAX_NAME_BYTES}")
+    if b"{" in key:  # only a key with a brace can be another lock's derived key
+        _refuse_reserved(key)
     return key
+
+
+def _refuse_reserved(key: bytes) -> None:
+    """Raise ``ValueError`` if ``key`` is a key another lock derives (:mod:`fastredlock.protocol.keyspace`):
+    two locks would share it, and one's release would free the other."""
+    found = reserved_by(key)
+    if found is not None:
+        base, what = found
+        show = key.decode("utf-8", "backslashreplace")
+        raise ValueError(f"name {show!r} is reserved: it is the {what} of the lock "
+                         f"{base.decode('utf-8', 'backslashreplace')!r} (a lock name must not be a key "
+                         "another lock derives; see the security page)")
 
 
 def token_of(token: Union[str, bytes]) -> bytes:
@@ -118,6 +134,9 @@ def keys_of(prefix: bytes, names: List[Any]) -> List[bytes]:
             keys = [key_of(prefix, name) for name in names]  # raises
     else:
         keys = [key_of(prefix, name) for name in names]
+    for key in keys:
+        if b"{" in key:
+            _refuse_reserved(key)
     if len(set(keys)) != len(keys):
         raise ValueError("names must not repeat a name")
     return keys
