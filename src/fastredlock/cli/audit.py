@@ -39,6 +39,7 @@ from ..io.masters import MasterSpec, addresses_of, parse_master, split_urls
 from ..io.sentinel import Resolver, SentinelError
 from ..protocol.result import validity_ms
 from ..protocol.scripts import EXTEND, EXTEND_SHA
+from ..io.redact import redact
 
 __all__ = ["ALL", "FAIL", "PASS", "WARN", "Verdict", "audit", "format_table", "main"]
 
@@ -612,7 +613,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          clock_seconds=args.clock_seconds, samples=args.samples, timeout=args.timeout,
                          name=args.name)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        parser.error(redact(exc))
     failed = any(v.verdict == FAIL for v in verdicts)
     if args.json:
         print(json.dumps({"ok": not failed, "verdicts": [v._asdict() for v in verdicts]}, indent=2))

@@ -19,6 +19,7 @@ from typing import Any, List, Optional
 
 from .. import CORE, LockNotAcquiredError, Redlock, __version__
 from ..testing import find_server, server_version, start_masters
+from ..io.redact import redact
 
 
 def _show(title: str, lock) -> None:
@@ -160,7 +161,7 @@ def inspect_main(argv: Optional[List[str]] = None) -> int:
         dlm = Redlock(urls, io_timeout=args.timeout, connect_timeout=args.timeout, drift_factor=args.drift_factor,
                       prefix=args.prefix, restart_aware=False, cooldown=0.0, same_server_ok=True, core=args.core)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        parser.error(redact(exc))
     with dlm:
         if args.kind == "lock":
             info: Any = dlm.inspect(name)
@@ -168,7 +169,7 @@ def inspect_main(argv: Optional[List[str]] = None) -> int:
             try:
                 info = dlm.inspect_family(name, args.kind, limit=args.limit)
             except ValueError as exc:
-                parser.error(str(exc))
+                parser.error(redact(exc))
     if args.json:
         print(json.dumps(info.to_dict(), indent=2))
     else:

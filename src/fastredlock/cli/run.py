@@ -43,6 +43,7 @@ from .. import __version__
 from ..engine.checks import MAX_WAIT
 from ..io.masters import split_urls
 from ..errors import LockError
+from ..io.redact import redact
 
 __all__ = ["EXIT_BUSY", "EXIT_LOST", "EXIT_UNAVAILABLE", "FORWARDED_SIGNALS", "main", "run"]
 
@@ -59,7 +60,7 @@ _PROG = "fastredlock run"
 
 
 def _say(message: str) -> None:
-    print(f"{_PROG}: {message}", file=sys.stderr, flush=True)
+    print(f"{_PROG}: {redact(message)}", file=sys.stderr, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -194,14 +195,14 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     try:
         client = Redlock(masters, core=args.core, restart_aware=not args.no_restart_aware)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        parser.error(redact(exc))
     job = _Job(args.kill_after)
     with client:
         try:
             lock = client.lock(args.name, ttl=args.ttl, auto_extend=True, max_hold=args.max_hold,
                                on_lost=job.on_lost, fencing=not args.no_fence)
         except (TypeError, ValueError) as exc:
-            parser.error(str(exc))
+            parser.error(redact(exc))
         started = monotonic()
         # SIGTERM/SIGHUP while waiting: leave through an exception, so that an attempt in flight is
         # cleaned up on the masters (the default action would end the process at once).

@@ -97,6 +97,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from ..asyncio import Redlock as _AsyncRedlock
 from ..errors import LockNotOwnedError as _NotOwned, MasterOutcome
 from ..io.masters import MasterSpec, parse_master, parse_masters, shared_servers
+from ..io.redact import redact, redact_settings
 from ._common import encode_key, error_outcomes, one_server_message, options, usable_ttl
 
 __all__ = [
@@ -311,14 +312,13 @@ def _check_masters(specs: Sequence[MasterSpec]) -> Tuple[MasterSpec, ...]:
 
 
 def _clean(connections: Any) -> Any:
-    """``redis_connections`` for a repr, passwords hidden (as aioredlock's repr did)."""
+    """``redis_connections`` for a repr, passwords hidden (the package's one rule, io.redact)."""
     if isinstance(connections, dict):
-        return {k: ("*******" if k == "password" else v) for k, v in connections.items()}
+        return redact_settings(connections)
     if isinstance(connections, list):
         return [_clean(c) for c in connections]
     if isinstance(connections, str):
-        return re.sub(r"^(rediss?://)(:[^@]*@)?", lambda m: m.group(1) + (":*******@" if m.group(2) else ""),
-                      connections)
+        return redact(connections)
     return connections
 
 
@@ -380,7 +380,7 @@ class Sentinel:
             self.redis_kwargs["db"] = int(self.redis_kwargs["db"])
 
     def __repr__(self) -> str:
-        return f"Sentinel(connection={self.connection!r}, master={self.master!r})"
+        return redact(f"Sentinel(connection={_clean(self.connection)!r}, master={self.master!r})")
 
     async def get_sentinel(self) -> Any:
         """A ``redis.asyncio.sentinel.Sentinel`` over these sentinels (aioredlock: aioredis's)."""
@@ -488,7 +488,7 @@ class Aioredlock:
 
     def __repr__(self) -> str:
         return (
-            f"Aioredlock(redis_connections={_clean(self.redis_connections)!r}, retry_count={self.retry_count}, "
+            f"Aioredlock(redis_connections={redact(repr(_clean(self.redis_connections)))}, retry_count={self.retry_count}, "
             f"retry_delay_min={self.retry_delay_min}, retry_delay_max={self.retry_delay_max}, "
             f"internal_lock_timeout={self.internal_lock_timeout})"
         )

@@ -35,6 +35,7 @@ from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .tls import TlsOptions, context_for
+from .redact import redact, redact_settings, redacted_repr
 
 __all__ = ["ClusterSpec", "MasterSpec", "SentinelSpec", "parse_master", "parse_masters", "shared_servers", "split_urls"]
 
@@ -62,6 +63,8 @@ class SentinelSpec(NamedTuple):
     #: Login to the sentinels (not to the master: that is the :class:`MasterSpec`'s).
     username: Optional[str] = None
     password: Optional[str] = None
+
+    __repr__ = redacted_repr  # no password in tracebacks, logs, error trackers
 
 
 class ClusterSpec(NamedTuple):
@@ -92,6 +95,8 @@ class MasterSpec(NamedTuple):
     #: A Redis Cluster master: its nodes to ask for the slot map (``host`` is then None; the
     #: spec of one of its nodes has ``host``/``port`` set and keeps this), or None.
     cluster: Optional[ClusterSpec] = None
+
+    __repr__ = redacted_repr  # no password in tracebacks, logs, error trackers
 
     @property
     def label(self) -> str:
@@ -192,7 +197,7 @@ def _from_url(url: str) -> MasterSpec:
             if not parts.path:
                 raise ValueError
             query = parse_qs(parts.query)
-            db = _check_db(query.get("db", ["0"])[0], url)
+            db = _check_db(query.get("db", ["0"])[0], _safe(url))
             password = query.get("password", [None])[0]
             if parts.password is not None:
                 password = unquote(parts.password)
@@ -204,17 +209,17 @@ def _from_url(url: str) -> MasterSpec:
         port = parts.port  # raises ValueError on a bad port
     except ValueError:
         raise ValueError(
-            f"masters: malformed URL {url!r}; expected redis[s]://[user:pass@]host:port[/db] or unix:///path"
+            f"masters: malformed URL {_safe(url)!r}; expected redis[s]://[user:pass@]host:port[/db] or unix:///path"
         ) from None
     if not host:
-        raise ValueError(f"masters: URL {url!r} has no host")
+        raise ValueError(f"masters: URL {_safe(url)!r} has no host")
     db = 0
     path = parts.path.strip("/")
     if path:
-        db = _check_db(path, url)
+        db = _check_db(path, _safe(url))
     query = parse_qs(parts.query)
     if "db" in query:
-        db = _check_db(query["db"][0], url)
+        db = _check_db(query["db"][0], _safe(url))
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password is not None else None
     if username is not None and password is None:
@@ -223,7 +228,7 @@ def _from_url(url: str) -> MasterSpec:
     tls = None
     if scheme == "rediss":
         tls = _tls_options({k: v[0] for k, v in query.items() if k in _TLS_KEYS}, _safe(url))
-    return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password, tls)
+    return MasterSpec(host, _check_port(port or 6379, _safe(url)), None, db, username, password, tls)
 
 
 def _sentinel_address(text: str, what: str, default: int = _SENTINEL_PORT) -> Tuple[str, int]:
@@ -377,15 +382,12 @@ def split_urls(text: str) -> List[str]:
 
 
 def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)
+    """The URL without its password, for messages (the one rule: :func:`fastredlock.io.redact.redact`)."""
+    return redact(url)
 
 
 def _from_dict(d: dict) -> MasterSpec:
-    what = repr({k: ("***" if k.endswith("password") else v) for k, v in d.items()})
+    what = repr(redact_settings(d))
     if "sentinels" in d or "service" in d:
         return _from_sentinel_dict(d, what)
     if "cluster" in d:

@@ -19,6 +19,8 @@ import ssl
 import threading
 from typing import Any, Dict, NamedTuple, Optional
 
+from .redact import redacted_repr
+
 __all__ = ["TlsConn", "TlsError", "TlsOptions", "context_for", "reason"]
 
 _READ_SIZE = 65536
@@ -41,6 +43,8 @@ class TlsOptions(NamedTuple):
     min_version: Optional[str] = None
     #: A ready ``ssl.SSLContext``; when given, the settings above are not used.
     context: Any = None
+
+    __repr__ = redacted_repr  # a key's password, if set, never shown
 
     def is_default(self) -> bool:
         """Whether no setting was given (``Redlock(ssl_context=...)`` then applies)."""
