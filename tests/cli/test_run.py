@@ -170,3 +170,45 @@ def test_a_command_that_cannot_be_found(masters, one_core, name, keys_on):
     done = _run(masters.urls, one_core, name, "--", "/nonexistent/command")
     assert done.returncode == 127 and "not found" in done.stderr
     assert keys_on(masters, name) == 0
+
+
+def _gone(pid):
+    """Whether process ``pid`` has ended (a zombie nobody reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_run_killed_takes_its_command_and_children_with_it(masters, core, name, tmp_path, keys_on):
+    """SIGKILL to ``run``: the command and its children are gone within 1 s; a second ``run`` takes
+    the lock only after that (when the TTL ends: nobody renews it, nobody released it)."""
+    pids, second = tmp_path / "pids", tmp_path / "second"
+    script = f"sleep 60 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    first = _start(masters.urls, core, "--ttl", "2", name, "--", "sh", "-c", script)
+    later = shell = None
+    try:
+        _wait_for_file(str(pids))
+        shell, child = map(int, pids.read_text().split())
+        first.kill()
+        first.wait(timeout=10)
+        killed = time.monotonic()
+        later = _start(masters.urls, core, "--ttl", "2", "--wait", "20", name, "--", "sh", "-c",
+                       f"touch {second}")
+        while not (_gone(shell) and _gone(child)):
+            assert time.monotonic() - killed < 1.0, "the command outlived run by 1 s"
+            time.sleep(0.01)
+        gone = time.monotonic()
+        assert not second.exists()  # the lock is still the first run's: the second waits for its TTL
+        assert later.wait(timeout=20) == 0, later.stderr.read()
+        assert second.exists() and time.monotonic() - gone > 0.5
+    finally:
+        for proc in (first, later):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        if shell is not None and not _gone(shell):  # (a failed run of this test: leave nothing behind)
+            os.killpg(shell, signal.SIGKILL)
+    assert keys_on(masters, name) == 0

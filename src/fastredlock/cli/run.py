@@ -16,6 +16,15 @@ lock can stop the whole job: if a renewal fails and the lock is lost while the c
 group gets SIGTERM, then SIGKILL after ``--kill-after`` seconds, and ``run`` exits with
 :data:`EXIT_LOST`. A command that reads from the terminal is therefore not in its foreground.
 
+If ``run`` itself dies (SIGKILL, the OOM killer, a crash), the command does not outlive it: a small
+guard process, started beside the command in a session of its own, holds the reading end of a
+pipe only ``run`` writes to. When that pipe closes without ``run`` saying it ended normally, the guard
+sends the command's process group SIGTERM, then SIGKILL :data:`ORPHAN_GRACE` seconds later (the
+command's children and grandchildren included: they are in its group unless they left it). What
+remains possible: a job that left its process group (``setsid``, a daemon), and the host itself
+dying (power, kernel panic) or the guard being killed together with ``run``: then nothing stops the
+command, and the lock ends with its TTL (the TTL is the bound, as for any holder that stops renewing).
+
 What the command finds in its environment: ``FASTREDLOCK_NAME`` (the lock's name) and
 ``FASTREDLOCK_FENCE`` (the fencing token of this acquisition, an integer larger than every earlier
 holder's; pass it to the resource so it can refuse a late writer; ``--no-fence`` skips the extra
@@ -57,6 +66,36 @@ EXIT_LOST = 70
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 _PROG = "fastredlock run"
+
+#: Seconds the guard leaves between SIGTERM and SIGKILL when ``run`` died while its command ran.
+ORPHAN_GRACE = 0.5
+
+# The guard (``python -S -c``, in a session of its own so that signals sent to run's group spare it):
+# it reads the command's group id, then waits for the pipe to close. ``run`` writes "done" before it
+# closes the pipe at a normal end; an end without it means ``run`` died: the group is stopped.
+_GUARD = """
+import os, signal, sys, time
+fd, grace = int(sys.argv[1]), float(sys.argv[2])
+data = b""
+while True:
+    chunk = os.read(fd, 64)
+    if not chunk:
+        break
+    data += chunk
+words = data.split()
+if not words or not words[0].isdigit() or b"done" in words:
+    sys.exit(0)
+group = int(words[0])
+try:
+    os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        os.killpg(group, 0)
+    os.killpg(group, signal.SIGKILL)
+except (ProcessLookupError, PermissionError):
+    pass
+"""
 
 
 def _say(message: str) -> None:
@@ -112,17 +151,51 @@ class _Job:
         self.lost = threading.Event()
         self._lock = threading.Lock()
         self._pending: List[int] = []
+        self._guard: Optional[int] = None  # the writing end of the guard's pipe
+        self._guard_proc: Optional[subprocess.Popen] = None
 
     def start(self, argv: List[str], env: dict) -> None:
         """Start the command in a process group of its own; signals that arrived while it was being
         started are passed on to it now."""
+        self._start_guard()
         # start_new_session (setsid) rather than Popen(process_group=0): Python 3.9 and 3.10 too
         proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        if self._guard is not None:
+            os.write(self._guard, b"%d\n" % proc.pid)  # the group id: the command leads its session
         with self._lock:
             self.proc = proc
             pending, self._pending = self._pending, []
         for signum in pending:
             self.signal(signum)
+
+    def _start_guard(self) -> None:
+        """Start the guard that stops the command's group if ``run`` dies (see the module docstring);
+        without one (no interpreter to start) the command runs as before, unguarded."""
+        read, write = os.pipe()  # not inheritable: the command never holds the writing end
+        try:
+            self._guard_proc = subprocess.Popen([sys.executable, "-S", "-c", _GUARD, str(read), str(ORPHAN_GRACE)],
+                             pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError:
+            os.close(write)
+        else:
+            self._guard = write
+        finally:
+            os.close(read)
+
+    def finish(self) -> None:
+        """Tell the guard that ``run`` ends normally (the command has ended): it stops nothing."""
+        if self._guard is not None:
+            try:
+                os.write(self._guard, b"done\n")
+            finally:
+                os.close(self._guard)
+                self._guard = None
+        if self._guard_proc is not None:
+            try:
+                self._guard_proc.wait(timeout=1.0)  # it ends at once; else it is left to the OS
+            except subprocess.TimeoutExpired:
+                pass
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the command's process group (if it still runs; kept for it if it is
@@ -243,6 +316,7 @@ def _run_holding(lock, job: _Job, command: List[str], name: str) -> int:
         else:
             status = job.wait()
     finally:
+        job.finish()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         released = _release(lock, job)
