@@ -212,3 +212,16 @@ def test_run_killed_takes_its_command_and_children_with_it(masters, core, name, 
         if shell is not None and not _gone(shell):  # (a failed run of this test: leave nothing behind)
             os.killpg(shell, signal.SIGKILL)
     assert keys_on(masters, name) == 0
+
+
+@pytest.mark.parametrize("option", ["--wait", "--ttl", "--kill-after", "--max-hold"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e400", "Infinity"])
+def test_infinite_and_nan_durations_are_refused(option, value, capsys, dead_port):
+    import importlib
+
+    run_cli = importlib.import_module("fastredlock.cli.run")
+    with pytest.raises(SystemExit) as info:
+        run_cli.run(["-m", f"redis://127.0.0.1:{dead_port}", f"{option}={value}", "job", "--", "true"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert f"argument {option}: must be a finite number of seconds" in err and "Traceback" not in err

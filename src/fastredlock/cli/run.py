@@ -40,6 +40,7 @@ command was not found / could not be run.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
@@ -113,15 +114,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--masters", "-m", action="append", default=[], metavar="URL",
                    help="a master (redis://host:port[/db]); repeat it, or separate URLs with commas "
                         "(default: $FASTREDLOCK_MASTERS)")
-    p.add_argument("--ttl", type=float, default=30.0,
+    p.add_argument("--ttl", type=_seconds, default=30.0,
                    help="the lock's time to live in seconds; it is renewed every ttl/3 while the command "
                         "runs (default 30)")
-    p.add_argument("--wait", type=float, default=None, metavar="S",
+    p.add_argument("--wait", type=_seconds, default=None, metavar="S",
                    help="wait at most S seconds for the lock (0: one attempt, like flock -n); "
                         "default: wait until it is free")
-    p.add_argument("--kill-after", type=float, default=5.0, metavar="S",
+    p.add_argument("--kill-after", type=_seconds, default=5.0, metavar="S",
                    help="if the lock is lost, SIGKILL the command this long after SIGTERM (default 5)")
-    p.add_argument("--max-hold", type=float, default=None, metavar="S",
+    p.add_argument("--max-hold", type=_seconds, default=None, metavar="S",
                    help="stop renewing the lock S seconds after acquiring it (it is then lost at its TTL)")
     p.add_argument("--no-fence", action="store_true",
                    help="take no fencing token (one round fewer; FASTREDLOCK_FENCE is not set)")
@@ -133,6 +134,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the lock's name")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments")
     return p
+
+
+def _seconds(text: str) -> float:
+    """A duration option: a finite number of seconds (``inf`` and ``nan`` are refused: no wait is
+    endless, and a NaN compares false with every bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, not {text!r} "
+                                         "(leave --wait out to wait until the lock is free)")
+    return value
 
 
 def _masters_of(given: Sequence[str]) -> List[str]:
