@@ -12,7 +12,11 @@ KIND_SET = 0
 #: heard by waiters) means done, with the detail :data:`WOKE`.
 KIND_SCRIPT = 1
 #: The fenced acquisition script: ``:n >= 0`` means acquired with counter n, ``:-1`` means taken.
+#: A counter above :data:`MAX_FENCE` is refused (a protocol error), by both cores alike.
 KIND_FENCED = 2
+#: The largest fence counter a master may report: the next fence (one more) must still be exact
+#: where the scripts compare it (Lua numbers are doubles: integers are exact up to 2**53).
+MAX_FENCE = 2**53 - 2
 #: Like KIND_SCRIPT, but an acquisition (``lock_all``): restart-aware voting applies.
 KIND_SCRIPT_ACQUIRE = 3
 #: One script for K keys (``RELEASE_MANY``): a bulk reply of K characters, '1' done, '0' not the owner.
@@ -66,7 +70,7 @@ def classify(kind, reply):
         if isinstance(reply, (bytes, int)):
             return OK, None, reply
     elif isinstance(reply, int):  # KIND_FENCED
-        if reply >= 0:
+        if 0 <= reply <= 9007199254740990:  # MAX_FENCE (a literal: a C comparison when compiled)
             return OK, None, reply
         if reply == -1:
             return NO, None, None
