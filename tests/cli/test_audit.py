@@ -198,18 +198,35 @@ def test_audit_acl_checks_key_patterns_with_the_clients_lock_name(odd_master):
     m = odd_master()
     if not m.command("ACL", "WHOAMI") == b"default":
         pytest.skip("this server has no ACLs (Redis < 6)")
-    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~orders:*", "+@all")
+    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~orders:*", "&*", "+@all")
     url = f"redis://locker:pw@{m.host}:{m.port}"
     acl = _of(_audit([url]), "acl")[_label(m)]
-    assert acl.verdict == FAIL and "key" in acl.found and "~fastredlock*" in acl.change
-    assert _of(_audit([url], name="orders"), "acl")[_label(m)].verdict == PASS
+    assert acl.verdict == FAIL and "key" in acl.found and "~fastredlock ~{fastredlock}:*" in acl.change
+    # (issue 39, item 5) ~orders:* covers the lock key orders:x but not the keys it derives under its
+    # hash tag; before, the audit tried orders:x:audit-<random> only, said PASS and advised ~orders:x*
+    acl = _of(_audit([url], name="orders:x"), "acl")[_label(m)]
+    assert acl.verdict == FAIL and "{orders:x}:wake" in acl.found, acl
+    assert "ACL SETUSER <user> ~orders:x ~{orders:x}:* &fastredlock-wake:orders:x" in acl.change
+    # the rules it prints are enough
+    rules = acl.change.split("ACL SETUSER <user> ")[1].rstrip(")").split()
+    m.command("ACL", "SETUSER", "locker", "resetkeys", "resetchannels", *rules)
+    assert _of(_audit([url], name="orders:x"), "acl")[_label(m)].verdict == PASS
+
+
+def test_audit_acl_warns_when_the_wake_channels_are_denied(odd_master):
+    m = odd_master()
+    if m.command("ACL", "DRYRUN", "default", "PING") != b"OK":
+        pytest.skip("this server has no ACL DRYRUN (Redis < 7)")
+    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "resetchannels", "+@all")
+    acl = _of(_audit([f"redis://locker:pw@{m.host}:{m.port}"], name="app:x"), "acl")[_label(m)]
+    assert acl.verdict == WARN and "fastredlock-wake:app:x" in acl.found and "&fastredlock-turn:*" in acl.change
 
 
 def test_audit_acl_without_info_passes_only_without_restart_aware_voting(odd_master):
     m = odd_master()
     if not m.command("ACL", "WHOAMI") == b"default":
         pytest.skip("this server has no ACLs (Redis < 6)")
-    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "+@all", "-info")
+    m.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all", "-info")
     url = f"redis://locker:pw@{m.host}:{m.port}"
     acl = _of(_audit([url]), "acl")[_label(m)]
     assert acl.verdict == FAIL and acl.found.startswith("denied: INFO") and "restart-aware" in acl.change

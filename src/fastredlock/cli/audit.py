@@ -38,7 +38,8 @@ from ..engine.checks import check_number
 from ..io.masters import MasterSpec, addresses_of, parse_master, split_urls
 from ..io.sentinel import Resolver, SentinelError
 from ..protocol.result import validity_ms
-from ..protocol.scripts import EXTEND, EXTEND_SHA
+from ..protocol.keyspace import KINDS, acl_rules, beside, derived_keys
+from ..protocol.scripts import EXTEND, EXTEND_SHA, TURN_PREFIX, WAKE_PREFIX
 from ..io.redact import redact
 
 __all__ = ["ALL", "FAIL", "PASS", "WARN", "Verdict", "audit", "format_table", "main"]
@@ -441,24 +442,80 @@ def _acl_live(m: _Master, key: str) -> Dict[str, str]:
     return denied
 
 
+def lock_keys(name: str) -> List[str]:
+    """Every key a lock called ``name`` (prefix included) touches, of any kind (lock, rlock,
+    rwlock, semaphore), variable parts filled in (:func:`fastredlock.protocol.keyspace.derived_keys`)."""
+    raw = name.encode("utf-8", "surrogatepass")
+    keys: List[str] = [name]
+    for kind in KINDS:
+        for key, _what, _holds in derived_keys(raw, kind):
+            text = key.replace(b"<slot>", b"0").replace(b"<token>", b"audit").decode("utf-8", "surrogatepass")
+            if text not in keys:
+                keys.append(text)
+    return keys
+
+
+def _key_access(m: _Master, user: Optional[str], name: str) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The keys of lock ``name`` the user may not touch, and the wake channels it may not publish
+    on, with why (``user`` None: no ACL DRYRUN, so keys are read with EXISTS and channels not tried)."""
+    assert m.conn is not None
+    keys, channels = {}, {}
+    for key in lock_keys(name):
+        if user is None:
+            reply = m.conn.call("EXISTS", key)
+            if _denied(reply):
+                keys[key] = str(reply)
+            continue
+        reply = m.conn.call("ACL", "DRYRUN", user, "SET", key, "t", "PX", 10000)
+        if not isinstance(reply, hiredis.ReplyError) and reply != b"OK":
+            keys[key] = _text(reply)
+    if user is not None:
+        raw = name.encode("utf-8", "surrogatepass")
+        for channel in (WAKE_PREFIX + raw, WAKE_PREFIX + beside(raw, b":rlock"), TURN_PREFIX + b"audit"):
+            text = channel.decode("utf-8", "surrogatepass")
+            reply = m.conn.call("ACL", "DRYRUN", user, "PUBLISH", text, "1")
+            if not isinstance(reply, hiredis.ReplyError) and reply != b"OK":
+                channels[text] = _text(reply)
+    return keys, channels
+
+
 def check_acl(m: _Master, opts: _Options) -> Verdict:
     """The URL's user may run every command the client sends and every command its scripts call,
-    on a key named like the clients' (``opts.name``: ACL key patterns)."""
+    on every key a lock called ``opts.name`` touches (ACL key patterns), and publish on its wake
+    channels; on a key pattern that falls short, the verdict names the rules that cover them."""
     if m.conn is None:
         return Verdict("acl", m.label, FAIL, "connection lost before the ACL check", "run the audit again")
-    key = f"{opts.name}:audit-{uuid.uuid4().hex}"
-    denied = _acl_dryrun(m, key)
+    rules = acl_rules(opts.name.encode("utf-8", "surrogatepass"))
+    # DRYRUN runs nothing: the lock's own key. Run for real: a key of the audit's own beside it, under
+    # its hash tag (the rules cover it; no lock uses it).
+    key = beside(opts.name.encode("utf-8", "surrogatepass"), b":audit-%s" % uuid.uuid4().hex.encode()).decode(
+        "utf-8", "surrogatepass")
+    denied = _acl_dryrun(m, opts.name)
     how = "ACL DRYRUN"
+    user: Optional[str] = None
     if denied is None:
         denied, how = _acl_live(m, key), "commands run on a key of the audit's own"
+    else:
+        who = m.conn.call("ACL", "WHOAMI")
+        user = _text(who) if isinstance(who, bytes) else (m.spec.username or "default")
     if not opts.restart_aware:
         denied.pop("INFO", None)  # only restart-aware voting reads INFO
-    if not denied:
-        return Verdict("acl", m.label, PASS, f"every command allowed on {opts.name}:... ({how})", "")
+    keys, channels = _key_access(m, user, opts.name)
+    if not denied and not keys:
+        touched = f"{opts.name} and the keys a lock of it derives ({len(lock_keys(opts.name)) - 1})"
+        if channels:
+            return Verdict("acl", m.label, WARN, f"every command allowed on {touched}, but not the wake "
+                           f"channels {', '.join(channels)} ({how}): releases wake no waiter, waiters "
+                           "retry on their backoff", f"allow the channels (ACL SETUSER <user> {rules})")
+        return Verdict("acl", m.label, PASS, f"every command allowed on {touched} ({how})", "")
+    if keys and not denied:
+        first = next(iter(keys.values()))
+        return Verdict("acl", m.label, FAIL, f"denied keys: {', '.join(keys)} ({how}): {first}",
+                       f"allow this user every key of the lock (ACL SETUSER <user> {rules})")
     names = list(denied)
     first = denied[names[0]]
     if "key" in first.lower():
-        change = f"allow this user the lock keys (ACL SETUSER <user> ~{opts.name}*)"
+        change = f"allow this user every key of the lock (ACL SETUSER <user> {rules})"
     else:
         rules = " ".join(f"+{n.lower()}" for n in names)
         change = f"allow {', '.join(names)} for this user (e.g. ACL SETUSER <user> {rules})"
@@ -503,7 +560,8 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
     ``restart_aware``: whether the clients vote restart-aware (then persistence may be off);
     ``drift_factor`` and ``io_timeout``: the clients' settings; ``clock_seconds``: how far apart the
     two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect and reply timeout;
-    ``name``: a lock name as the clients use it (with its prefix), for the ACL check's key patterns.
+    ``name``: a lock name as the clients use it (with its prefix): the ACL check tries every key a
+    lock of that name touches (:func:`lock_keys`) and names the rules that cover them.
     """
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
         raise TypeError("masters: expected a list of masters (URLs, dicts, tuples or redis.Redis clients)")
@@ -593,8 +651,9 @@ def _parser():
     p.add_argument("--samples", type=int, default=20, help="PINGs per master for the latency check (default 20)")
     p.add_argument("--timeout", type=float, default=2.0, help="connect and reply timeout, seconds (default 2)")
     p.add_argument("--name", default="fastredlock",
-                   help="a lock name as your clients use it, prefix included: the ACL check tries keys "
-                        "<name>:audit-<random> (ACL key patterns; default fastredlock)")
+                   help="a lock name as your clients use it, prefix included: the ACL check tries every "
+                        "key a lock of that name touches and prints the ACL rules that cover them "
+                        "(default fastredlock)")
     p.add_argument("--json", action="store_true", help="print JSON: {ok, verdicts: [{check, master, ...}]}")
     return p
 

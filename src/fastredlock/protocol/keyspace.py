@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .scripts import TURN_PREFIX, WAKE_PREFIX
 
-__all__ = ["DERIVED", "VARIABLE", "KINDS", "derived_keys", "reserved_by", "acl_rules", "acl_glob", "has_tag"]
+__all__ = ["DERIVED", "VARIABLE", "KINDS", "beside", "derived_keys", "reserved_by", "acl_rules", "acl_glob", "has_tag"]
 
 #: The lock kinds, as ``fastredlock audit --kind`` and the docs name them.
 KINDS = ("lock", "rlock", "rwlock", "semaphore")
@@ -84,8 +84,12 @@ def reserved_by(key):
     return None
 
 
-def _tagged(key, suffix):
+def beside(key, suffix):
+    """The key ``suffix`` beside ``key``, under its hash tag (as :func:`fastredlock.protocol.family.tagged`)."""
     return key + suffix if has_tag(key) else b"{" + key + b"}" + suffix
+
+
+_tagged = beside
 
 
 def derived_keys(key, kind="lock"):
