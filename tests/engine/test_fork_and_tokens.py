@@ -80,3 +80,26 @@ def test_fork_child_cannot_release_parents_lock_by_accident(dlm, masters, name, 
                                          (EXTEND, EXTEND_SHA)])
 def test_script_sha_matches_server(masters, script, sha):
     assert masters[0].command("SCRIPT", "LOAD", script) == sha
+
+
+def test_tokens_reveal_nothing_about_each_other():
+    """(issue 39, item 9) A token is the process id and 128 random bits of its own: before, it was a
+    secret prefix and a counter, so one token gave away every other token of its process."""
+    tokens = [_tokens.new_token() for _ in range(600)]  # more than one refill of the pool
+    ids = {t.split(b":")[0] for t in tokens}
+    secrets = [t.split(b":")[1] for t in tokens]
+    assert len(ids) == 1 and len(set(secrets)) == len(secrets)
+    assert all(len(s) == 32 and int(s, 16) >= 0 for s in secrets)
+    # no arithmetic link between neighbours (a counter, or a counter under a fixed mask, would show one)
+    steps = {int(b, 16) - int(a, 16) for a, b in zip(secrets, secrets[1:])}
+    assert len(steps) == len(secrets) - 1
+    batch = _tokens.new_tokens(3)
+    assert len(set(batch)) == 3 and all(t.startswith(batch[0].rsplit(b".", 1)[0] + b".") for t in batch)
+    assert _tokens.holder_of(tokens[0]) == _tokens.holder_of(batch[0]) != _tokens.FOREIGN
+
+
+def test_fork_child_never_spends_its_parents_unspent_tokens():
+    _tokens.new_token()  # the pool now holds unspent tokens, copied into the child by fork
+    child = _in_child(lambda: b" ".join(_tokens.new_token() for _ in range(5)))
+    later = {_tokens.new_token() for _ in range(300)}
+    assert child and not set(child.split()) & later

@@ -1,43 +1,63 @@
 # cython: annotation_typing=False
 """Tokens that identify one acquisition across all clients.
 
-A token is a per-process random prefix of 128 bits from the OS CSPRNG plus a counter. The prefix is
-drawn again in a fork child, so a child never mints the tokens its parent (or a sibling) mints.
-The tokens of one batch share one counter value and add their index after a dot
-(``prefix:count.index``): a single token has no dot, so no two tokens of a process are equal.
+A token is ``<process id>:<secret>``: a per-process random id of 128 bits (the same for every token
+of the process, drawn again in a fork child) and 128 bits of its own from the OS CSPRNG. Tokens
+reveal nothing about each other: knowing one (from a log, a ``MONITOR``, a key's value) lets its
+holder release or extend that one acquisition, never another (before, a counter followed a secret
+prefix, and one token gave away every past and future token of its process). The random parts are
+drawn 256 at a time (one ``getrandom`` per 4 KiB) and handed out from a deque (``popleft`` is
+atomic): a token costs about what formatting a counter did. A fork child drops its parent's
+unspent ones. The tokens of one batch share one token and add their index after a dot
+(``id:secret.index``; one batch is one acquisition: its tokens release each other's keys).
 
-The prefix is the secret part: whoever knows it can guess the counter and release or extend the
-process's locks. What may be shown of a token is :func:`holder_of` it: a short digest of the
-prefix, the same for every token of one process (and different in a fork child), from which
-nothing of the prefix can be learnt.
+What may be shown of a token is :func:`holder_of` it: a short digest of the process id, the same for
+every token of one process (and different in a fork child).
 """
 from __future__ import annotations
 
+import collections
 import hashlib
-import itertools
 import os
 import re
-from typing import List, Union
+import struct
+from binascii import hexlify
+from typing import Any, List, Union
 
-_prefix = ""
-_counter = itertools.count(1)
+_prefix = b""
+_pool: Any = collections.deque()
+_take: Any = _pool.popleft
+
+#: How many random parts one refill draws (16 bytes each).
+_BATCH = 256
+#: Cuts the hex digits of one refill into the tokens' random parts (32 hex digits each).
+_SPLIT = struct.Struct("32s" * _BATCH).unpack
 
 
 def _reseed() -> None:
-    global _prefix, _counter
-    _prefix = os.urandom(16).hex() + ":"
-    _counter = itertools.count(1)
+    global _prefix, _pool, _take
+    _prefix = os.urandom(16).hex().encode("ascii") + b":"
+    _pool = collections.deque()
+    _take = _pool.popleft
+
+
+def _refill() -> None:
+    # (C loops only: one getrandom, one hex, 256 slices by a Struct, 256 concatenations by map)
+    _pool.extend(map(_prefix.__add__, _SPLIT(hexlify(os.urandom(16 * _BATCH)))))
 
 
 def new_token() -> bytes:
     """Return a token never returned before by any process (with overwhelming probability)."""
-    count = next(_counter)  # atomic under the GIL (``+= 1`` on a global would not be, interpreted)
-    return f"{_prefix}{count:x}".encode("ascii")  # compiled: the hex digits are formatted in C
+    while True:
+        try:
+            return _take()  # atomic under the GIL: no two threads get the same one
+        except IndexError:  # spent (another thread may refill too: both add fresh ones)
+            _refill()
 
 
 def new_tokens(count: int) -> List[bytes]:
     """Return ``count`` distinct tokens for one batch, none ever returned before (see the docstring)."""
-    base = f"{_prefix}{next(_counter):x}.".encode("ascii")
+    base = new_token() + b"."
     if count <= len(_INDEX):
         return [base + index for index in _INDEX[:count]]
     return [base + b"%x" % i for i in range(count)]
