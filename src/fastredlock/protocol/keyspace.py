@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .scripts import TURN_PREFIX, WAKE_PREFIX
 
-__all__ = ["DERIVED", "VARIABLE", "KINDS", "beside", "derived_keys", "reserved_by", "acl_rules", "acl_glob", "has_tag"]
+__all__ = ["DERIVED", "VARIABLE", "KINDS", "beside", "derived_keys", "reserved_by", "acl_rules", "acl_glob", "has_tag", "markdown_table", "LOCK_COMMANDS"]
 
 #: The lock kinds, as ``fastredlock audit --kind`` and the docs name them.
 KINDS = ("lock", "rlock", "rwlock", "semaphore")
@@ -123,3 +123,24 @@ def acl_rules(key):
     channels = (b"&" + acl_glob(WAKE_PREFIX + key), b"&" + acl_glob(WAKE_PREFIX + _tagged(key, b":")) + b"*",
                 b"&" + acl_glob(TURN_PREFIX) + b"*")
     return b" ".join((b"~" + base, b"~" + beside) + channels).decode("utf-8", "backslashreplace")
+
+
+def markdown_table(name=b"app:x"):
+    """The security page's table of the keys each kind of lock on ``name`` touches (what
+    ``fastredlock audit --name`` checks), as Markdown: docs/security.md holds this text, and
+    tests/docs/test_security_page.py checks that it is current."""
+    rows = ["| Kind | Key | What | Holds |", "| --- | --- | --- | --- |"]
+    for kind in KINDS:
+        for key, what, holds in derived_keys(name, kind):
+            rows.append(f"| {kind} | `{key.decode('utf-8', 'backslashreplace')}` | {what} | {holds} |")
+    return "\n".join(rows) + "\n"
+
+
+#: The commands a lock user needs, as ACL rules: what the clients send and what their scripts call
+#: (every kind of lock, waking and turns, inspection). ``+delifeq`` (Valkey >= 9.0) and ``+delex``
+#: (Redis >= 8.4) are for the native release where the server has them (older servers refuse a rule
+#: naming a command they lack). The security page shows this text; its test runs a user with exactly
+#: these rules and :func:`acl_rules` through every kind of lock.
+LOCK_COMMANDS = ("-@all +set +get +del +exists +pexpire +pttl +mget +hget +hset +sadd +srem +sismember "
+                 "+smembers +scard +zadd +zpopmin +zrem +time +publish +subscribe +unsubscribe +eval "
+                 "+evalsha +script|load +info +select +ping")
