@@ -27,6 +27,7 @@ def _text_of(exc: BaseException) -> str:
     ("redis://S3cretPW@h:1", "redis://***@h:1"),
     ("rediss://:S3cretPW@h:1", "rediss://:***@h:1"),
     ("redis://:p@ss@h:1", "redis://:***@h:1"),
+    ("redis://u:pa/ss?x#y@h:1/0", "redis://u:***@h:1/0"),     # unencoded, malformed: still masked
     ("unix:///s.sock?db=1&password=S3cretPW", "unix:///s.sock?db=1&password=***"),
     ("redis+sentinel://h:1/svc?sentinel_password=S3cretPW&x=1", "redis+sentinel://h:1/svc?sentinel_password=***&x=1"),
     ("rediss://h:1?ssl_password=S3cretPW", "rediss://h:1?ssl_password=***"),
@@ -50,6 +51,7 @@ MALFORMED = [
     f"redis://u:{SECRET}@127.0.0.1:6379/x",              # bad db
     f"redis://u:{SECRET}@127.0.0.1:6379/0?db=-1",         # negative db in the query
     f"redis://u:{SECRET}@:6379",                         # missing host
+    f"redis://u:{SECRET}/x@127.0.0.1:6379",              # an unencoded '/' in the password
     f"redis://{SECRET}@127.0.0.1:bad",                   # password-only form
     f"unix:///tmp/x.sock?db=x&password={SECRET}",        # the unix form's ?password=
     f"unix://?password={SECRET}",                        # the unix form without a path

@@ -22,8 +22,10 @@ __all__ = ["MASK", "redact", "redact_settings", "redacted_repr", "is_secret_key"
 #: What a secret is replaced with.
 MASK = "***"
 
-# scheme://userinfo@ : userinfo runs to the last '@' before the host part ends (greedy, then back)
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s'\"]*)@")
+# scheme://userinfo@ : userinfo runs to the last '@' before a space or a quote (greedy, then back),
+# so a password with an unencoded '/', '?' or '#' (a malformed URL) is masked too; at worst the
+# mask also hides part of a URL that has an '@' in its path or query.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s'\"]*)@")
 # ?password=v, &sentinel_password=v, ssl_password=v (query or key=value text)
 _KEY_VALUE = re.compile(r"(?i)([\w.-]*password[\w.-]*=)([^&\s'\",;)}\]]*)")
 # 'password': 'v' / "ssl_password": b'v' (a dict's repr), password='v' (a NamedTuple's repr)
