@@ -187,9 +187,11 @@ class _Job:
         without one (no interpreter to start) the command runs as before, unguarded."""
         read, write = os.pipe()  # not inheritable: the command never holds the writing end
         try:
-            self._guard_proc = subprocess.Popen([sys.executable, "-S", "-c", _GUARD, str(read), str(ORPHAN_GRACE)],
-                             pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             start_new_session=True)
+            self._guard_proc = subprocess.Popen(
+                [sys.executable, "-S", "-c", _GUARD, str(read), str(ORPHAN_GRACE)], pass_fds=(read,),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,  # holds none of the caller's pipes open
+                start_new_session=True)
         except OSError:
             os.close(write)
         else:
