@@ -114,4 +114,5 @@ def test_code_derives_only_declared_keys():
 def test_acl_rules_cover_the_derived_keys():
     assert acl_rules(b"app:x") == ("~app:x ~{app:x}:* &fastredlock-wake:app:x &fastredlock-wake:{app:x}:* "
                                    "&fastredlock-turn:*")
-    assert acl_rules(b"{t}x*") == r"~{t}x\* ~{t}x\*:* &fastredlock-wake:{t}x\* &fastredlock-wake:{t}x\*:* &fastredlock-turn:*"
+    assert acl_rules(b"{t}x*") == (r"~{t}x\* ~{t}x\*:* &fastredlock-wake:{t}x\* &fastredlock-wake:{t}x\*:* "
+                                   r"&fastredlock-turn:*")

@@ -163,12 +163,13 @@ def test_cli_lines_hold_no_password(user, masters, capsys, name, dead_port):
 
     good = f"redis://redactuser:{SECRET}@127.0.0.1:{masters[0].port}"
     wrong = f"redis://redactuser:x{SECRET}@127.0.0.1:{masters[0].port}"
+    quick = ["--samples", "2", "--timeout", "0.5", "--clock-seconds", "0.1"]
     shown = ""
     for url in MALFORMED[:3] + [wrong, f"redis://redactuser:{SECRET}@127.0.0.1:{dead_port}"]:
         shown += _cli_output(capsys, lambda: run.run(["-m", url, "--wait", "0", name, "--", "true"]))
         shown += _cli_output(capsys, lambda: main.inspect_main([url, name]))
-        shown += _cli_output(capsys, lambda: audit.main([url, "--samples", "2", "--timeout", "0.5", "--clock-seconds", "0.1"]))
+        shown += _cli_output(capsys, lambda: audit.main([url, *quick]))
     shown += _cli_output(capsys, lambda: run.run(["-m", good, "--wait", "1", name, "--", "true"]))
-    shown += _cli_output(capsys, lambda: audit.main([good, "--samples", "2", "--timeout", "0.5", "--clock-seconds", "0.1", "--name", name]))
+    shown += _cli_output(capsys, lambda: audit.main([good, *quick, "--name", name]))
     assert "127.0.0.1" in shown and "u:***@127.0.0.1" in shown  # the URLs were shown, masked
     assert SECRET not in shown

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .scripts import TURN_PREFIX, WAKE_PREFIX
 
-__all__ = ["DERIVED", "VARIABLE", "KINDS", "beside", "derived_keys", "reserved_by", "acl_rules", "acl_glob", "has_tag", "markdown_table", "LOCK_COMMANDS"]
+__all__ = ["DERIVED", "VARIABLE", "KINDS", "LOCK_COMMANDS", "beside", "derived_keys", "reserved_by", "acl_rules",
+           "acl_glob", "has_tag", "markdown_table"]
 
 #: The lock kinds, as ``fastredlock audit --kind`` and the docs name them.
 KINDS = ("lock", "rlock", "rwlock", "semaphore")
