@@ -71,7 +71,7 @@ _OURS = re.compile(rb"([0-9a-f]{32}):[0-9a-f]+(?:\.[0-9a-f]+)?")
 
 def holder_of(token: Union[bytes, str]) -> str:
     """Who holds a lock, as far as it may be shown: for a fastredlock token, 12 hex digits of a
-    SHA-256 of its client prefix (the same for every lock of one process, never its secret);
+    SHA-256 of its process id (the same for every lock of one process; never the random part);
     :data:`FOREIGN` for any other value."""
     if isinstance(token, str):
         token = token.encode("utf-8", "surrogateescape")

@@ -13,7 +13,7 @@ as an acquisition's validity); this module turns them into :class:`LockInfo` and
 command.
 
 What it never shows is the token: that is the secret that releases or extends the lock. A holder is
-shown as :func:`fastredlock.holder_of` its token, a digest of the token's client prefix (the same
+shown as :func:`fastredlock.holder_of` its token, a digest of the token's process id (the same
 for every lock of one process), or ``"foreign"`` for values fastredlock did not make (another
 library's, a compat shim's, a token chosen by the caller).
 """
