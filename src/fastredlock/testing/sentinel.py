@@ -19,6 +19,7 @@ from typing import Any, List, Optional, Tuple
 from .masters import LocalMaster, start_master
 from .net import HOST
 from .servers import find_server
+from .tls import ServerTls
 
 __all__ = ["LocalSentinel", "SentinelGroup", "start_sentinels"]
 
@@ -27,8 +28,8 @@ class LocalSentinel(LocalMaster):
     """One ``redis-server <conf> --sentinel`` process watching one service (``.command`` talks to it)."""
 
     def __init__(self, master: LocalMaster, service: str, quorum: int, down_after_ms: int,
-                 failover_timeout_ms: int, binary: Optional[str] = None) -> None:
-        super().__init__(binary)
+                 failover_timeout_ms: int, binary: Optional[str] = None, tls: Optional[ServerTls] = None) -> None:
+        super().__init__(binary, tls=tls)
         self.service = service
         self._monitor = (master.host, master.port, quorum, down_after_ms, failover_timeout_ms)
 
@@ -45,7 +46,10 @@ class LocalSentinel(LocalMaster):
                     f"sentinel failover-timeout {self.service} {failover_timeout}\n"
                     f"sentinel parallel-syncs {self.service} 1\n"
                 )
-        return [self.binary, conf, "--sentinel"]
+        args = [self.binary, conf, "--sentinel"]
+        if self.tls is not None:  # a TLS port beside the plain one (which .command keeps using)
+            args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
+        return args
 
     def master_address(self) -> Optional[Tuple[str, int]]:
         """``SENTINEL GET-MASTER-ADDR-BY-NAME``: the address this sentinel names, or None."""
@@ -81,6 +85,11 @@ class SentinelGroup:
     def url(self) -> str:
         """``redis+sentinel://h:p,h:p,h:p/<service>``."""
         return "redis+sentinel://" + ",".join(f"{h}:{p}" for h, p in self.addresses) + f"/{self.service}"
+
+    @property
+    def tls_addresses(self) -> List[Tuple[str, int]]:
+        """The sentinels' TLS ``(host, port)`` (sentinels started with ``tls=...`` only)."""
+        return [(s.host, s.tls_port) for s in self.sentinels]  # type: ignore[misc]
 
     @property
     def master(self) -> LocalMaster:
@@ -203,7 +212,8 @@ def _wait_synced(master: LocalMaster, replicas: List[LocalMaster], timeout: floa
 def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int = 1, quorum: int = 2,
                     down_after_ms: int = 500, failover_timeout_ms: int = 2000,
                     binary: Optional[str] = None, master_args: Tuple[str, ...] = (),
-                    failover_ready: bool = True, timeout: float = 20.0) -> SentinelGroup:
+                    failover_ready: bool = True, timeout: float = 20.0,
+                    sentinel_tls: Optional[ServerTls] = None) -> SentinelGroup:
     """Start a master, ``replicas`` replicas and ``count`` sentinels watching it as ``service``
     (``quorum`` of them agree that it is down), all on free loopback ports; return the
     :class:`SentinelGroup` once a failover is possible (it is a context manager that stops every
@@ -212,6 +222,8 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
     every data server (the replicas are started with ``--replicaof`` on top).
     ``failover_ready=False`` returns as soon as every sentinel names the master (about a second
     sooner than the several seconds the sentinels take to find each other).
+    ``sentinel_tls``: the sentinels also listen on a TLS port (``tls_port``, see
+    :attr:`SentinelGroup.tls_addresses`; the binary must be built with TLS); the data servers stay plain.
     """
     binary = find_server(binary)
     # a replica syncs at once (not after the default 5 s wait for more replicas)
@@ -228,7 +240,8 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
         _wait_synced(master, copies, timeout)
         sentinels: List[LocalSentinel] = []
         for _ in range(count):
-            sentinel = LocalSentinel(master, service, quorum, down_after_ms, failover_timeout_ms, binary)
+            sentinel = LocalSentinel(master, service, quorum, down_after_ms, failover_timeout_ms, binary,
+                                     tls=sentinel_tls)
             started.append(sentinel)
             sentinels.append(sentinel.start())
         return SentinelGroup(service, [master, *copies], sentinels).wait_ready(timeout, failover_ready)
