@@ -288,7 +288,7 @@ class Notifier:
                     or conn.partial.overdue(now, reply_within(self._timeout))):
                 self._drop(i)
                 self._failed(i, None)
-            elif conn.hello == 0:
+            elif conn.hello == 0 and completed:  # (a whole reply: not a stream that merely began)
                 self._backoff.connected(i)
         for event in to_set:
             event.set()
