@@ -53,6 +53,24 @@ class Conn:
         self.received += data
         return data
 
+    def wait_closed(self, timeout: float) -> bool:
+        """Read (and record) until the client closes the connection; False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(min(left, 0.1))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return True
+            if not data:
+                return True
+            self.received += data
+
     def send(self, data: bytes) -> bool:
         """Send ``data``; False once the client has closed the connection."""
         try:

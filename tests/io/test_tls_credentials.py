@@ -118,7 +118,7 @@ def test_sentinel_lock_outcome_with_a_plain_listener(make_client, listener, mast
     url = f"rediss+sentinel://127.0.0.1:{listener.port}/svc?ssl_cert_reqs=none&sentinel_password={SENTINEL_SECRET}"
     dlm = make_client([url] + masters.urls[:2], connect_timeout=0.5)
     lock = dlm.lock(name, ttl=5.0)
-    assert lock.acquire()
+    assert lock.acquire(timeout=3.0)
     first = lock.outcomes[0]
     assert first.outcome == "sentinel error" and "TLS" in first.detail
     lock.release()
@@ -137,7 +137,7 @@ def test_tls_sentinels_with_their_own_certificate_checks(make_client, tls_sentin
     url = f"redis+sentinel://{host}:{port}/tlssvc?sentinel_ssl=true&sentinel_ssl_ca_certs={certs.ca}"
     dlm = make_client([url], connect_timeout=1.0)
     lock = dlm.lock(name, ttl=5.0)
-    assert lock.acquire(), lock.outcomes
+    assert lock.acquire(timeout=3.0), lock.outcomes
     assert [o.outcome for o in lock.outcomes] == ["ok"]
     assert tls_sentinels.master.command("EXISTS", name) == 1
     lock.release()
@@ -145,7 +145,7 @@ def test_tls_sentinels_with_their_own_certificate_checks(make_client, tls_sentin
     wrong = f"redis+sentinel://{host}:{port}/tlssvc?sentinel_ssl=true&sentinel_ssl_ca_certs={certs.wrong_ca}"
     dlm = make_client([wrong] + masters.urls[:2], connect_timeout=1.0)
     lock = dlm.lock(name, ttl=5.0)
-    assert lock.acquire()
+    assert lock.acquire(timeout=3.0)
     first = lock.outcomes[0]
     assert first.outcome == "sentinel error" and "CERTIFICATE_VERIFY_FAILED" in first.detail
     lock.release()
@@ -175,7 +175,7 @@ def test_a_tls_connection_subclass_is_tls(make_client, listener, masters, name):
     assert parse_master(redis.Redis(connection_pool=bare)).tls is not None  # the class alone says it
     dlm = make_client([redis.Redis(connection_pool=pool)] + masters.urls[:2], connect_timeout=0.3)
     lock = dlm.lock(name, ttl=5.0)
-    assert lock.acquire()
+    assert lock.acquire(timeout=3.0)
     assert lock.outcomes[0].outcome != "ok"
     lock.release()
     no_credential(listener)
@@ -216,7 +216,7 @@ def test_ssl_password_opens_an_encrypted_client_key(make_client, certs, tls_bina
     m = start_master(tls=certs.server_tls(auth_clients=True), binary=tls_binary)
     try:
         base = f"{m.tls_url}?ssl_ca_certs={certs.ca}&ssl_certfile={certs.client}&ssl_keyfile={encrypted_client_key}"
-        dlm = make_client([base + "&ssl_password=keypw"], connect_timeout=1.0)
+        dlm = make_client([base + "&ssl_password=keypw"], connect_timeout=1.0, retry_count=3)
         with dlm.lock(name, ttl=5.0) as lock:
             assert [o.outcome for o in lock.outcomes] == ["ok"]
         with pytest.raises(ValueError, match="ssl_password"):
@@ -225,7 +225,7 @@ def test_ssl_password_opens_an_encrypted_client_key(make_client, certs, tls_bina
             make_client([base + "&ssl_password=wrong"])
         dict_form = {"host": "127.0.0.1", "port": m.tls_port, "ssl": True, "ssl_ca_certs": certs.ca,
                      "ssl_certfile": certs.client, "ssl_keyfile": encrypted_client_key, "ssl_password": "keypw"}
-        with make_client([dict_form], connect_timeout=1.0).lock(name, ttl=5.0):
+        with make_client([dict_form], connect_timeout=1.0, retry_count=3).lock(name, ttl=5.0):
             pass
     finally:
         m.stop()
