@@ -9,6 +9,7 @@ ends the threads.
 """
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -208,3 +209,41 @@ def answers(table: Callable[[List[bytes]], Optional[bytes]], idle: float = 5.0):
                 return
 
     return handler
+
+
+# --- hostile masters of the wake-on-release tests -----------------------------------------------
+STREAM = 200 << 20  # what the hostile master streams on the wake connection
+CHUNK = b"x" * 65536
+
+
+def rss() -> int:
+    """This process's resident memory, bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def stream_after_subscribe(conn, peer):
+    """A master whose notification connection, once subscribed, receives a 200 MB bulk reply."""
+    deadline = time.monotonic() + 5.0
+    while b"SUBSCRIBE" not in conn.received and time.monotonic() < deadline and not peer.stopping.is_set():
+        conn.recv(0.05)
+    if b"SUBSCRIBE" not in conn.received:
+        return  # the lock path's connections: never answered (their rounds time out)
+    conn.streamed = True
+    if not conn.send(b"$%d\r\n" % STREAM):
+        return
+    while conn.sent < STREAM and not peer.stopping.is_set():
+        if not conn.send(CHUNK):
+            return
+
+
+def begin_and_go_silent(conn, peer):
+    """A master that begins a pub/sub reply on the notification connection and never finishes it."""
+    deadline = time.monotonic() + 5.0
+    while b"SUBSCRIBE" not in conn.received and time.monotonic() < deadline and not peer.stopping.is_set():
+        conn.recv(0.05)
+    if b"SUBSCRIBE" in conn.received:
+        conn.began = time.monotonic()
+        conn.send(b"*3\r\n$7\r\nmessage\r\n$10\r\nfastr")
+        if conn.wait_closed(10.0):
+            conn.ended = time.monotonic()

@@ -21,32 +21,9 @@ from fastredlock.io import reader_py
 from fastredlock.io.masters import parse_master
 from fastredlock.io.sentinel import Resolver, SentinelError
 
-from _peers import Peer, answers, encode
+from _peers import CHUNK, Peer, answers, begin_and_go_silent, encode, rss, stream_after_subscribe
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
-STREAM = 200 << 20  # what the hostile master streams on the wake connection
-CHUNK = b"x" * 65536
-
-
-def rss() -> int:
-    """This process's resident memory, bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def stream_after_subscribe(conn, peer):
-    """A master whose notification connection, once subscribed, receives a 200 MB bulk reply."""
-    deadline = time.monotonic() + 5.0
-    while b"SUBSCRIBE" not in conn.received and time.monotonic() < deadline and not peer.stopping.is_set():
-        conn.recv(0.05)
-    if b"SUBSCRIBE" not in conn.received:
-        return  # the lock path's connections: never answered (their rounds time out)
-    conn.streamed = True
-    if not conn.send(b"$%d\r\n" % STREAM):
-        return
-    while conn.sent < STREAM and not peer.stopping.is_set():
-        if not conn.send(CHUNK):
-            return
 
 
 def test_a_200mb_stream_on_the_wake_connection_is_cut_and_the_waiter_goes_on(make_client, masters, name):
@@ -92,18 +69,6 @@ def test_a_200mb_stream_on_the_wake_connection_is_cut_and_the_waiter_goes_on(mak
         assert growth < 10e6, f"client memory grew {growth / 1e6:.1f} MB"
         assert sent < MAX_REPLY + (16 << 20)  # the limit plus what the sockets' buffers take
         assert 0.9 < waited < 3.0
-
-
-def begin_and_go_silent(conn, peer):
-    """A master that begins a pub/sub reply on the notification connection and never finishes it."""
-    deadline = time.monotonic() + 5.0
-    while b"SUBSCRIBE" not in conn.received and time.monotonic() < deadline and not peer.stopping.is_set():
-        conn.recv(0.05)
-    if b"SUBSCRIBE" in conn.received:
-        conn.began = time.monotonic()
-        conn.send(b"*3\r\n$7\r\nmessage\r\n$10\r\nfastr")
-        if conn.wait_closed(10.0):
-            conn.ended = time.monotonic()
 
 
 def test_a_reply_begun_and_never_finished_drops_the_wake_connection(make_client, masters, name):
