@@ -223,3 +223,23 @@ def test_audit_on_a_cluster_url_says_what_it_does(one_core, masters):
     cluster = reach["cluster:127.0.0.1:7000,127.0.0.1:7001"]
     assert cluster.verdict == WARN and "not audited" in cluster.found and "redis://" in cluster.change
     assert reach[f"127.0.0.1:{masters[0].port}"].verdict == "PASS"
+
+
+def test_a_cluster_node_streaming_its_slot_map_is_cut_at_the_limit(one_core):
+    from fastredlock.io.cluster import MAX_MAP, ClusterError, ask_slots
+
+    def flood(conn, peer):
+        for command in conn.commands(peer.stopping):
+            if command[:2] == [b"CLUSTER", b"SHARDS"]:
+                if conn.send(b"*1\r\n$%d\r\n" % (MAX_MAP * 4)):
+                    while conn.sent < MAX_MAP * 4 and not peer.stopping.is_set() and conn.send(CHUNK):
+                        pass
+                return
+
+    with Peer(flood) as fake:
+        spec = parse_master(f"redis+cluster://127.0.0.1:{fake.port}")
+        started = time.monotonic()
+        with pytest.raises(ClusterError, match="without completing a reply"):
+            ask_slots(spec, [("127.0.0.1", fake.port)], 20.0)
+        assert time.monotonic() - started < 5.0  # cut at the limit, not at the 20 s deadline
+        assert fake.wait_conns(1, 5.0) and fake.conns[0].sent < MAX_MAP + (16 << 20)

@@ -273,3 +273,14 @@ def test_an_encrypted_key_without_password_never_prompts_on_the_terminal(certs, 
         os.close(master)
     assert b"pass phrase" not in out.lower(), out
     assert b"REFUSED" in out and b"ssl_password" in out, out
+
+
+def test_tls_sentinels_without_settings_take_the_clients_ssl_context(make_client, tls_sentinels, certs, name):
+    import ssl
+
+    (host, port), = tls_sentinels.tls_addresses
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    dlm = make_client([f"redis+sentinel://{host}:{port}/tlssvc?sentinel_ssl=true"], ssl_context=ctx,
+                      connect_timeout=1.0, retry_count=3)
+    with dlm.lock(name, ttl=5.0) as lock:
+        assert [o.outcome for o in lock.outcomes] == ["ok"]

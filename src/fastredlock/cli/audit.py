@@ -505,7 +505,8 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
     ``ttls``: the lock TTLs in use (seconds; the smallest decides the latency check);
     ``restart_aware``: whether the clients vote restart-aware (then persistence may be off);
     ``drift_factor`` and ``io_timeout``: the clients' settings; ``clock_seconds``: how far apart the
-    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect and reply timeout;
+    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect timeout, and the
+    time each whole reply may take (not each read: a master trickling a reply is cut off);
     ``name``: a lock name as the clients use it (with its prefix), for the ACL check's key patterns.
     """
     if isinstance(masters, (str, bytes, dict)) or not hasattr(masters, "__iter__"):
@@ -600,7 +601,8 @@ def _parser():
     p.add_argument("--clock-seconds", type=float, default=3.0, metavar="S",
                    help="spacing of the two TIME samples of the clock check (default 3)")
     p.add_argument("--samples", type=int, default=20, help="PINGs per master for the latency check (default 20)")
-    p.add_argument("--timeout", type=float, default=2.0, help="connect and reply timeout, seconds (default 2)")
+    p.add_argument("--timeout", type=float, default=2.0,
+                   help="connect timeout, and the time each whole reply may take, seconds (default 2)")
     p.add_argument("--name", default="fastredlock",
                    help="a lock name as your clients use it, prefix included: the ACL check tries keys "
                         "<name>:audit-<random> (ACL key patterns; default fastredlock)")

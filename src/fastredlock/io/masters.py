@@ -480,8 +480,14 @@ def _from_redis_client(client: Any) -> MasterSpec:
     return _from_dict(settings)
 
 
+_ssl_classes: Optional[Tuple[type, ...]] = None
+
+
 def _ssl_connection_classes() -> Tuple[type, ...]:
-    """redis-py's (and its forks') TLS connection classes that are importable here."""
+    """redis-py's (and its forks') TLS connection classes that are importable here (looked up once)."""
+    global _ssl_classes
+    if _ssl_classes is not None:
+        return _ssl_classes
     found = []
     for module, name in (("redis.connection", "SSLConnection"), ("redis.asyncio.connection", "SSLConnection"),
                          ("valkey.connection", "SSLConnection"), ("valkey.asyncio.connection", "SSLConnection")):
@@ -489,7 +495,8 @@ def _ssl_connection_classes() -> Tuple[type, ...]:
             found.append(getattr(__import__(module, fromlist=[name]), name))
         except (ImportError, AttributeError):
             pass
-    return tuple(found)
+    _ssl_classes = tuple(found)
+    return _ssl_classes
 
 
 def is_tls_connection(conn_cls: Any, kwargs: dict) -> bool:
@@ -576,6 +583,10 @@ def parse_masters(masters: Iterable[Any], ssl_context: Any = None, *, same_serve
     if ssl_context is not None:
         context_for(TlsOptions(context=ssl_context))  # checks its type
         specs = [s._replace(tls=TlsOptions(context=ssl_context)) if s.tls is not None and s.tls.is_default()
+                 else s for s in specs]
+        # TLS sentinels without settings of their own take it too (each checked against its host)
+        specs = [s._replace(sentinel=s.sentinel._replace(tls=TlsOptions(context=ssl_context)))
+                 if s.sentinel is not None and s.sentinel.tls is not None and s.sentinel.tls.is_default()
                  else s for s in specs]
     if not specs:
         raise ValueError("masters: at least one master is required")
