@@ -56,15 +56,15 @@ def test_audit_sends_no_credential_to_a_plain_listener_on_a_tls_url(listener):
     no_credential(listener)
 
 
-def test_audit_talks_tls_to_a_tls_master(tls_masters, certs):
-    m = tls_masters[0]
-    m.command("CONFIG", "SET", "requirepass", SECRET)
+def test_audit_talks_tls_to_a_tls_master(certs, tls_binary):
+    from fastredlock.testing import start_master
+
+    m = start_master(tls=certs.server_tls(), binary=tls_binary, extra_args=("--requirepass", SECRET))
     try:
         url = f"rediss://:{SECRET}@127.0.0.1:{m.tls_port}?ssl_ca_certs={certs.ca}"
         verdicts = audit([url], clock_seconds=0.1, samples=2, timeout=2.0, restart_aware=True)
     finally:
-        m.command("AUTH", SECRET)
-        m.command("CONFIG", "SET", "requirepass", "")
+        m.stop()
     by_check = {v.check: v for v in verdicts}
     assert by_check["reach"].verdict == PASS and by_check["reach"].found == "connected and logged in"
     assert by_check["version"].verdict != FAIL and "redis" in by_check["version"].found

@@ -200,6 +200,12 @@ def _from_url(url: str) -> MasterSpec:
         return _from_sentinel_url(url, parts, parts.scheme.lower())
     if url[:16].lower().startswith(("redis+cluster:", "rediss+cluster:")):
         return _from_cluster_url(url)
+    if url[:5].lower() == "unix:":  # (no TLS over a Unix socket: its ssl_* settings are refused)
+        try:
+            query = parse_qs(urlsplit(url).query)
+        except ValueError:
+            query = {}  # a malformed URL: said below
+        _no_tls_settings(query, url)
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -207,9 +213,6 @@ def _from_url(url: str) -> MasterSpec:
             if not parts.path:
                 raise ValueError
             query = parse_qs(parts.query)
-            if any(k.startswith("ssl_") for k in query):
-                plain = query  # refused below, outside this try (its ValueError is its own)
-                raise _PlainTls
             db = _check_db(query.get("db", ["0"])[0], url)
             password = query.get("password", [None])[0]
             if parts.password is not None:
@@ -220,9 +223,6 @@ def _from_url(url: str) -> MasterSpec:
             raise ValueError
         host = parts.hostname
         port = parts.port  # raises ValueError on a bad port
-    except _PlainTls:
-        _no_tls_settings(plain, url)
-        raise
     except ValueError:
         raise ValueError(
             f"masters: malformed URL {url!r}; expected redis[s]://[user:pass@]host:port[/db] or unix:///path"
@@ -247,10 +247,6 @@ def _from_url(url: str) -> MasterSpec:
     else:
         _no_tls_settings(query, url)
     return MasterSpec(host, _check_port(port or 6379, url), None, db, username, password, tls)
-
-
-class _PlainTls(Exception):
-    """Internal: a ``unix://`` URL with ``ssl_*`` query parameters (refused by :func:`_no_tls_settings`)."""
 
 
 def _no_tls_settings(query: dict, url: str) -> None:
