@@ -284,3 +284,17 @@ def test_tls_sentinels_without_settings_take_the_clients_ssl_context(make_client
                       connect_timeout=1.0, retry_count=3)
     with dlm.lock(name, ttl=5.0) as lock:
         assert [o.outcome for o in lock.outcomes] == ["ok"]
+
+
+def test_rediss_sentinel_tls_end_to_end(make_client, certs, tls_binary, name):
+    # TLS sentinels that watch and name the master on its TLS port: the client asks them over TLS
+    # (their certificates checked with the master's ssl_* settings) and locks on the master over TLS
+    with start_sentinels("e2e", count=1, replicas=0, failover_ready=False, binary=tls_binary,
+                         sentinel_tls=certs.server_tls(), master_tls=certs.server_tls()) as group:
+        (host, port), = group.tls_addresses
+        assert group.sentinels[0].master_address() == (group.master.host, group.master.tls_port)
+        url = f"rediss+sentinel://{host}:{port}/e2e?ssl_ca_certs={certs.ca}"
+        dlm = make_client([url], connect_timeout=1.0, retry_count=3)
+        with dlm.lock(name, ttl=5.0) as lock:
+            assert [o.outcome for o in lock.outcomes] == ["ok"]
+            assert group.master.command("EXISTS", name) == 1  # read on the plain port

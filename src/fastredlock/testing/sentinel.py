@@ -31,7 +31,11 @@ class LocalSentinel(LocalMaster):
                  failover_timeout_ms: int, binary: Optional[str] = None, tls: Optional[ServerTls] = None) -> None:
         super().__init__(binary, tls=tls)
         self.service = service
-        self._monitor = (master.host, master.port, quorum, down_after_ms, failover_timeout_ms)
+        #: The master is watched on its TLS port (``tls-replication yes``) when it has one and the
+        #: sentinel has TLS settings: a ``rediss+sentinel://`` deployment, TLS end to end.
+        self._tls_master = tls is not None and master.tls_port is not None
+        port = master.tls_port if self._tls_master else master.port
+        self._monitor = (master.host, port, quorum, down_after_ms, failover_timeout_ms)
 
     def _args(self) -> List[str]:
         host, port, quorum, down_after, failover_timeout = self._monitor
@@ -49,6 +53,8 @@ class LocalSentinel(LocalMaster):
         args = [self.binary, conf, "--sentinel"]
         if self.tls is not None:  # a TLS port beside the plain one (which .command keeps using)
             args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
+            if self._tls_master:
+                args += ["--tls-replication", "yes"]
         return args
 
     def master_address(self) -> Optional[Tuple[str, int]]:
@@ -115,7 +121,7 @@ class SentinelGroup:
 
     def _server_at(self, address: Tuple[str, int]) -> LocalMaster:
         for server in self.servers:
-            if (server.host, server.port) == address:
+            if (server.host, server.port) == address or (server.host, server.tls_port) == address:
                 return server
         raise RuntimeError(f"the sentinels name {address}, which is not a server of this group")
 
@@ -213,7 +219,7 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
                     down_after_ms: int = 500, failover_timeout_ms: int = 2000,
                     binary: Optional[str] = None, master_args: Tuple[str, ...] = (),
                     failover_ready: bool = True, timeout: float = 20.0,
-                    sentinel_tls: Optional[ServerTls] = None) -> SentinelGroup:
+                    sentinel_tls: Optional[ServerTls] = None, master_tls: Optional[ServerTls] = None) -> SentinelGroup:
     """Start a master, ``replicas`` replicas and ``count`` sentinels watching it as ``service``
     (``quorum`` of them agree that it is down), all on free loopback ports; return the
     :class:`SentinelGroup` once a failover is possible (it is a context manager that stops every
@@ -223,14 +229,18 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
     ``failover_ready=False`` returns as soon as every sentinel names the master (about a second
     sooner than the several seconds the sentinels take to find each other).
     ``sentinel_tls``: the sentinels also listen on a TLS port (``tls_port``, see
-    :attr:`SentinelGroup.tls_addresses`; the binary must be built with TLS); the data servers stay plain.
+    :attr:`SentinelGroup.tls_addresses`; the binary must be built with TLS). ``master_tls`` (with
+    ``sentinel_tls``, ``replicas=0``): the master has a TLS port too, and the sentinels watch it and
+    name it there (``tls-replication yes``): a ``rediss+sentinel://`` deployment.
     """
     binary = find_server(binary)
     # a replica syncs at once (not after the default 5 s wait for more replicas)
     master_args = ("--repl-diskless-sync-delay", "0", *master_args)
     started: List[LocalMaster] = []
     try:
-        master = start_master(binary=binary, extra_args=master_args)
+        if master_tls is not None and replicas:
+            raise ValueError("start_sentinels: master_tls is for a group without replicas")
+        master = start_master(binary=binary, extra_args=master_args, tls=master_tls)
         started.append(master)
         copies = []
         for _ in range(replicas):
