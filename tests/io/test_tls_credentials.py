@@ -218,9 +218,9 @@ def test_ssl_password_opens_an_encrypted_client_key(make_client, certs, tls_bina
         dlm = make_client([base + "&ssl_password=keypw"], connect_timeout=1.0, retry_count=3)
         with dlm.lock(name, ttl=5.0) as lock:
             assert [o.outcome for o in lock.outcomes] == ["ok"]
-        with pytest.raises(ValueError, match="ssl_password"):
+        with pytest.raises(ValueError, match=r"the client key is encrypted: give its password \(ssl_password\)"):
             make_client([base])
-        with pytest.raises(ValueError, match="ssl_password"):
+        with pytest.raises(ValueError, match=r"is ssl_password the key's password\?"):
             make_client([base + "&ssl_password=wrong"])
         dict_form = {"host": "127.0.0.1", "port": m.tls_port, "ssl": True, "ssl_ca_certs": certs.ca,
                      "ssl_certfile": certs.client, "ssl_keyfile": encrypted_client_key, "ssl_password": "keypw"}
@@ -272,7 +272,7 @@ def test_an_encrypted_key_without_password_never_prompts_on_the_terminal(certs, 
         proc.wait(10)
         os.close(master)
     assert b"pass phrase" not in out.lower(), out
-    assert b"REFUSED" in out and b"ssl_password" in out, out
+    assert b"REFUSED" in out and b"give its password (ssl_password)" in out, out
 
 
 def test_tls_sentinels_without_settings_take_the_clients_ssl_context(make_client, tls_sentinels, certs, name):
@@ -298,3 +298,14 @@ def test_rediss_sentinel_tls_end_to_end(make_client, certs, tls_binary, name):
         with dlm.lock(name, ttl=5.0) as lock:
             assert [o.outcome for o in lock.outcomes] == ["ok"]
             assert group.master.command("EXISTS", name) == 1  # read on the plain port
+
+
+def test_asyncio_redis_clients_are_judged_alike(one_core):
+    import redis.asyncio
+
+    class TLSConnection(redis.asyncio.SSLConnection):
+        pass
+
+    pool = redis.asyncio.ConnectionPool(connection_class=TLSConnection, host="127.0.0.1", port=1)
+    assert parse_master(redis.asyncio.Redis(connection_pool=pool)).tls is not None
+    assert parse_master(redis.asyncio.Redis(host="127.0.0.1", port=1)).tls is None
