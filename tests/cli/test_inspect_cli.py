@@ -129,3 +129,16 @@ def test_family_kinds_are_inspected_with_kind_and_limit(masters, core, name, mak
     assert done.returncode == 0 and "(rlock): free" in done.stdout, done.stdout + done.stderr
     done = _inspect(core, "--kind", "semaphore", *masters.urls, name)  # no --limit
     assert done.returncode == 2 and "limit" in done.stderr
+
+
+def test_multi_host_urls_are_split_as_run_splits_them(one_core, masters, name, dead_port):
+    # a Sentinel URL names several sentinels with commas: inspect keeps it whole (it split it at
+    # every comma, into a sentinel URL and a "127.0.0.1:port/service" that is no URL)
+    from fastredlock.testing import start_sentinels
+
+    with start_sentinels("inspected", count=1, replicas=0, failover_ready=False) as group:
+        (host, port), = group.addresses
+        url = f"redis+sentinel://127.0.0.1:{dead_port},{host}:{port}/inspected"
+        done = _inspect(one_core, f"{url},{masters.urls[0]}", masters.urls[1], name)
+        assert done.returncode == 0, done.stderr
+        assert "free on every master" in done.stdout and "sentinel:inspected" in done.stdout

@@ -18,7 +18,7 @@ from ..io import reader as hiredis
 from ..engine.steps import Waiter
 from ..io.tls import context_for
 from ..io.sentinel import SentinelError
-from ..engine.wake import PRELOAD, Backoff, Channels, address_of, channel_of, subscribe
+from ..engine.wake import PRELOAD, Backoff, Channels, Partial, address_of, channel_of, reply_within, subscribe
 from ..protocol.handshake import handshake
 from ..protocol.resp import encode_command
 
@@ -39,6 +39,10 @@ class _Conn(asyncio.Protocol):
         self.preload = 1
         #: Channels a SUBSCRIBE was written for (and no UNSUBSCRIBE since).
         self.subscribed: Set[bytes] = set()
+        #: The reply begun and not finished (its size and age are bounded, see _received).
+        self.partial = Partial()
+        #: The timer that drops the connection if that reply is not whole in time.
+        self.overdue: Any = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -47,6 +51,9 @@ class _Conn(asyncio.Protocol):
         self.notifier._received(self, data)
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
+        if self.overdue is not None:
+            self.overdue.cancel()
+            self.overdue = None
         self.notifier._lost(self)
 
 
@@ -184,6 +191,7 @@ class AsyncNotifier:
 
     def _received(self, conn: _Conn, data: bytes) -> None:
         conn.parser.feed(data)
+        completed = False
         while True:
             try:
                 reply = conn.parser.gets()
@@ -191,7 +199,8 @@ class AsyncNotifier:
                 conn.transport.close()
                 return
             if reply is False:
-                return
+                break
+            completed = True
             if conn.hello:
                 conn.hello -= 1
                 if isinstance(reply, hiredis.ReplyError):  # AUTH refused
@@ -205,6 +214,23 @@ class AsyncNotifier:
                 continue
             for event in self.channels.on_reply(reply):
                 event.set()
+        # Guarded like the lock path (see fastredlock.engine.wake, "Guards").
+        now = monotonic()
+        within = reply_within(self._timeout)
+        partial = conn.partial
+        began = partial.since
+        if not partial.fed(len(data), completed, conn.parser.has_data(), now) or partial.overdue(now, within):
+            conn.transport.close()
+            return
+        if partial.size and partial.since != began:  # a reply begun: it must be whole in time
+            if conn.overdue is not None:
+                conn.overdue.cancel()
+            conn.overdue = asyncio.get_running_loop().call_later(within + 0.01, self._check_overdue, conn)
+
+    def _check_overdue(self, conn: _Conn) -> None:
+        conn.overdue = None
+        if conn.partial.overdue(monotonic(), reply_within(self._timeout)):
+            conn.transport.close()
 
     def _lost(self, conn: _Conn) -> None:
         if self._conns[conn.i] is conn:

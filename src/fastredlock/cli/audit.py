@@ -18,7 +18,10 @@ independence (no two URLs the same server or linked by replication), persistence
 number of masters.
 
 It talks to the masters with plain blocking sockets and hiredis, not through the cores: it is not a
-hot path, and it must work when the client cannot. It writes nothing, except where the ACL check
+hot path, and it must work when the client cannot. It uses the cores' TLS setup all the same
+(``rediss://``: no credential leaves in plain text), reads each reply whole within ``--timeout``
+and at most :data:`fastredlock.io.blocking.MAX_REPLY` bytes of it. A Redis Cluster master
+(``redis+cluster://``) is not audited: its verdict says so (audit each node by its own URL). It writes nothing, except where the ACL check
 cannot use ``ACL DRYRUN`` (Redis < 7, or a user not allowed to run it): then it runs the client's
 commands for real on one key of its own (``<name>:audit-<random>``, 10 s TTL, deleted at once).
 """
@@ -76,12 +79,13 @@ class _Conn(Connection):
             except SentinelError as exc:
                 raise ConnectionError(f"sentinel error: {exc}") from None
             spec = spec._replace(host=address[0], port=address[1])
+        if spec.cluster is not None:  # (audit() gives clusters their own verdict: never here)
+            raise ConnectionError("a Redis Cluster master: audit its nodes by their own URLs")
         if spec.path is not None:
             target: Any = spec.path
         else:
-            assert spec.host is not None  # a TCP master always has one (parse_master)
             target = (spec.host, spec.port)
-        super().__init__(target, timeout)
+        super().__init__(target, timeout, spec.tls)
         if spec.password is not None:
             login = (spec.username, spec.password) if spec.username else (spec.password,)
             self._must("AUTH", *login)
@@ -148,7 +152,7 @@ class _Master:
             for _ in range(samples):
                 before, after, _reply = self.conn.timed("PING")
                 self.rtts.append(after - before)
-        except (OSError, ConnectionError) as exc:
+        except (OSError, ConnectionError, hiredis.ProtocolError) as exc:
             self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self.close()
 
@@ -161,7 +165,7 @@ class _Master:
             assert conn is not None
             try:
                 before, after, reply = conn.timed("TIME")
-            except OSError as exc:
+            except (OSError, hiredis.ProtocolError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.close()
                 return
@@ -544,7 +548,7 @@ _PER_MASTER: Tuple[Callable[[_Master, _Options], Verdict], ...] = (
 def _run_check(check: Callable[[_Master, _Options], Verdict], m: _Master, opts: _Options) -> Verdict:
     try:
         return check(m, opts)
-    except OSError as exc:  # the master went away during the audit
+    except (OSError, hiredis.ProtocolError) as exc:  # the master went away (or went wrong) during the audit
         m.close()
         return Verdict(check.__name__[len("check_"):], m.label, FAIL,
                        f"connection lost: {type(exc).__name__}: {exc}", "check the master and run the audit again")
@@ -559,7 +563,8 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
     ``ttls``: the lock TTLs in use (seconds; the smallest decides the latency check);
     ``restart_aware``: whether the clients vote restart-aware (then persistence may be off);
     ``drift_factor`` and ``io_timeout``: the clients' settings; ``clock_seconds``: how far apart the
-    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect and reply timeout;
+    two ``TIME`` samples are; ``samples``: PINGs per master; ``timeout``: connect timeout, and the
+    time each whole reply may take (not each read: a master trickling a reply is cut off);
     ``name``: a lock name as the clients use it (with its prefix): the ACL check tries every key a
     lock of that name touches (:func:`lock_keys`) and names the rules that cover them.
     """
@@ -580,16 +585,22 @@ def audit(masters: Iterable[Any], *, ttls: Sequence[float] = (10.0,), restart_aw
     timeout = check_number(timeout, "timeout", strict=True)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be an int >= 1, got {samples!r}")
-    found = [_Master(parse_master(g)) for g in given]
+    specs = [parse_master(g) for g in given]
+    clusters = [s for s in specs if s.cluster is not None]
+    found = [_Master(s) for s in specs if s.cluster is None]
     try:
         for m in found:
             m.gather(timeout, samples)
         for m in found:
             m.sample_clock()
-        time.sleep(clock_seconds)
+        if any(m.conn is not None for m in found):  # (no wait when no master could be asked)
+            time.sleep(clock_seconds)
         for m in found:
             m.sample_clock()
-        verdicts = [check_count(found)]
+        verdicts = [check_count(found + [_Master(s) for s in clusters])]
+        verdicts += [Verdict("reach", s.label, WARN, "a Redis Cluster master: not audited (the audit checks "
+                             "standalone masters)", "audit each node of the cluster by its own redis:// URL")
+                     for s in clusters]
         for m in found:
             if m.error is not None:
                 verdicts.append(Verdict("reach", m.label, FAIL, m.error, "check the URL, credentials and network"))
@@ -649,7 +660,8 @@ def _parser():
     p.add_argument("--clock-seconds", type=float, default=3.0, metavar="S",
                    help="spacing of the two TIME samples of the clock check (default 3)")
     p.add_argument("--samples", type=int, default=20, help="PINGs per master for the latency check (default 20)")
-    p.add_argument("--timeout", type=float, default=2.0, help="connect and reply timeout, seconds (default 2)")
+    p.add_argument("--timeout", type=float, default=2.0,
+                   help="connect timeout, and the time each whole reply may take, seconds (default 2)")
     p.add_argument("--name", default="fastredlock",
                    help="a lock name as your clients use it, prefix included: the ACL check tries every "
                         "key a lock of that name touches and prints the ACL rules that cover them "

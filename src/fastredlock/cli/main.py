@@ -153,7 +153,9 @@ def inspect_main(argv: Optional[List[str]] = None) -> int:
     parser = _inspect_parser()
     args = parser.parse_args(argv)
     *given, name = args.args
-    urls = [u for item in (given or [os.environ.get("FASTREDLOCK_MASTERS", "")]) for u in item.replace(",", " ").split()]
+    from ..io.masters import split_urls  # (as run and audit split them: a multi-host URL's commas kept)
+
+    urls = [u for item in (given or [os.environ.get("FASTREDLOCK_MASTERS", "")]) for u in split_urls(item)]
     if not urls:
         parser.error("no masters: give URLs before the name, or set FASTREDLOCK_MASTERS")
     try:

@@ -45,6 +45,12 @@ attempt a queued one: asking again at once, it finds the turn taken and queues b
 queue (batch releases, the lock family), a message on the name's channel wakes each client's
 longest waiting waiter; those spread their retries, and a lock-family releaser holds its next
 attempt back for ``courtesy`` seconds, or until it hears the next release. See the README, "Waiting".
+
+Guards. A notification connection is a side channel, but its bytes come from the same masters as
+the lock path's, so it is guarded alike (:class:`Partial`): at most :data:`MAX_REPLY` bytes
+buffered for one reply, and a reply begun must be whole within :func:`reply_within` seconds; a
+master that breaks either rule has its connection dropped (and made again after the reconnect
+pause): its waiters lose nothing but that master's wake-ups, and sleep their backoff meanwhile.
 """
 from __future__ import annotations
 
@@ -58,11 +64,11 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ..io.sentinel import Resolver
 from ..io.tls import context_for
 from ..protocol.replies import TURN, WOKE
-from ..protocol.resp import encode_command
+from ..protocol.resp import MAX_BULK, encode_command
 from ..protocol.scripts import ACQUIRE_QUEUED, TURN_PREFIX
 
-__all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "PRELOAD", "Backoff", "Channels", "address_of", "channel_of",
-           "open_connection", "subscribe"]
+__all__ = ["CHANNEL_PREFIX", "COURTESY", "LINGER", "MAX_REPLY", "PRELOAD", "Backoff", "Channels", "Partial",
+           "address_of", "channel_of", "open_connection", "reply_within", "subscribe"]
 
 #: Channels are this prefix plus the lock key (the release script builds the same name).
 CHANNEL_PREFIX = b"fastredlock-wake:"
@@ -77,6 +83,46 @@ COURTESY = 0.01
 SPREAD = 0.4
 #: First and longest pause before a notifier reconnects to a master it lost, seconds.
 _RECONNECT = (0.05, 1.0)
+#: Most bytes a notification connection buffers for one reply (pub/sub messages name a channel
+#: and a waiter: a few hundred bytes; the lock path's largest bulk is the same limit).
+MAX_REPLY = MAX_BULK
+
+
+def reply_within(connect_timeout: float) -> float:
+    """Seconds a reply begun on a notification connection may take to be whole: the connect
+    timeout, but at least one second (a message split over two TCP segments must not look hostile
+    on a slow network)."""
+    return max(connect_timeout, 1.0)
+
+
+class Partial:
+    """The reply a notification connection has begun and not finished: how many bytes were fed
+    for it (at most; counted from the read that began it) and since when."""
+
+    __slots__ = ("size", "since")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.since = 0.0
+
+    def fed(self, n: int, completed: bool, pending: bool, now: float) -> bool:
+        """``n`` bytes were fed; ``completed``: a reply was taken from them; ``pending``: the
+        reader holds bytes of a reply not yet whole. False when the connection must be dropped
+        (over :data:`MAX_REPLY`)."""
+        if not pending:
+            self.size = 0
+            self.since = 0.0
+            return True
+        if completed or not self.size:
+            self.size = n
+            self.since = now
+        else:
+            self.size += n
+        return self.size <= MAX_REPLY
+
+    def overdue(self, now: float, within: float) -> bool:
+        """Whether the begun reply has taken longer than ``within`` seconds."""
+        return self.size > 0 and now - self.since > within
 
 
 #: Sent by a notification connection after its handshake: a waiter's queued attempts then find

@@ -32,7 +32,11 @@ from .tls import context_for
 from ..protocol.cluster import parse_shards, parse_slots
 from ..protocol.resp import encode_command
 
-__all__ = ["ClusterError", "ask_slots", "refresh"]
+__all__ = ["MAX_MAP", "ClusterError", "ask_slots", "refresh"]
+
+#: Most bytes read for one slot-map reply (``CLUSTER SHARDS`` of a large cluster is a few hundred
+#: KB); a node that sends more is cut off and the next one asked.
+MAX_MAP = 32 << 20
 
 
 class ClusterError(Exception):
@@ -50,7 +54,8 @@ def ask_slots(spec: Any, nodes: List[Tuple[str, int]], timeout: float) -> list:
             continue
         try:
             ranges = _exchange(spec, (host, port), deadline)
-        except (OSError, hiredis.ProtocolError, ValueError, IndexError, TypeError) as exc:
+        except (OSError, hiredis.ProtocolError, ValueError, IndexError, TypeError, KeyError, AttributeError,
+                UnicodeError, RecursionError) as exc:
             problems.append(f"{host}:{port}: {getattr(exc, 'strerror', None) or exc or type(exc).__name__}")
             continue
         if ranges:
@@ -84,7 +89,7 @@ def _exchange(spec: Any, address: Tuple[str, int], deadline: float) -> list:
 
 def _call(sock: Any, reader: Any, request: bytes, deadline: float) -> Any:
     sock.sendall(request)
-    return next_reply(sock, reader, deadline, "the node")
+    return next_reply(sock, reader, deadline, "the node", MAX_MAP)
 
 
 def refresh(session: Any, i: int) -> Optional[int]:

@@ -9,11 +9,17 @@ ones included) are read but never used to talk: the cores open their own sockets
 Sentinel-managed masters (one Sentinel service is one master of the Redlock; its address is asked
 of the sentinels at each connect, see :mod:`fastredlock.io.sentinel`):
 ``redis+sentinel://[user:pass@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel://``:
-TLS to the master, with the ``ssl_*`` query parameters; ``sentinel_username``/``sentinel_password``
-log in to the sentinels, the user info logs in to the master), dicts with ``sentinels`` (a list
-of ``(host, port)`` or ``"host:port"``) and ``service`` (plus the master's keys above and
+TLS to the master, with the ``ssl_*`` query parameters, and to the sentinels unless
+``sentinel_ssl=false``; ``sentinel_username``/``sentinel_password`` log in to the sentinels, the
+user info logs in to the master), dicts with ``sentinels`` (a list of ``(host, port)`` or
+``"host:port"``) and ``service`` (plus the master's keys above and
 ``sentinel_username``/``sentinel_password``), ``(redis.sentinel.Sentinel(...), "service")``
-tuples, and the clients ``Sentinel.master_for("service")`` returns.
+tuples, and the clients ``Sentinel.master_for("service")`` returns. Sentinels are asked over TLS
+when ``sentinel_ssl`` says so (``redis+sentinel://...?sentinel_ssl=true``, a dict's
+``sentinel_ssl=True``; the default of ``rediss+sentinel://``), or when the
+``redis.sentinel.Sentinel``'s own connections are TLS ones; their certificates are checked with the
+``sentinel_ssl_*`` settings (redis-py's ``ssl_*`` names after ``sentinel_``), or, where none is
+given, with the master's ``ssl_*`` settings, against each sentinel's own host name.
 
 Redis Cluster masters (one cluster is one master of the Redlock: one vote per key, the answer of
 the node that owns the key's slot; see :mod:`fastredlock.io.cluster`):
@@ -23,9 +29,12 @@ with the ``ssl_*`` query parameters), dicts with ``cluster`` (a list of ``(host,
 ``redis.cluster.RedisCluster`` clients (their startup nodes and connection settings are read).
 
 TLS settings use redis-py's names (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_ca_path``,
-``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``, ``ssl_min_version``), as URL query
-parameters or dict keys; a master's :class:`~._tls.TlsOptions` are checked here (the context is
-built, so a missing CA file is an error at construction, not at the first lock).
+``ssl_certfile``, ``ssl_keyfile``, ``ssl_password``, ``ssl_check_hostname``, ``ssl_min_version``),
+as URL query parameters or dict keys; a master's :class:`~._tls.TlsOptions` are checked here (the
+context is built, so a missing CA file or a wrong key password is an error at construction, not at
+the first lock). ``ssl_*`` settings on a plain master (``redis://``, a dict without ``ssl=True``)
+are refused, not ignored. A ``redis.Redis`` client counts as TLS when its connection class is a
+redis-py ``SSLConnection`` (subclasses included) or its pool has ``ssl_*`` settings.
 """
 from __future__ import annotations
 
@@ -43,14 +52,17 @@ _DICT_KEYS = frozenset(
     {"host", "port", "db", "username", "password", "path", "unix_socket_path", "socket_timeout", "ssl",
      "ssl_context"}
 )
+#: redis-py's TLS settings, as URL query parameters, dict keys and ``redis.Redis`` keyword arguments.
+_TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_password",
+             "ssl_check_hostname", "ssl_min_version")
+#: The same for the sentinels (``sentinel_ssl_ca_certs``, ...), and the switch that asks for TLS.
+_SENTINEL_TLS_KEYS = tuple("sentinel_" + k for k in _TLS_KEYS)
 #: The keys of a Sentinel master's dict besides the master's own (no host, port or path: asked).
-_SENTINEL_KEYS = frozenset({"sentinels", "service", "sentinel_username", "sentinel_password"})
+_SENTINEL_KEYS = frozenset({"sentinels", "service", "sentinel_username", "sentinel_password", "sentinel_ssl",
+                            "sentinel_ssl_context", *_SENTINEL_TLS_KEYS})
 _SENTINEL_PORT = 26379
 #: The keys of a cluster master's dict besides the login and TLS ones (no host, port, path or db).
 _CLUSTER_KEYS = frozenset({"cluster"})
-#: redis-py's TLS settings, as URL query parameters, dict keys and ``redis.Redis`` keyword arguments.
-_TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
-             "ssl_check_hostname", "ssl_min_version")
 _FALSE = ("0", "false", "no", "off", "")
 
 
@@ -63,6 +75,9 @@ class SentinelSpec(NamedTuple):
     #: Login to the sentinels (not to the master: that is the :class:`MasterSpec`'s).
     username: Optional[str] = None
     password: Optional[str] = None
+    #: TLS settings for the sentinels (their certificates checked against each sentinel's host),
+    #: or None: the sentinels are asked in plain text.
+    tls: Optional[TlsOptions] = None
 
     __repr__ = redacted_repr  # no password in tracebacks, logs, error trackers
 
@@ -162,7 +177,7 @@ def _tls_options(settings: dict, what: str) -> TlsOptions:
             if isinstance(value, int):  # ssl.VerifyMode
                 value = {0: "none", 1: "optional", 2: "required"}.get(int(value), value)
             value = str(value).lower()
-        elif field != "min_version":
+        elif field not in ("min_version", "password"):
             value = os.fspath(value)
         fields[field] = value
     if settings.get("ssl_context") is not None:
@@ -190,6 +205,12 @@ def _from_url(url: str) -> MasterSpec:
         return _from_sentinel_url(url, parts, parts.scheme.lower())
     if url[:16].lower().startswith(("redis+cluster:", "rediss+cluster:")):
         return _from_cluster_url(url)
+    if url[:5].lower() == "unix:":  # (no TLS over a Unix socket: its ssl_* settings are refused)
+        try:
+            query = parse_qs(urlsplit(url).query)
+        except ValueError:
+            query = {}  # a malformed URL: said below
+        _no_tls_settings(query, url)
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -228,7 +249,19 @@ def _from_url(url: str) -> MasterSpec:
     tls = None
     if scheme == "rediss":
         tls = _tls_options({k: v[0] for k, v in query.items() if k in _TLS_KEYS}, _safe(url))
+    else:
+        _no_tls_settings(query, url)
     return MasterSpec(host, _check_port(port or 6379, _safe(url)), None, db, username, password, tls)
+
+
+def _no_tls_settings(query: dict, url: str) -> None:
+    """A plain URL's ``ssl_*`` query parameters are refused (as a dict's without ``ssl=True``):
+    ignoring them would connect in plain text to a master the user meant to reach over TLS."""
+    given = sorted(k for k in query if k.startswith("ssl_"))
+    if given:
+        scheme = url.partition(":")[0].lower()
+        raise ValueError(f"masters: TLS settings {given} on a plain {scheme}:// URL (not TLS): use rediss:// "
+                         "for TLS, or leave them out")
 
 
 def _sentinel_address(text: str, what: str, default: int = _SENTINEL_PORT) -> Tuple[str, int]:
@@ -268,10 +301,13 @@ def _from_sentinel_url(url: str, parts: Any, scheme: str) -> MasterSpec:
     settings["service"] = unquote(names[0])
     settings["db"] = names[1] if len(names) == 2 else query.get("db", 0)
     _login(settings, userinfo)
-    for key in ("sentinel_username", "sentinel_password"):
+    for key in ("sentinel_username", "sentinel_password", *_SENTINEL_TLS_KEYS):
         if key in query:
             settings[key] = query[key]
     settings["ssl"] = scheme == "rediss+sentinel"
+    # rediss+sentinel://: the sentinels over TLS too, unless sentinel_ssl=false says otherwise.
+    settings["sentinel_ssl"] = (str(query["sentinel_ssl"]).lower() not in _FALSE if "sentinel_ssl" in query
+                                else settings["ssl"])
     return _from_sentinel_dict(settings, what)
 
 
@@ -330,8 +366,7 @@ def _from_cluster_client(client: Any) -> MasterSpec:
             seeds.append((node.host, node.port))
     keys = ["username", "password"]
     settings: dict = {"cluster": seeds}
-    conn_cls = kwargs.get("connection_class")
-    if kwargs.get("ssl") or (conn_cls is not None and "SSL" in conn_cls.__name__):
+    if is_tls_connection(kwargs.get("connection_class"), kwargs):
         settings["ssl"] = True
         keys += _TLS_KEYS
     settings.update((k, kwargs[k]) for k in keys if kwargs.get(k) is not None)
@@ -344,24 +379,46 @@ def _from_sentinel_dict(d: dict, what: str) -> MasterSpec:
     service = d.get("service")
     if not isinstance(service, str) or not service:
         raise ValueError(f"masters: missing or bad service name in {what}")
-    sentinel = SentinelSpec(tuple(sentinels), service, _opt_str(d.get("sentinel_username"), "sentinel_username", what),
-                            _opt_str(d.get("sentinel_password"), "sentinel_password", what))
     tls = _dict_tls(d, what)
+    sentinel = SentinelSpec(tuple(sentinels), service, _opt_str(d.get("sentinel_username"), "sentinel_username", what),
+                            _opt_str(d.get("sentinel_password"), "sentinel_password", what),
+                            _sentinel_tls(d, tls, what))
     return MasterSpec(None, 0, None, _check_db(d.get("db", 0), what), _opt_str(d.get("username"), "username", what),
                       _opt_str(d.get("password"), "password", what), tls, sentinel)
+
+
+def _sentinel_tls(d: dict, master_tls: Optional[TlsOptions], what: str) -> Optional[TlsOptions]:
+    """The sentinels' TLS options (``sentinel_ssl``), or None; their ``sentinel_ssl_*`` settings,
+    else the master's ``ssl_*`` ones (one CA usually signs both), else the defaults."""
+    own = {k[len("sentinel_"):]: d[k] for k in _SENTINEL_TLS_KEYS if d.get(k) is not None}
+    if d.get("sentinel_ssl_context") is not None:
+        own["ssl_context"] = d["sentinel_ssl_context"]
+    if not d.get("sentinel_ssl"):
+        if own:
+            raise ValueError(f"masters: sentinel_ssl_* settings without sentinel_ssl=True in {what}")
+        return None
+    if own:
+        return _tls_options(own, what)
+    return master_tls if master_tls is not None else _tls_options({}, what)
 
 
 def _from_sentinel_object(sentinel: Any, service: Any, settings: dict) -> MasterSpec:
     """A ``redis.sentinel.Sentinel`` and a service name; ``settings``: the master's own."""
     addresses: List[Any] = []
     login: dict = {}
+    tls: dict = {}
     for client in sentinel.sentinels:
-        kwargs = client.connection_pool.connection_kwargs
+        pool = client.connection_pool
+        kwargs = pool.connection_kwargs
         addresses.append((kwargs.get("host"), kwargs.get("port", _SENTINEL_PORT)))
         login = login or {k: kwargs[k] for k in ("username", "password") if kwargs.get(k) is not None}
+        if not tls and is_tls_connection(getattr(pool, "connection_class", None), kwargs):
+            tls = {f"sentinel_{k}": kwargs[k] for k in _TLS_KEYS if kwargs.get(k) is not None}
+            tls["sentinel_ssl"] = True
     d = {k: v for k, v in settings.items() if k in _DICT_KEYS or k in _TLS_KEYS}
     d.update(sentinels=addresses, service=service)
     d.update((f"sentinel_{k}", v) for k, v in login.items())
+    d.update(tls)
     return _from_sentinel_dict(d, f"Sentinel({addresses}) service {service!r}")
 
 
@@ -409,10 +466,9 @@ def _from_dict(d: dict) -> MasterSpec:
 def _from_redis_client(client: Any) -> MasterSpec:
     pool = client.connection_pool
     kwargs = pool.connection_kwargs
-    conn_cls = getattr(pool, "connection_class", None)
     keys = ["host", "port", "db", "username", "password", "path"]
     settings = {}
-    if conn_cls is not None and "SSL" in conn_cls.__name__:
+    if is_tls_connection(getattr(pool, "connection_class", None), kwargs):
         settings["ssl"] = True
         keys += _TLS_KEYS
     settings.update((k, kwargs[k]) for k in keys if kwargs.get(k) is not None)
@@ -420,6 +476,41 @@ def _from_redis_client(client: Any) -> MasterSpec:
     if manager is not None and hasattr(pool, "service_name"):  # Sentinel(...).master_for(service)
         return _from_sentinel_object(manager, pool.service_name, settings)
     return _from_dict(settings)
+
+
+_ssl_classes: Optional[Tuple[type, ...]] = None
+
+
+def _ssl_connection_classes() -> Tuple[type, ...]:
+    """redis-py's (and its forks') TLS connection classes that are importable here (looked up once)."""
+    global _ssl_classes
+    if _ssl_classes is not None:
+        return _ssl_classes
+    found = []
+    for module, name in (("redis.connection", "SSLConnection"), ("redis.asyncio.connection", "SSLConnection"),
+                         ("valkey.connection", "SSLConnection"), ("valkey.asyncio.connection", "SSLConnection")):
+        try:
+            found.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    _ssl_classes = tuple(found)
+    return _ssl_classes
+
+
+def is_tls_connection(conn_cls: Any, kwargs: dict) -> bool:
+    """Whether a redis-py-style client's connections are TLS ones: its pool says ``ssl``, has
+    ``ssl_*`` settings (only a TLS connection takes them), or its connection class is (a subclass
+    of) redis-py's ``SSLConnection``; never judged by a class's name, which a subclass may choose
+    freely (``class TLSConnection(SSLConnection)``)."""
+    if kwargs.get("ssl") or any(kwargs.get(k) is not None for k in (*_TLS_KEYS, "ssl_context", "ssl_ca_data")):
+        return True
+    if not isinstance(conn_cls, type):
+        return False
+    classes = _ssl_connection_classes()
+    if classes and issubclass(conn_cls, classes):
+        return True
+    # a redis-py-style library whose module this does not know: its class hierarchy, by base
+    return any(base.__name__ == "SSLConnection" for base in conn_cls.__mro__)
 
 
 def _is_sentinel(obj: Any) -> bool:
@@ -490,6 +581,10 @@ def parse_masters(masters: Iterable[Any], ssl_context: Any = None, *, same_serve
     if ssl_context is not None:
         context_for(TlsOptions(context=ssl_context))  # checks its type
         specs = [s._replace(tls=TlsOptions(context=ssl_context)) if s.tls is not None and s.tls.is_default()
+                 else s for s in specs]
+        # TLS sentinels without settings of their own take it too (each checked against its host)
+        specs = [s._replace(sentinel=s.sentinel._replace(tls=TlsOptions(context=ssl_context)))
+                 if s.sentinel is not None and s.sentinel.tls is not None and s.sentinel.tls.is_default()
                  else s for s in specs]
     if not specs:
         raise ValueError("masters: at least one master is required")

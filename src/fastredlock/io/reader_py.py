@@ -11,7 +11,10 @@ It follows hiredis where fastredlock can tell the difference:
   (also inside arrays), so ``NOSCRIPT`` can drive the EVALSHA -> EVAL fallback;
 - status and bulk replies are ``bytes``, integers ``int``, null bulk/array ``None``, arrays ``list``;
 - a reply that is not RESP raises :class:`ProtocolError`, and the reader stays broken after that
-  (hiredis does too): the caller closes the connection.
+  (hiredis does too): the caller closes the connection;
+- arrays nested deeper than :data:`MAX_DEPTH` raise :class:`ProtocolError` ("Max nesting depth
+  exceeded", hiredis's words; hiredis allows 1024 levels, this reader, which recurses, fewer: no
+  Redis reply nests more than a few, and a peer that does must not exhaust the interpreter's stack).
 
 RESP3 types (``_ , # = ( % ~ > |``) are parsed as hiredis 3 parses them (``!`` is a protocol
 error there too); fastredlock never asks for RESP3, and the reply guard refuses them on the lock
@@ -33,6 +36,8 @@ class ReplyError(Exception):
 
 
 _NOT_YET = object()  # an incomplete reply: wait for more bytes
+#: Deepest nesting of aggregate replies parsed (one Python frame per level).
+MAX_DEPTH = 200
 
 
 class Reader:
@@ -102,7 +107,7 @@ class Reader:
     def _error(self, data: bytes) -> Any:
         return self._reply_error(data.decode("utf-8", "replace"))
 
-    def _read(self, pos: int) -> Tuple[Any, int]:
+    def _read(self, pos: int, depth: int = 0) -> Tuple[Any, int]:
         buf = self._buf
         if pos >= len(buf):
             return _NOT_YET, pos
@@ -137,8 +142,10 @@ class Reader:
                 raise _Broken("Multi-bulk length out of range")
             items: List[Any] = []
             cursor = after
+            if count and depth >= MAX_DEPTH:
+                raise _Broken("Max nesting depth exceeded")
             for _ in range(count * 2 if kind in (37, 124) else count):
-                item, cursor = self._read(cursor)
+                item, cursor = self._read(cursor, depth + 1)
                 if item is _NOT_YET:
                     return _NOT_YET, pos
                 items.append(item)

@@ -9,18 +9,38 @@ rare (connections are kept), and off the hot path of plain masters, which never 
 cost: a round that reconnects a Sentinel master waits for the sentinels first (on loopback or a
 LAN, well under a millisecond; at worst ``connect_timeout`` when none answers), and with the
 asyncio client that wait holds up the event loop as long.
+
+**TLS.** Sentinels are asked over TLS when the spec's :attr:`~.masters.SentinelSpec.tls` is set
+(``rediss+sentinel://``, ``sentinel_ssl=true``), with the same contexts as the cores
+(:func:`~.tls.context_for`), each sentinel's certificate checked against the host it is asked at.
+Asked in plain text, a sentinel's AUTH password crosses the network readable, and so does the
+master's address it returns: whoever can change that answer can point the client at a server of
+their own (which then receives the master's AUTH, in plain text unless the master is TLS).
+
+**Guards.** A sentinel's replies are read under the same deadline as the whole exchange and at
+most :data:`MAX_REPLY` bytes per reply; a reply of another shape than the ones asked for is that
+sentinel's problem (the next one is asked), never an exception out of a lock's round.
 """
 from __future__ import annotations
 
 import socket
+import ssl
 from time import monotonic
 from typing import Any, List, Optional, Tuple
 
 from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 
+from .tls import context_for, reason
 from ..protocol.sentinel import master_address, role_age_ms, sentinel_query
 
-__all__ = ["Resolver", "SentinelError", "resolve"]
+__all__ = ["MAX_REPLY", "Resolver", "SentinelError", "next_reply", "resolve"]
+
+#: Most bytes read for one reply of a sentinel (its answers are a few hundred bytes; a peer that
+#: sends more is cut off, as the lock path's reply guard cuts a master off).
+MAX_REPLY = 1 << 20
+
+#: What a malformed reply can raise in the parsing helpers: the sentinel's problem, not the caller's.
+_MALFORMED = (TypeError, ValueError, IndexError, KeyError, AttributeError, UnicodeError, RecursionError)
 
 
 class SentinelError(Exception):
@@ -50,10 +70,14 @@ class Resolver:
                 continue
             try:
                 replies = self._exchange(sentinel, deadline)
+                address = master_address(replies[-2])
+                age_ms = role_age_ms(replies[-1], address) if address is not None else -1
             except (OSError, hiredis.ProtocolError) as exc:
                 problems.append(f"{sentinel[0]}:{sentinel[1]}: {_why(exc)}")
                 continue
-            address = master_address(replies[-2])
+            except _MALFORMED as exc:
+                problems.append(f"{sentinel[0]}:{sentinel[1]}: malformed reply ({type(exc).__name__})")
+                continue
             if address is None:
                 if replies[-2] is None:
                     unknown += 1
@@ -63,7 +87,7 @@ class Resolver:
                 continue
             if k:
                 self.order.insert(0, self.order.pop(k))
-            return address, role_age_ms(replies[-1], address)
+            return address, age_ms
         if unknown == len(self.order):
             raise SentinelError(f"unknown service {self.service!r}: no sentinel knows it")
         raise SentinelError(f"no sentinel named the master of {self.service!r} (" + "; ".join(problems) + ")")
@@ -73,6 +97,10 @@ class Resolver:
         sock = socket.create_connection(sentinel, timeout=max(0.001, deadline - monotonic()))
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tls = self.spec.sentinel.tls
+            if tls is not None:  # the handshake is bounded by the socket's timeout (the time left)
+                sock = context_for(tls).wrap_socket(sock, server_hostname=sentinel[0])
+            sock.settimeout(max(0.001, deadline - monotonic()))
             sock.sendall(self.query)
             reader = hiredis.Reader()
             replies = [next_reply(sock, reader, deadline, "the sentinel") for _ in range(self.replies)]
@@ -83,12 +111,17 @@ class Resolver:
             sock.close()
 
 
-def next_reply(sock: Any, reader: Any, deadline: float, who: str) -> Any:
-    """The next reply on a blocking socket (error replies as values), read by ``deadline``."""
+def next_reply(sock: Any, reader: Any, deadline: float, who: str, limit: int = MAX_REPLY) -> Any:
+    """The next reply on a blocking socket (error replies as values), read whole by ``deadline``
+    (``socket.timeout`` otherwise, however the bytes trickle in) and within ``limit`` bytes read
+    for it (``hiredis.ProtocolError`` otherwise: the connection is to be closed)."""
+    read = 0
     while True:
         reply = reader.gets()
         if reply is not False:
             return reply
+        if read > limit:
+            raise hiredis.ProtocolError(f"{who} sent over {limit} bytes without completing a reply")
         left = deadline - monotonic()
         if left <= 0.0:
             raise socket.timeout("timed out")
@@ -96,12 +129,15 @@ def next_reply(sock: Any, reader: Any, deadline: float, who: str) -> Any:
         data = sock.recv(65536)
         if not data:
             raise ConnectionError(f"{who} closed the connection")
+        read += len(data)
         reader.feed(data)
 
 
 def _why(exc: BaseException) -> str:
     if isinstance(exc, socket.timeout):
         return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {reason(exc)}"
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 

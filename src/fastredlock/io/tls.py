@@ -43,6 +43,9 @@ class TlsOptions(NamedTuple):
     min_version: Optional[str] = None
     #: A ready ``ssl.SSLContext``; when given, the settings above are not used.
     context: Any = None
+    #: The password of an encrypted client key (``keyfile``, or the key inside ``certfile``).
+    #: Without it an encrypted key is an error: OpenSSL is never left to ask on the terminal.
+    password: Optional[str] = None
 
     __repr__ = redacted_repr  # a key's password, if set, never shown
 
@@ -81,9 +84,23 @@ def _min_version(value: Any) -> ssl.TLSVersion:
     raise ValueError(f"masters: unknown ssl_min_version {value!r} (e.g. 'TLSv1_2', 'TLSv1_3')")
 
 
+def _password(password: Optional[str]) -> Any:
+    """The ``password`` callable for ``load_cert_chain``: the given password, or an error (never a
+    prompt) when the key is encrypted and none was given."""
+
+    def give() -> bytes:
+        if password is None:
+            raise ValueError("the client key is encrypted: give its password (ssl_password)")
+        return password.encode() if isinstance(password, str) else bytes(password)
+
+    return give
+
+
 def _build(opts: TlsOptions) -> ssl.SSLContext:
     if opts.cert_reqs not in _CERT_REQS:
         raise ValueError(f"masters: ssl_cert_reqs must be one of {sorted(_CERT_REQS)}, not {opts.cert_reqs!r}")
+    if opts.keyfile and not opts.certfile:
+        raise ValueError("masters: ssl_keyfile given without ssl_certfile")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     verify = _CERT_REQS[opts.cert_reqs]
     # Without verification there is no certificate to check a host name against (redis-py's
@@ -98,11 +115,14 @@ def _build(opts: TlsOptions) -> ssl.SSLContext:
             else:
                 ctx.load_default_certs()
         if opts.certfile:
-            ctx.load_cert_chain(opts.certfile, opts.keyfile)
-        elif opts.keyfile:
-            raise ValueError("masters: ssl_keyfile given without ssl_certfile")
-    except (OSError, ssl.SSLError) as exc:
-        raise ValueError(f"masters: cannot load the TLS files: {reason(exc)}") from None
+            # A callable, never None: with None, OpenSSL asks for an encrypted key's password on
+            # the terminal (blocking a service, or a CI job, inside the constructor).
+            ctx.load_cert_chain(opts.certfile, opts.keyfile, password=_password(opts.password))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        why = reason(exc)
+        if opts.password is not None and isinstance(exc, ssl.SSLError) and opts.certfile:
+            why += " (is ssl_password the key's password?)"
+        raise ValueError(f"masters: cannot load the TLS files: {why}") from None
     if opts.min_version is not None:
         ctx.minimum_version = _min_version(opts.min_version)
     return ctx

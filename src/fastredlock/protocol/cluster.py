@@ -135,9 +135,12 @@ def parse_redirect(error):
         return None
     host, _, port = parts[2].rpartition(":")
     try:
-        return ask, int(parts[1]), (host, int(port))
+        slot, number = int(parts[1]), int(port)
     except ValueError:
         return None
+    if not 0 <= slot < SLOTS or not 0 < number < 65536:
+        return None  # not a redirection a cluster sends (-MOVED 99999 ...): an error reply
+    return ask, slot, (host, number)
 
 
 def refreshes(error):

@@ -14,7 +14,8 @@ from typing import Any, List, Optional, Sequence, Set
 
 from ..engine.fork import fork_generation
 from ..engine.steps import Waiter
-from ..engine.wake import LINGER, PRELOAD, Backoff, Channels, channel_of, open_connection, subscribe
+from ..engine.wake import (LINGER, PRELOAD, Backoff, Channels, Partial, channel_of, open_connection, reply_within,
+                           subscribe)
 from ..io import reader as hiredis
 from ..io.sentinel import SentinelError
 from ..protocol.handshake import handshake
@@ -23,7 +24,7 @@ from ..protocol.resp import encode_command
 class _Conn:
     """One master's notification connection (used by the notifier thread only)."""
 
-    __slots__ = ("sock", "reader", "hello", "preload", "subscribed")
+    __slots__ = ("sock", "reader", "hello", "preload", "subscribed", "partial")
 
     def __init__(self, sock: socket.socket, hello: int) -> None:
         self.sock = sock
@@ -34,6 +35,8 @@ class _Conn:
         self.preload = 1
         #: Channels a SUBSCRIBE was sent for (and no UNSUBSCRIBE since).
         self.subscribed: Set[bytes] = set()
+        #: The reply begun and not finished (its size and age are bounded).
+        self.partial = Partial()
 
 
 class Notifier:
@@ -201,6 +204,9 @@ class Notifier:
             except (OSError, SentinelError):
                 return self._failed(i, until)
             self._conns[i] = conn
+        elif conn.partial.overdue(now, reply_within(self._timeout)):  # a reply begun, then silence
+            self._drop(i)
+            return self._failed(i, until)
         add = wanted - conn.subscribed
         remove = conn.subscribed - wanted
         if not add and not remove:
@@ -250,6 +256,7 @@ class Notifier:
             return False
         conn.reader.feed(data)
         to_set: List[Any] = []
+        completed = False
         with self._lock:
             while True:
                 try:
@@ -261,6 +268,7 @@ class Notifier:
                     break
                 if reply is False:
                     break
+                completed = True
                 if conn.hello:
                     conn.hello -= 1
                     if isinstance(reply, hiredis.ReplyError):  # AUTH refused: not before a pause
@@ -272,8 +280,16 @@ class Notifier:
                     conn.preload = 0
                     continue
                 to_set += self.channels.on_reply(reply)
-        if conn.hello == 0 and self._conns[i] is conn:
-            self._backoff.connected(i)
+        if self._conns[i] is conn:
+            # Guarded like the lock path: a reply over MAX_REPLY bytes, or begun and not whole
+            # within reply_within(), drops the connection (its waiters sleep their backoff).
+            now = monotonic()
+            if (not conn.partial.fed(len(data), completed, conn.reader.has_data(), now)
+                    or conn.partial.overdue(now, reply_within(self._timeout))):
+                self._drop(i)
+                self._failed(i, None)
+            elif conn.hello == 0 and completed:  # (a whole reply: not a stream that merely began)
+                self._backoff.connected(i)
         for event in to_set:
             event.set()
         return self._conns[i] is conn

@@ -19,6 +19,7 @@ from typing import Any, List, Optional, Tuple
 from .masters import LocalMaster, start_master
 from .net import HOST
 from .servers import find_server
+from .tls import ServerTls
 
 __all__ = ["LocalSentinel", "SentinelGroup", "start_sentinels"]
 
@@ -27,10 +28,14 @@ class LocalSentinel(LocalMaster):
     """One ``redis-server <conf> --sentinel`` process watching one service (``.command`` talks to it)."""
 
     def __init__(self, master: LocalMaster, service: str, quorum: int, down_after_ms: int,
-                 failover_timeout_ms: int, binary: Optional[str] = None) -> None:
-        super().__init__(binary)
+                 failover_timeout_ms: int, binary: Optional[str] = None, tls: Optional[ServerTls] = None) -> None:
+        super().__init__(binary, tls=tls)
         self.service = service
-        self._monitor = (master.host, master.port, quorum, down_after_ms, failover_timeout_ms)
+        #: The master is watched on its TLS port (``tls-replication yes``) when it has one and the
+        #: sentinel has TLS settings: a ``rediss+sentinel://`` deployment, TLS end to end.
+        self._tls_master = tls is not None and master.tls_port is not None
+        port = master.tls_port if self._tls_master else master.port
+        self._monitor = (master.host, port, quorum, down_after_ms, failover_timeout_ms)
 
     def _args(self) -> List[str]:
         host, port, quorum, down_after, failover_timeout = self._monitor
@@ -45,7 +50,12 @@ class LocalSentinel(LocalMaster):
                     f"sentinel failover-timeout {self.service} {failover_timeout}\n"
                     f"sentinel parallel-syncs {self.service} 1\n"
                 )
-        return [self.binary, conf, "--sentinel"]
+        args = [self.binary, conf, "--sentinel"]
+        if self.tls is not None:  # a TLS port beside the plain one (which .command keeps using)
+            args += self.tls.args(self.tls_port)  # type: ignore[arg-type]
+            if self._tls_master:
+                args += ["--tls-replication", "yes"]
+        return args
 
     def master_address(self) -> Optional[Tuple[str, int]]:
         """``SENTINEL GET-MASTER-ADDR-BY-NAME``: the address this sentinel names, or None."""
@@ -83,6 +93,11 @@ class SentinelGroup:
         return "redis+sentinel://" + ",".join(f"{h}:{p}" for h, p in self.addresses) + f"/{self.service}"
 
     @property
+    def tls_addresses(self) -> List[Tuple[str, int]]:
+        """The sentinels' TLS ``(host, port)`` (sentinels started with ``tls=...`` only)."""
+        return [(s.host, s.tls_port) for s in self.sentinels]  # type: ignore[misc]
+
+    @property
     def master(self) -> LocalMaster:
         """The data server the sentinels name as master now."""
         return self._server_at(self._named())
@@ -106,7 +121,7 @@ class SentinelGroup:
 
     def _server_at(self, address: Tuple[str, int]) -> LocalMaster:
         for server in self.servers:
-            if (server.host, server.port) == address:
+            if (server.host, server.port) == address or (server.host, server.tls_port) == address:
                 return server
         raise RuntimeError(f"the sentinels name {address}, which is not a server of this group")
 
@@ -203,7 +218,8 @@ def _wait_synced(master: LocalMaster, replicas: List[LocalMaster], timeout: floa
 def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int = 1, quorum: int = 2,
                     down_after_ms: int = 500, failover_timeout_ms: int = 2000,
                     binary: Optional[str] = None, master_args: Tuple[str, ...] = (),
-                    failover_ready: bool = True, timeout: float = 20.0) -> SentinelGroup:
+                    failover_ready: bool = True, timeout: float = 20.0,
+                    sentinel_tls: Optional[ServerTls] = None, master_tls: Optional[ServerTls] = None) -> SentinelGroup:
     """Start a master, ``replicas`` replicas and ``count`` sentinels watching it as ``service``
     (``quorum`` of them agree that it is down), all on free loopback ports; return the
     :class:`SentinelGroup` once a failover is possible (it is a context manager that stops every
@@ -212,13 +228,19 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
     every data server (the replicas are started with ``--replicaof`` on top).
     ``failover_ready=False`` returns as soon as every sentinel names the master (about a second
     sooner than the several seconds the sentinels take to find each other).
+    ``sentinel_tls``: the sentinels also listen on a TLS port (``tls_port``, see
+    :attr:`SentinelGroup.tls_addresses`; the binary must be built with TLS). ``master_tls`` (with
+    ``sentinel_tls``, ``replicas=0``): the master has a TLS port too, and the sentinels watch it and
+    name it there (``tls-replication yes``): a ``rediss+sentinel://`` deployment.
     """
     binary = find_server(binary)
     # a replica syncs at once (not after the default 5 s wait for more replicas)
     master_args = ("--repl-diskless-sync-delay", "0", *master_args)
     started: List[LocalMaster] = []
     try:
-        master = start_master(binary=binary, extra_args=master_args)
+        if master_tls is not None and replicas:
+            raise ValueError("start_sentinels: master_tls is for a group without replicas")
+        master = start_master(binary=binary, extra_args=master_args, tls=master_tls)
         started.append(master)
         copies = []
         for _ in range(replicas):
@@ -228,7 +250,8 @@ def start_sentinels(service: str = "mymaster", *, count: int = 3, replicas: int 
         _wait_synced(master, copies, timeout)
         sentinels: List[LocalSentinel] = []
         for _ in range(count):
-            sentinel = LocalSentinel(master, service, quorum, down_after_ms, failover_timeout_ms, binary)
+            sentinel = LocalSentinel(master, service, quorum, down_after_ms, failover_timeout_ms, binary,
+                                     tls=sentinel_tls)
             started.append(sentinel)
             sentinels.append(sentinel.start())
         return SentinelGroup(service, [master, *copies], sentinels).wait_ready(timeout, failover_ready)
