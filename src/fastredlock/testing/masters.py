@@ -8,9 +8,11 @@ stopped by pid (any still running when the interpreter exits too). Each one can 
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -239,9 +241,35 @@ def _fast_clock(rate: float, binary: Optional[str]) -> Tuple[str, Dict[str, str]
     return usable[0], env
 
 
+def _check_port_free(port: int) -> None:
+    """Raise ``OSError(EADDRINUSE)`` if something listens on loopback ``port`` already."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"ports must be ints from 1 to 65535, got {port!r}")
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # SO_REUSEADDR as the server sets it: a port in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((HOST, port))
+    except OSError as exc:
+        raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use ({exc.strerror}): another "
+                                        "server listens there; stop it or choose other ports") from None
+    finally:
+        probe.close()
+
+
+def _server_pid(master: LocalMaster) -> Optional[int]:
+    """The ``process_id`` the server on the master's port reports (None if it does not say)."""
+    reply = master.command("INFO", "server")
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+    for line in text.splitlines():
+        if line.startswith("process_id:"):
+            return int(line.split(":", 1)[1])
+    return None
+
+
 def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
                  unix_socket: bool = False, clock_rate: Optional[float] = None,
-                 tls: Optional[ServerTls] = None) -> LocalMaster:
+                 tls: Optional[ServerTls] = None, port: Optional[int] = None) -> LocalMaster:
     """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
 
     With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
@@ -256,11 +284,32 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     using (the binary must be built with TLS: Debian's redis-server is; the ``server`` extra's
     are not). The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
     (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
+
+    ``port``: listen on this loopback port instead of a free one; if something listens there
+    already, ``OSError`` (``errno.EADDRINUSE``) is raised, naming the port.
     """
     args = _master_args(persistent, extra_args)
     env = None
     if clock_rate is not None:
         binary, env = _fast_clock(clock_rate, binary)
+    if port is not None:
+        _check_port_free(port)
+        master = LocalMaster(binary, port=port, extra_args=args, unix_socket=unix_socket, env=env, tls=tls)
+        try:
+            master.start()
+        except RuntimeError as exc:
+            if "in use" in str(exc):
+                raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use: {exc}") from None
+            raise
+        try:
+            answered = _server_pid(master)
+        except OSError:
+            answered = master.pid
+        if answered is not None and answered != master.pid:  # another server took the port first
+            master.stop()
+            raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use: another server (pid {answered}) "
+                                            "listens there; stop it or choose other ports")
+        return master
     failures = 0
     while True:
         try:
@@ -273,17 +322,32 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
 
 def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
                   binary: Optional[str] = None, unix_socket: bool = False,
-                  clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None) -> LocalMasters:
+                  clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None,
+                  ports: Optional[Sequence[int]] = None) -> LocalMasters:
     """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
 
     It is a context manager that stops them all on exit; if one fails to start, those already
     started are stopped before the error is raised.
+
+    ``ports``: one loopback port per master (``count`` of them), e.g. ``range(7001, 7004)``, instead
+    of free ports; every port is checked first, and one in use raises ``OSError``
+    (``errno.EADDRINUSE``) naming it, before any master starts. ``python -m fastredlock serve``
+    is this on the command line, keeping the masters until Ctrl-C.
     """
+    wanted: List[Optional[int]] = [None] * count
+    if ports is not None:
+        wanted = list(ports)
+        if len(wanted) != count:
+            raise ValueError(f"ports must name {count} ports (one per master), got {len(wanted)}")
+        if len(set(wanted)) != count:
+            raise ValueError(f"ports must be distinct, got {wanted}")
+        for port in wanted:
+            _check_port_free(port)  # type: ignore[arg-type]
     started: List[LocalMaster] = []
     try:
-        for _ in range(count):
+        for port in wanted:
             started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
-                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls))
+                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls, port=port))
     except BaseException:
         for m in started:
             m.stop()
