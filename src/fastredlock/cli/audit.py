@@ -578,7 +578,7 @@ def _parser():
         description="Check masters as a Redlock deployment: one verdict per check and master, and what to change.",
         epilog="exit status: 0 no check failed (warnings allowed); 1 a check failed; 2 bad usage.",
     )
-    p.add_argument("--masters", "-m", action="append", default=[], metavar="URL", dest="masters_opt",
+    p.add_argument("-m", "--masters", action="append", default=[], metavar="URL", dest="masters_opt",
                    help="a master: redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path; repeat it, "
                         "or separate URLs with commas (default: $FASTREDLOCK_MASTERS)")
     p.add_argument("masters", nargs="*", metavar="URL", help="deprecated: the masters as arguments (use -m)")

@@ -155,8 +155,9 @@ def serve(count: int = 3, port: Optional[int] = None, grace: float = SERVE_GRACE
                         print(f"fastredlock serve: the master on port {master.port} exited", file=sys.stderr,
                               flush=True)
                         return 1
-        say("ready; Ctrl-C stops them. Command-line tools find them with:")
+        say("command-line tools find them with:")
         say(f"export FASTREDLOCK_MASTERS={','.join(local.urls)}")
+        say("ready; Ctrl-C stops them")
         while True:
             time.sleep(0.5)
             for master in local:
@@ -255,7 +256,7 @@ def _inspect_parser():
                "4 unknown (too few masters answered); 2 bad usage. The older form with the URLs before "
                "NAME still works, but is deprecated.",
     )
-    p.add_argument("--masters", "-m", action="append", default=[], metavar="URL", help=MASTERS_HELP)
+    p.add_argument("-m", "--masters", action="append", default=[], metavar="URL", help=MASTERS_HELP)
     p.add_argument("args", nargs="+", metavar="NAME", help="the lock's name")
     p.add_argument("--prefix", default="", help="the prefix your clients put before lock names (default none)")
     p.add_argument("--timeout", type=float, default=1.0, metavar="S",
