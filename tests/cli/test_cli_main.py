@@ -18,6 +18,7 @@ import time
 import pytest
 
 import fastredlock
+from fastredlock.testing import start_master
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 LIMIT = 60  # seconds any one process may take
@@ -165,15 +166,19 @@ def test_serve_ctrl_c_stops_the_masters():
     assert _refused(first) and _gone(pid)
 
 
-def test_serve_fails_clearly_on_a_port_in_use(masters):
-    port = masters[0].port
-    started = time.monotonic()
-    done = _cli("serve", "2", "--port", str(port - 1), "--grace", "0")  # its second port is taken
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert time.monotonic() - started < 20
-    assert f"port {port}" in done.stderr and "in use" in done.stderr
-    assert not _refused(port)  # the master that had it is untouched
-    assert _refused(port - 1) or port - 1 in [m.port for m in masters]  # and serve started nothing
+def test_serve_fails_clearly_on_a_port_in_use():
+    first = _free_block(2)
+    taken = start_master(port=first + 1)  # serve's second port
+    try:
+        started = time.monotonic()
+        done = _cli("serve", "2", "--port", str(first), "--grace", "0")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert time.monotonic() - started < 20
+        assert f"port {first + 1}" in done.stderr and "in use" in done.stderr
+        assert taken.running() and taken.command("PING") == b"PONG"  # the server that had it is untouched
+        assert _refused(first)  # and serve started nothing
+    finally:
+        taken.stop()
 
 
 def test_serve_waits_for_the_grace_it_is_given():
