@@ -3,6 +3,7 @@ and a port in use refused up front, naming it, before any master starts."""
 from __future__ import annotations
 
 import errno
+import random
 import socket
 
 import pytest
@@ -11,14 +12,20 @@ from fastredlock.testing import start_master, start_masters
 
 
 def _free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
+    """``count`` free loopback ports below the kernel's ephemeral range (where a client connection
+    of another test could take one before the master does)."""
+    rng = random.Random()
+    found = []
+    while len(found) < count:
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in found:
+            found.append(port)
+    return found
 
 
 def test_masters_listen_on_the_ports_given():
