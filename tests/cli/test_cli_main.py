@@ -157,6 +157,26 @@ def test_serve_ctrl_c_stops_the_masters():
     assert _refused(first) and _gone(pid)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_serve_killed_with_sigkill_leaves_no_master():
+    first = _free_block(2)
+    serve = _Serve([sys.executable, "-m", "fastredlock", "serve", "2", "--port", str(first), "--grace", "0"])
+    try:
+        printed = serve.wait_ready()
+        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", printed)]
+    finally:
+        serve.proc.kill()  # no handler runs: the masters hear of it from the kernel
+    serve.finish()
+    deadline = time.monotonic() + 10.0
+    while not (_refused(first) and _refused(first + 1)):
+        assert time.monotonic() < deadline, "a master outlived serve's SIGKILL"
+        time.sleep(0.05)
+    for pid in pids:  # reparented and reaped by init (or a subreaper): gone or a zombie
+        while not _gone(pid):
+            assert time.monotonic() < deadline, f"master {pid} outlived serve's SIGKILL"
+            time.sleep(0.05)
+
+
 def test_serve_fails_clearly_on_a_port_in_use():
     first = _free_block(2)
     taken = start_master(port=first + 1)  # serve's second port

@@ -136,7 +136,8 @@ def serve(count: int = 3, port: Optional[int] = None, grace: float = SERVE_GRACE
     local = None
     try:
         try:
-            local = start_masters(count, binary=binary, ports=ports, persistent=persistent)
+            # die_with_parent: a serve killed with SIGKILL (no handler runs) still leaves no server
+            local = start_masters(count, binary=binary, ports=ports, persistent=persistent, die_with_parent=True)
         except (OSError, RuntimeError) as exc:
             print(f"fastredlock serve: {exc}", file=sys.stderr, flush=True)
             return 1

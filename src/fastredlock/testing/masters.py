@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -50,8 +51,11 @@ class LocalMaster:
 
     def __init__(self, binary: Optional[str] = None, port: Optional[int] = None,
                  extra_args: Sequence[str] = (), unix_socket: bool = False,
-                 env: Optional[Dict[str, str]] = None, tls: Optional[ServerTls] = None) -> None:
+                 env: Optional[Dict[str, str]] = None, tls: Optional[ServerTls] = None,
+                 die_with_parent: bool = False) -> None:
         self.binary = find_server(binary)
+        #: Linux: the server gets SIGTERM when the process that started it dies (even by SIGKILL).
+        self.die_with_parent = die_with_parent
         #: TLS settings: the master then also listens on :attr:`tls_port` (plain port kept).
         self.tls = tls
         self.tls_port: Optional[int] = _free_port() if tls is not None else None
@@ -86,7 +90,8 @@ class LocalMaster:
         """Start the server and wait until it answers PING."""
         os.makedirs(self.dir, exist_ok=True)
         self.proc = subprocess.Popen(
-            self._args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
+            self._args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env,
+            preexec_fn=_die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None,
         )
         _live.add(self)
         deadline = time.monotonic() + timeout
@@ -241,6 +246,13 @@ def _fast_clock(rate: float, binary: Optional[str]) -> Tuple[str, Dict[str, str]
     return usable[0], env
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    """prctl(PR_SET_PDEATHSIG, SIGTERM): the server is told to stop when its parent dies."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
 def _check_port_free(port: int) -> None:
     """Raise ``OSError(EADDRINUSE)`` if something listens on loopback ``port`` already."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
@@ -269,7 +281,8 @@ def _server_pid(master: LocalMaster) -> Optional[int]:
 
 def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
                  unix_socket: bool = False, clock_rate: Optional[float] = None,
-                 tls: Optional[ServerTls] = None, port: Optional[int] = None) -> LocalMaster:
+                 tls: Optional[ServerTls] = None, port: Optional[int] = None,
+                 die_with_parent: bool = False) -> LocalMaster:
     """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
 
     With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
@@ -286,7 +299,8 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
 
     ``port``: listen on this loopback port instead of a free one; if something listens there
-    already, ``OSError`` (``errno.EADDRINUSE``) is raised, naming the port.
+    already, ``OSError`` (``errno.EADDRINUSE``) is raised, naming the port. ``die_with_parent=True``
+    (Linux): the server gets SIGTERM when this process dies, however it dies (``serve`` uses it).
     """
     args = _master_args(persistent, extra_args)
     env = None
@@ -294,7 +308,8 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
         binary, env = _fast_clock(clock_rate, binary)
     if port is not None:
         _check_port_free(port)
-        master = LocalMaster(binary, port=port, extra_args=args, unix_socket=unix_socket, env=env, tls=tls)
+        master = LocalMaster(binary, port=port, extra_args=args, unix_socket=unix_socket, env=env, tls=tls,
+                             die_with_parent=die_with_parent)
         try:
             master.start()
         except RuntimeError as exc:
@@ -313,7 +328,8 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     failures = 0
     while True:
         try:
-            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env, tls=tls).start()
+            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env, tls=tls,
+                               die_with_parent=die_with_parent).start()
         except RuntimeError:
             failures += 1
             if failures == 5:
@@ -323,7 +339,7 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
 def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
                   binary: Optional[str] = None, unix_socket: bool = False,
                   clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None,
-                  ports: Optional[Sequence[int]] = None) -> LocalMasters:
+                  ports: Optional[Sequence[int]] = None, die_with_parent: bool = False) -> LocalMasters:
     """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
 
     It is a context manager that stops them all on exit; if one fails to start, those already
@@ -347,7 +363,8 @@ def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Seque
     try:
         for port in wanted:
             started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
-                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls, port=port))
+                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls, port=port,
+                                        die_with_parent=die_with_parent))
     except BaseException:
         for m in started:
             m.stop()
