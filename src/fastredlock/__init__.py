@@ -8,7 +8,9 @@ from .io.cores import CORE
 from .sync.client import MasterStats, Redlock
 from .sync.family import RLock, ReadLock, Semaphore, WriteLock
 from .handles.family import RWLock
-from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .errors import (
+    LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, QuorumUnreachableError,
+)
 from .engine.tokens import holder_of
 from .sync.lock import Lock
 from .handles.lockinfo import FamilyInfo, LockInfo, MasterView
@@ -27,6 +29,7 @@ __all__ = [
     "MasterOutcome",
     "MasterStats",
     "MasterView",
+    "QuorumUnreachableError",
     "RLock",
     "RWLock",
     "ReadLock",

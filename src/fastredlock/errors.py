@@ -15,6 +15,7 @@ __all__ = [
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",
+    "QuorumUnreachableError",
 ]
 
 
@@ -63,6 +64,29 @@ class LockError(Exception):
 
 class LockNotAcquiredError(LockError):
     """The lock could not be acquired (a quorum said no, or it timed out) where the caller required it."""
+
+
+class QuorumUnreachableError(LockNotAcquiredError):
+    """A waiting acquisition gave up because too many masters could not be reached for a quorum.
+
+    Raised by a blocking ``acquire()`` (and a ``with`` block) when, for ``unreachable_timeout``
+    seconds in a row (a :class:`fastredlock.Redlock` option, default 5), every attempt found so
+    many masters down (connection refused or broken, a TLS or Sentinel failure, no answer in time,
+    cooling down) that no quorum was possible: down is not held, so it does not wait for ever.
+    ``unreachable`` names those masters. A lock held by someone else never raises it: the
+    acquisition waits for it as ``threading.Lock`` does.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        name: Optional[str | bytes] = None,
+        outcomes: Sequence[MasterOutcome] = (),
+        unreachable: Sequence[str] = (),
+    ) -> None:
+        #: The masters that could not be reached in the last attempt, as configured.
+        self.unreachable: Tuple[str, ...] = tuple(unreachable)
+        super().__init__(message, name, outcomes)
 
 
 class LockNotOwnedError(LockError):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
@@ -647,9 +648,10 @@ def _parser():
         description="Check masters as a Redlock deployment: one verdict per check and master, and what to change.",
         epilog="exit status: 0 no check failed (warnings allowed); 1 a check failed; 2 bad usage.",
     )
-    p.add_argument("masters", nargs="*", metavar="URL",
-                   help="the masters (redis://[user:pass@]host:port[/db], unix:///path); commas separate "
-                        "URLs too (default: $FASTREDLOCK_MASTERS)")
+    p.add_argument("-m", "--masters", action="append", default=[], metavar="URL", dest="masters_opt",
+                   help="a master: redis://[user:pass@]host:port[/db], rediss:// (TLS), unix:///path; repeat it, "
+                        "or separate URLs with commas (default: $FASTREDLOCK_MASTERS)")
+    p.add_argument("masters", nargs="*", metavar="URL", help="deprecated: the masters as arguments (use -m)")
     p.add_argument("--ttl", type=float, action="append", default=[], metavar="S",
                    help="a lock TTL in use, seconds (repeatable; the smallest decides; default 10)")
     p.add_argument("--restart-aware", action=argparse.BooleanOptionalAction, default=True,
@@ -674,10 +676,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``python -m fastredlock audit``: print the audit; exit 1 when a check fails, 2 on bad usage."""
     parser = _parser()
     args = parser.parse_args(argv)
-    urls = [u for item in (args.masters or [os.environ.get("FASTREDLOCK_MASTERS", "")])
+    if args.masters:
+        print("fastredlock audit: URLs as arguments are deprecated; use -m URL (or FASTREDLOCK_MASTERS)",
+              file=sys.stderr)
+    urls = [u for item in (args.masters_opt + args.masters or [os.environ.get("FASTREDLOCK_MASTERS", "")])
             for u in split_urls(item)]
     if not urls:
-        parser.error("no masters: give URLs or set FASTREDLOCK_MASTERS")
+        parser.error("no masters: give -m URL (repeatable) or set FASTREDLOCK_MASTERS")
     try:
         verdicts = audit(urls, ttls=args.ttl or (10.0,), restart_aware=args.restart_aware,
                          drift_factor=args.drift_factor, io_timeout=args.io_timeout,

@@ -52,7 +52,7 @@ from typing import List, Optional, Sequence
 from .. import __version__
 from ..engine.checks import MAX_WAIT
 from ..io.masters import split_urls
-from ..errors import LockError
+from ..errors import LockError, QuorumUnreachableError
 from ..io.redact import redact
 
 __all__ = ["EXIT_BUSY", "EXIT_LOST", "EXIT_UNAVAILABLE", "FORWARDED_SIGNALS", "main", "run"]
@@ -298,6 +298,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         waiting = {s: signal.signal(s, _leave) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
             acquired = _acquire(lock, args.wait)
+        except QuorumUnreachableError as exc:  # down is not held: no waiting for ever
+            _say(str(exc))
+            return EXIT_UNAVAILABLE
         finally:
             for signum, handler in waiting.items():
                 signal.signal(signum, handler)

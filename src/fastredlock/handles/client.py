@@ -19,7 +19,7 @@ from ..protocol.family import SEMAPHORE, inspect_reads
 from ..io.masters import MasterSpec, parse_masters
 from ..engine.wake import COURTESY
 
-__all__ = ["COOLDOWN", "FENCE_RETENTION", "MAX_COOLDOWN", "MasterStats", "RedlockBase"]
+__all__ = ["COOLDOWN", "FENCE_RETENTION", "MAX_COOLDOWN", "MasterStats", "RedlockBase", "UNREACHABLE_TIMEOUT"]
 
 #: Default lifetime of a fence counter after its last use, in seconds (30 days).
 FENCE_RETENTION = 30 * 86400.0
@@ -27,6 +27,8 @@ FENCE_RETENTION = 30 * 86400.0
 COOLDOWN = 0.1
 #: Default longest cool-down (it doubles at each failure in a row), seconds.
 MAX_COOLDOWN = 5.0
+#: Default seconds a waiting acquisition goes on while a quorum of masters cannot be reached.
+UNREACHABLE_TIMEOUT = 5.0
 # (MAX_TTL, MAX_NAME_BYTES and MAX_WAIT are defined in _checks and importable from here.)
 
 
@@ -107,6 +109,7 @@ class RedlockBase:
         wake: bool = True,
         courtesy: float = COURTESY,
         wait_release: bool = True,
+        unreachable_timeout: Optional[float] = UNREACHABLE_TIMEOUT,
     ) -> None:
         if retry_count is not None:
             if isinstance(retry_count, bool) or not isinstance(retry_count, int):
@@ -116,6 +119,11 @@ class RedlockBase:
         #: Retries of a blocking ``acquire()`` without a timeout; None (the default): no limit, it
         #: waits until the lock is acquired (as ``threading.Lock`` and redis-py's Lock do).
         self.retry_count: Optional[int] = retry_count
+        #: Seconds a blocking ``acquire()`` goes on while every attempt finds a quorum of masters
+        #: unreachable, before it raises :class:`~fastredlock.QuorumUnreachableError`; None: no limit.
+        self.unreachable_timeout: Optional[float] = (
+            None if unreachable_timeout is None
+            else check_number(unreachable_timeout, "unreachable_timeout", maximum=MAX_WAIT))
         self.retry_delay = check_number(retry_delay, "retry_delay", maximum=MAX_WAIT)
         self.retry_jitter = check_number(retry_jitter, "retry_jitter", maximum=MAX_WAIT)
         self.drift_factor = check_number(drift_factor, "drift_factor")

@@ -30,7 +30,9 @@ from ..engine.fork import fork_generation
 from ..engine.steps import Acquire, Await, Background, Call, Job, Op, Release, Settle, Sleep, Wait
 from ..engine.tokens import new_token
 from ..engine.unwaited import count_not_held, found_lost
-from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from ..errors import (
+    LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, QuorumUnreachableError,
+)
 from ..events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
@@ -266,6 +268,12 @@ class LockBase:
         marked = False
         ok = False
         attempts = 0
+        # Down is not held: since when every attempt found a quorum of masters unreachable (-1.0:
+        # the last one did not), and whether this acquisition said so / named a restart refusal.
+        down_since = -1.0
+        told_down = False
+        told_restart = False
+        unreachable = self._client.unreachable_timeout
         try:
             if first is None:
                 if blocking and executor.owed:
@@ -310,12 +318,37 @@ class LockBase:
                     if ok:
                         self._acquired(token, attempts)
                         return True
+                rnd = self._last
+                if rnd is not None:
+                    if not told_restart and _restart_refused(rnd, executor.quorum):
+                        told_restart = True
+                        log.warning("fastredlock: %s", self._restart_note(executor.outcomes(rnd, False)))
+                    if blocking and _quorum_unreachable(rnd, executor.n, executor.quorum):
+                        if down_since < 0.0:
+                            down_since = monotonic()
+                        if not told_down:
+                            told_down = True
+                            self._tell_down(executor.outcomes(rnd, False), unreachable, deadline)
+                    else:
+                        down_since = -1.0
                 delay = self._next_delay(attempts, deadline) if blocking else -1.0
                 if delay < 0:
                     yield from self._gave_up(waiter if queued else None)
                     if executor.on_event is not None:
                         self._event(REFUSED, started, attempts, False)
                     return False
+                if down_since >= 0.0 and unreachable is not None:
+                    left = down_since + unreachable - monotonic()
+                    if left <= 0.0:
+                        # Down for unreachable_timeout: raise rather than wait for ever (a held
+                        # lock is waited for; masters that cannot be reached hold nothing).
+                        yield from self._gave_up(waiter if queued else None)
+                        queued = False  # out of the queues already
+                        if executor.on_event is not None:
+                            self._event(REFUSED, started, attempts, False)
+                        raise self._unreachable_error(rnd, (yield Settle(rnd)), monotonic() - down_since)
+                    if delay > left:
+                        delay = left
                 if notifier is not None and waiter is None:
                     # Another attempt follows: listen for releases from now on (a release during
                     # the pause ends it); a plain lock's next attempts queue on the masters.
@@ -765,8 +798,43 @@ class LockBase:
         )
 
     def _not_acquired(self, outcomes: List[MasterOutcome]) -> LockNotAcquiredError:
+        lead = ""
+        if _restart_caused(outcomes, self._executor.quorum):
+            lead = self._restart_note(outcomes, False) + ": "
         return LockNotAcquiredError(
-            f"could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
+            f"{lead}could not acquire lock {self.name!r}{self._executor.down_note(outcomes)}", self.name, outcomes
+        )
+
+    def _restart_note(self, outcomes: List[MasterOutcome], detailed: bool = True) -> str:
+        """What a refusal caused by restart-aware voting says: which masters, for how long yet
+        (``detailed``: each one's detail; an error lists them after its message anyway)."""
+        restarted = [o for o in outcomes if o.outcome == _RESTARTED]
+        return (f"lock {self.name!r} refused by restart-aware voting: "
+                + ", ".join(f"{o.master} ({o.detail})" if o.detail and detailed else o.master for o in restarted)
+                + (" restarted recently" if not detailed else "")
+                + "; a master up for less than the restart grace may have forgotten locks it held before "
+                  "a restart, so its OK does not count yet")
+
+    def _tell_down(self, outcomes: List[MasterOutcome], unreachable: Optional[float], deadline: Optional[float]) -> None:
+        """Log, once per acquisition, that no quorum of masters can be reached, and what comes next."""
+        bound = unreachable
+        if deadline is not None and (bound is None or deadline - monotonic() < bound):
+            then = "its timeout ends in %.1fs" % max(0.0, deadline - monotonic())
+        elif bound is None:
+            then = "waiting for them (unreachable_timeout=None)"
+        else:
+            then = "raising QuorumUnreachableError in %gs unless they come back (unreachable_timeout)" % bound
+        down = [str(o) for o in outcomes if o.outcome in _DOWN_NAMES]
+        log.warning("fastredlock: lock %r: no quorum of masters is reachable (%d of %d down, %d needed: %s); %s",
+                    self.name, len(down), self._executor.n, self._executor.quorum, ", ".join(down), then)
+
+    def _unreachable_error(self, rnd: Any, outcomes: List[MasterOutcome], down_for: float) -> LockNotAcquiredError:
+        down = [o.master for o in outcomes if o.outcome in _DOWN_NAMES]
+        return QuorumUnreachableError(
+            f"could not acquire lock {self.name!r}: no quorum of masters was reachable for {down_for:.1f}s "
+            f"({len(down)} of {self._executor.n} masters unreachable: {', '.join(down)}; "
+            f"{self._executor.quorum} needed)",
+            self.name, outcomes, down,
         )
 
     def _raise_at_exit(self, error: LockError, exc_type: object) -> None:
@@ -788,6 +856,36 @@ class LockBase:
             state = f"held, validity={self.validity:.3f}s"
         fence = f" fence={self.fence}" if self.fence is not None else ""
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}{fence}>"
+
+
+_RESTARTED = oc.NAMES[oc.UNTRUSTED]
+_DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+
+
+def _quorum_unreachable(rnd: Any, n: int, quorum: int) -> bool:
+    """Whether the masters that could not be reached in ``rnd`` alone make a quorum impossible."""
+    down = 0
+    for code in rnd.outcomes:
+        if code in oc.DOWN:
+            down += 1
+    return down > n - quorum
+
+
+def _restart_refused(rnd: Any, quorum: int) -> bool:
+    """Whether a failed round would have had its quorum if restart-aware voting had counted the
+    OKs of the masters that restarted recently (then the refusal is voting's, and is said so)."""
+    untrusted = 0
+    for code in rnd.outcomes:
+        if code == oc.UNTRUSTED:
+            untrusted += 1
+    return untrusted > 0 and rnd.successes + untrusted >= quorum
+
+
+def _restart_caused(outcomes: List[MasterOutcome], quorum: int) -> bool:
+    """:func:`_restart_refused` on outcomes already made readable."""
+    untrusted = sum(1 for o in outcomes if o.outcome == _RESTARTED)
+    ok = sum(1 for o in outcomes if o.outcome == "ok")
+    return untrusted > 0 and ok + untrusted >= quorum
 
 
 def _took_some(rnd: Any) -> Plan:

@@ -63,8 +63,9 @@ class MasterClock:
         Returns ``(code, detail)``.
         """
         if code == OK and self.untrusted(now, grace_ms):
-            return UNTRUSTED, "up for %.0fs, less than the restart grace of %gs" % (
-                now - self.up_since, grace_ms / 1000.0)
+            up = now - self.up_since
+            return UNTRUSTED, "up for %.0fs, less than the restart grace of %gs; its vote counts in %.1fs" % (
+                up, grace_ms / 1000.0, grace_ms / 1000.0 - up)
         if code == NO and retried:
             # The lost connection may have run our first SET: the key can be ours. Not a clear
             # "no", so the caller releases (owner-checked) to be sure.

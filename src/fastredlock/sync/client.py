@@ -105,6 +105,13 @@ class Redlock(RedlockBase):
         two); the answers still count, reported through ``on_lost``, the ``lost`` event and
         ``stats()`` instead of an exception (see :meth:`Lock.release`). ``release(wait=...)``
         decides per call.
+    :param unreachable_timeout: seconds (default 5) a blocking ``acquire()`` goes on while every
+        attempt finds so many masters unreachable (connection refused or broken, no answer in time,
+        cooling down) that no quorum is possible; then it raises
+        :class:`~fastredlock.QuorumUnreachableError` naming them (a warning is logged at the first
+        such attempt). Down is not held: a lock that masters answer is held by someone else is
+        waited for as before. A ``timeout=`` or ``retry_count`` that ends first makes
+        ``acquire()`` return False as usual. ``None``: wait for the masters for ever.
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)

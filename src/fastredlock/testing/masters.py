@@ -8,10 +8,13 @@ stopped by pid (any still running when the interpreter exits too). Each one can 
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -48,8 +51,11 @@ class LocalMaster:
 
     def __init__(self, binary: Optional[str] = None, port: Optional[int] = None,
                  extra_args: Sequence[str] = (), unix_socket: bool = False,
-                 env: Optional[Dict[str, str]] = None, tls: Optional[ServerTls] = None) -> None:
+                 env: Optional[Dict[str, str]] = None, tls: Optional[ServerTls] = None,
+                 die_with_parent: bool = False) -> None:
         self.binary = find_server(binary)
+        #: Linux: the server gets SIGTERM when the process that started it dies (even by SIGKILL).
+        self.die_with_parent = die_with_parent
         #: TLS settings: the master then also listens on :attr:`tls_port` (plain port kept).
         self.tls = tls
         self.tls_port: Optional[int] = _free_port() if tls is not None else None
@@ -84,7 +90,8 @@ class LocalMaster:
         """Start the server and wait until it answers PING."""
         os.makedirs(self.dir, exist_ok=True)
         self.proc = subprocess.Popen(
-            self._args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
+            self._args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env,
+            preexec_fn=_die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None,
         )
         _live.add(self)
         deadline = time.monotonic() + timeout
@@ -239,9 +246,43 @@ def _fast_clock(rate: float, binary: Optional[str]) -> Tuple[str, Dict[str, str]
     return usable[0], env
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    """prctl(PR_SET_PDEATHSIG, SIGTERM): the server is told to stop when its parent dies."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
+def _check_port_free(port: int) -> None:
+    """Raise ``OSError(EADDRINUSE)`` if something listens on loopback ``port`` already."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"ports must be ints from 1 to 65535, got {port!r}")
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # SO_REUSEADDR as the server sets it: a port in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((HOST, port))
+    except OSError as exc:
+        raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use ({exc.strerror}): another "
+                                        "server listens there; stop it or choose other ports") from None
+    finally:
+        probe.close()
+
+
+def _server_pid(master: LocalMaster) -> Optional[int]:
+    """The ``process_id`` the server on the master's port reports (None if it does not say)."""
+    reply = master.command("INFO", "server")
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+    for line in text.splitlines():
+        if line.startswith("process_id:"):
+            return int(line.split(":", 1)[1])
+    return None
+
+
 def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), binary: Optional[str] = None,
                  unix_socket: bool = False, clock_rate: Optional[float] = None,
-                 tls: Optional[ServerTls] = None) -> LocalMaster:
+                 tls: Optional[ServerTls] = None, port: Optional[int] = None,
+                 die_with_parent: bool = False) -> LocalMaster:
     """Start one local master on a free loopback port and return it (call ``.stop()`` when done).
 
     With ``persistent=True`` it runs with ``appendonly yes`` and ``appendfsync always``: a kill -9
@@ -256,15 +297,39 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
     using (the binary must be built with TLS: Debian's redis-server is; the ``server`` extra's
     are not). The master offers ``.kill()`` (SIGKILL), ``.pause()``/``.resume()``
     (SIGSTOP/SIGCONT), ``.restart()``, ``.stop()``, ``.url`` and ``.command(...)``.
+
+    ``port``: listen on this loopback port instead of a free one; if something listens there
+    already, ``OSError`` (``errno.EADDRINUSE``) is raised, naming the port. ``die_with_parent=True``
+    (Linux): the server gets SIGTERM when this process dies, however it dies (``serve`` uses it).
     """
     args = _master_args(persistent, extra_args)
     env = None
     if clock_rate is not None:
         binary, env = _fast_clock(clock_rate, binary)
+    if port is not None:
+        _check_port_free(port)
+        master = LocalMaster(binary, port=port, extra_args=args, unix_socket=unix_socket, env=env, tls=tls,
+                             die_with_parent=die_with_parent)
+        try:
+            master.start()
+        except RuntimeError as exc:
+            if "in use" in str(exc):
+                raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use: {exc}") from None
+            raise
+        try:
+            answered = _server_pid(master)
+        except OSError:
+            answered = master.pid
+        if answered is not None and answered != master.pid:  # another server took the port first
+            master.stop()
+            raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use: another server (pid {answered}) "
+                                            "listens there; stop it or choose other ports")
+        return master
     failures = 0
     while True:
         try:
-            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env, tls=tls).start()
+            return LocalMaster(binary, extra_args=args, unix_socket=unix_socket, env=env, tls=tls,
+                               die_with_parent=die_with_parent).start()
         except RuntimeError:
             failures += 1
             if failures == 5:
@@ -273,17 +338,33 @@ def start_master(*, persistent: bool = False, extra_args: Sequence[str] = (), bi
 
 def start_masters(count: int = 5, *, persistent: bool = False, extra_args: Sequence[str] = (),
                   binary: Optional[str] = None, unix_socket: bool = False,
-                  clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None) -> LocalMasters:
+                  clock_rate: Optional[float] = None, tls: Optional[ServerTls] = None,
+                  ports: Optional[Sequence[int]] = None, die_with_parent: bool = False) -> LocalMasters:
     """Start ``count`` local masters (options as for :func:`start_master`), as a :class:`LocalMasters`.
 
     It is a context manager that stops them all on exit; if one fails to start, those already
     started are stopped before the error is raised.
+
+    ``ports``: one loopback port per master (``count`` of them), e.g. ``range(7001, 7004)``, instead
+    of free ports; every port is checked first, and one in use raises ``OSError``
+    (``errno.EADDRINUSE``) naming it, before any master starts. ``python -m fastredlock serve``
+    is this on the command line, keeping the masters until Ctrl-C.
     """
+    wanted: List[Optional[int]] = [None] * count
+    if ports is not None:
+        wanted = list(ports)
+        if len(wanted) != count:
+            raise ValueError(f"ports must name {count} ports (one per master), got {len(wanted)}")
+        if len(set(wanted)) != count:
+            raise ValueError(f"ports must be distinct, got {wanted}")
+        for port in wanted:
+            _check_port_free(port)  # type: ignore[arg-type]
     started: List[LocalMaster] = []
     try:
-        for _ in range(count):
+        for port in wanted:
             started.append(start_master(persistent=persistent, extra_args=extra_args, binary=binary,
-                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls))
+                                        unix_socket=unix_socket, clock_rate=clock_rate, tls=tls, port=port,
+                                        die_with_parent=die_with_parent))
     except BaseException:
         for m in started:
             m.stop()

@@ -1,0 +1,106 @@
+"""Refusals that say why, and down is not held: the asyncio client (both cores, both loops).
+
+The rules are the sync client's (tests/sync/test_refusals.py): with nothing listening, a waiting
+``async with dlm.lock(...)`` logs one warning at once and raises :class:`QuorumUnreachableError`
+after ``unreachable_timeout`` (short here; the default is measured by the sync test); a held lock
+is waited for past that bound; masters younger than the restart grace refuse with one warning and
+an error that leads with restart-aware voting.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+
+import pytest
+
+from fastredlock import LockNotAcquiredError, QuorumUnreachableError
+from fastredlock.asyncio import Redlock
+from fastredlock.testing import start_masters
+
+
+@pytest.fixture
+def dead_urls():
+    probes = [socket.socket() for _ in range(3)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        ports = [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+    return [f"redis://127.0.0.1:{port}" for port in ports]
+
+
+def _warnings(caplog):
+    return [r for r in caplog.records if r.name == "fastredlock" and r.levelno == logging.WARNING]
+
+
+def test_nothing_listening_raises_naming_the_masters(arun, core, dead_urls, caplog):
+    caplog.set_level(logging.WARNING, logger="fastredlock")
+
+    async def main():
+        async with Redlock(dead_urls, core=core, unreachable_timeout=0.5) as dlm:
+            started = time.monotonic()
+            with pytest.raises(QuorumUnreachableError) as caught:
+                async with dlm.lock("orders:42", ttl=10.0):
+                    pass  # pragma: no cover - never held
+            took = time.monotonic() - started
+            lock = dlm.lock("orders:42", ttl=10.0)
+            shorter = await lock.acquire(timeout=0.1)  # a timeout that ends first: False, as before
+        return caught.value, took, shorter
+
+    error, took, shorter = arun(main())
+    assert 0.5 <= took < 5.0
+    labels = tuple(u[len("redis://"):] for u in dead_urls)
+    assert error.unreachable == labels and isinstance(error, LockNotAcquiredError)
+    assert all(label in str(error) for label in labels)
+    assert shorter is False
+    warned = _warnings(caplog)
+    assert len(warned) == 2, [r.getMessage() for r in warned]  # one per acquisition
+    assert all("no quorum of masters is reachable" in r.getMessage() for r in warned)
+
+
+def test_held_lock_is_waited_for_past_the_unreachable_bound(arun, core, masters, name, caplog):
+    caplog.set_level(logging.WARNING, logger="fastredlock")
+
+    async def main():
+        async with Redlock(masters.urls, core=core, restart_aware=False) as holder_client, \
+                Redlock(masters.urls, core=core, restart_aware=False, unreachable_timeout=0.2,
+                        retry_delay=0.05, retry_jitter=0.0) as waiter_client:
+            holder = holder_client.lock(name, ttl=30.0)
+            assert await holder.acquire()
+
+            async def wait_for_it():
+                async with waiter_client.lock(name, ttl=5.0):
+                    return True
+
+            waiter = asyncio.ensure_future(wait_for_it())
+            done, _ = await asyncio.wait([waiter], timeout=1.0)  # five times the bound
+            assert not done, f"the waiter stopped waiting on a held lock: {waiter}"
+            await holder.release()
+            return await asyncio.wait_for(waiter, 10.0)
+
+    assert arun(main()) is True
+    assert not _warnings(caplog)
+
+
+def test_restart_refusal_is_logged_once_and_leads_the_error(arun, core, caplog):
+    caplog.set_level(logging.WARNING, logger="fastredlock")
+    with start_masters(3) as fresh:
+        async def main():
+            async with Redlock(fresh.urls, core=core, retry_delay=0.05, retry_jitter=0.0) as dlm:
+                refused = await dlm.lock("orders:42", ttl=10.0).acquire(timeout=0.3)
+                warned = len(_warnings(caplog))
+                async with Redlock(fresh.urls, core=core, retry_count=0) as bounded:
+                    with pytest.raises(LockNotAcquiredError) as caught:
+                        async with bounded.lock("orders:42", ttl=10.0):
+                            pass  # pragma: no cover
+            return refused, warned, caught.value
+
+        refused, warned, error = arun(main())
+    assert refused is False and warned == 1
+    message = _warnings(caplog)[0].getMessage()
+    assert "refused by restart-aware voting" in message and "its vote counts in" in message
+    assert str(error).startswith("lock 'orders:42' refused by restart-aware voting: ")
