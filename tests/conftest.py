@@ -45,6 +45,16 @@ from fastredlock.testing.tls import tls_server
 CORES = ["cython", "python"]
 
 
+def pytest_configure(config):
+    # A server asked for by name or path that is not there stops the run at once, saying what is
+    # installed: the suite never falls back to another server than the one asked for.
+    if os.environ.get("FASTREDLOCK_REDIS_SERVER"):
+        try:
+            find_server()
+        except FileNotFoundError as exc:
+            raise pytest.UsageError(f"FASTREDLOCK_REDIS_SERVER: {exc}") from None
+
+
 def pytest_report_header(config):
     try:
         binary = find_server()
@@ -52,6 +62,22 @@ def pytest_report_header(config):
     except FileNotFoundError as exc:
         server = f"none ({exc})"
     return [f"fastredlock core: {fastredlock.CORE}; no-extensions: {NO_EXTENSIONS}; server: {server}"]
+
+
+# The suites whose outcome depends on the server the masters run (the protocol-facing I/O, the sync
+# and asyncio front-ends, the original libraries' suites against their shims, the faults): marked
+# `server`, so that `.ci/run` runs them again on each other server (-m server). The rest (protocol
+# tables, docs, the command line, jobs, engine) run on one server, in README's command.
+SERVER_SUITES = ("io", "sync", "asyncio", "compat", "faults")
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    marker = pytest.mark.server
+    suites = tuple(os.path.join(_TESTS, d) + os.sep for d in SERVER_SUITES)
+    for item in items:
+        if str(item.path).startswith(suites):
+            item.add_marker(marker)
 
 
 @pytest.fixture(params=CORES)
@@ -73,6 +99,14 @@ def masters():
     """Five masters shared by the whole session; tests must not kill or pause them."""
     with start_masters(5) as local:
         yield local
+
+
+@pytest.fixture(scope="session")
+def server_caps(masters):
+    """What the suite's server is and runs (:class:`_server.Capabilities`), asked of a session master."""
+    from _server import capabilities
+
+    return capabilities(masters[0])
 
 
 @pytest.fixture
