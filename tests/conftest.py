@@ -40,7 +40,7 @@ import pytest
 import fastredlock
 from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.testing import find_server, make_certs, server_version, start_masters
-from fastredlock.testing.tls import tls_server
+from fastredlock.testing.tls import tls_server, tls_unsupported
 
 CORES = ["cython", "python"]
 
@@ -64,19 +64,28 @@ def pytest_report_header(config):
     return [f"fastredlock core: {fastredlock.CORE}; no-extensions: {NO_EXTENSIONS}; server: {server}"]
 
 
-# The suites whose outcome depends on the server the masters run (the protocol-facing I/O, the sync
-# and asyncio front-ends, the original libraries' suites against their shims, the faults): marked
-# `server`, so that `.ci/run` runs them again on each other server (-m server). The rest (protocol
-# tables, docs, the command line, jobs, engine) run on one server, in README's command.
+# What `.ci/run` runs again on each other server (-m server; README's command runs everything on
+# one): the suites whose outcome depends on the server the masters run, i.e. the protocol-facing
+# I/O, the sync and asyncio front-ends, compat and faults, but not their `slow` tests (contention,
+# soaks, timeouts: timing, not server features), except the original libraries' own suites against
+# their shims (each server answers their fault injection differently: pottery's extend on Valkey
+# 8.1). tests/io/test_server_versions.py runs every installed server itself, so it runs once.
 SERVER_SUITES = ("io", "sync", "asyncio", "compat", "faults")
+SLOW_BUT_PER_SERVER = ("compat/test_compat_suites.py",)
+ONCE_FOR_ALL_SERVERS = ("io/test_server_versions.py",)
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def pytest_collection_modifyitems(config, items):
     marker = pytest.mark.server
     suites = tuple(os.path.join(_TESTS, d) + os.sep for d in SERVER_SUITES)
+    slow_too = tuple(os.path.join(_TESTS, f) for f in SLOW_BUT_PER_SERVER)
+    once = tuple(os.path.join(_TESTS, f) for f in ONCE_FOR_ALL_SERVERS)
     for item in items:
-        if str(item.path).startswith(suites):
+        path = str(item.path)
+        if not path.startswith(suites) or path in once:
+            continue
+        if item.get_closest_marker("slow") is None or path in slow_too:
             item.add_marker(marker)
 
 
@@ -208,7 +217,14 @@ def certs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tls_binary(certs):
     """A server binary built with TLS (Debian's redis-server is; the server extra's are not):
-    the TLS tests are skipped, saying why, where none is installed."""
+    the TLS tests are skipped, saying why, where none is installed. With FASTREDLOCK_REDIS_SERVER
+    set, only that server: the run is about it (asked by starting it with a TLS port)."""
+    if os.environ.get("FASTREDLOCK_REDIS_SERVER"):
+        binary = find_server()
+        reason = tls_unsupported(binary, certs)
+        if reason is not None:
+            pytest.skip(f"FASTREDLOCK_REDIS_SERVER's {server_version(binary)} serves no TLS: {reason}")
+        return binary
     try:
         return tls_server(certs)
     except FileNotFoundError as exc:
