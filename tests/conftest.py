@@ -69,10 +69,12 @@ def pytest_report_header(config):
 # I/O, the sync and asyncio front-ends, compat and faults, but not their `slow` tests (contention,
 # soaks, timeouts: timing, not server features), except the original libraries' own suites against
 # their shims (each server answers their fault injection differently: pottery's extend on Valkey
-# 8.1). tests/io/test_server_versions.py runs every installed server itself, so it runs once.
+# 8.1). Run once: tests/io/test_server_versions.py (it runs every installed server itself) and the
+# Celery fleets (workers and brokers around plain lock calls the sync suites already cover; ~25 s
+# a server, which .ci/run's 20-minute budget has not to spare).
 SERVER_SUITES = ("io", "sync", "asyncio", "compat", "faults")
 SLOW_BUT_PER_SERVER = ("compat/test_compat_suites.py",)
-ONCE_FOR_ALL_SERVERS = ("io/test_server_versions.py",)
+ONCE_FOR_ALL_SERVERS = ("io/test_server_versions.py", "compat/test_celery_once.py", "compat/test_celery_singleton.py")
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
