@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
+from _bounded import BOUND, joined
+
 
 def _resp(*args: Any) -> bytes:
     parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
@@ -215,7 +217,7 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     ``(held, overlaps, errors)``, the client's pool size and how many requests rode in shared rounds."""
     dlm = _client(urls, core, auto_pipeline=auto_pipeline)
     totals = [(0, 0, 0)] * threads
-    start = threading.Barrier(threads + 1)
+    start = threading.Barrier(threads + 1, timeout=BOUND)
 
     def body(k: int) -> None:
         counter = Counter(counter_port)
@@ -228,8 +230,7 @@ def contend_threads(urls, core, name, counter_port, seconds, threads, result_que
     ready_queue.put(1)
     go.wait(60)  # start together: process start-up on a loaded machine takes seconds
     start.wait()
-    for t in workers:
-        t.join()
+    joined(*workers, timeout=seconds + BOUND)
     pool = len(dlm.executor._pool)
     carried = dlm.executor.combiner.carried
     dlm.close()
@@ -244,7 +245,7 @@ def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue
 
     dlm = Redlock(urls, core=core, restart_aware=False)
     totals = [(0, 0, 0)] * threads
-    start = threading.Barrier(threads + 1)
+    start = threading.Barrier(threads + 1, timeout=BOUND)
 
     def body(k: int) -> None:
         counter = Counter(counter_port)
@@ -257,8 +258,7 @@ def contend_woken(urls, core, name, counter_port, seconds, threads, result_queue
     ready_queue.put(1)
     go.wait(60)
     start.wait()
-    for t in workers:
-        t.join()
+    joined(*workers, timeout=seconds + BOUND)
     dlm.close()
     result_queue.put(totals)
 
@@ -338,7 +338,7 @@ def contend_tasks(urls, core, name, counter_port, seconds, tasks, loop_kind, res
 
     async def call(reader, writer, *args: bytes) -> int:
         writer.write(_resp(*args))
-        line = await reader.readline()  # INCR/DECR answer ":<n>\r\n"
+        line = await reader.readline()  # INCR/DECR answer (the parent bounds the whole process) ":<n>\r\n"
         return int(line[1:])
 
     async def body(dlm, k: int) -> tuple:

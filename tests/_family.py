@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+from _bounded import BOUND, joined, read_line
+
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync", "_family_holder.py")
 
 
@@ -16,7 +18,7 @@ def start_holder(core: str, kind: str, name: str, ttl: float, urls) -> subproces
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen([sys.executable, HOLDER, core, kind, name, str(ttl), *urls],
                             stdout=subprocess.PIPE, env=env, text=True)
-    line = proc.stdout.readline()
+    line = read_line(proc)
     assert line.strip() == "held", line
     return proc
 
@@ -24,7 +26,7 @@ def start_holder(core: str, kind: str, name: str, ttl: float, urls) -> subproces
 def kill9(proc: subprocess.Popen) -> float:
     """Kill ``proc`` with SIGKILL; the monotonic time it died."""
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.wait(timeout=BOUND)
     return time.monotonic()
 
 
@@ -79,7 +81,7 @@ def in_thread(acquire, release):
     thread.start()
 
     def join():
-        thread.join()
+        joined(thread)
         return out[0]
 
     join.done = lambda: bool(out)  # type: ignore[attr-defined]

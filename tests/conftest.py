@@ -40,9 +40,19 @@ import pytest
 import fastredlock
 from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.testing import find_server, make_certs, server_version, start_masters
-from fastredlock.testing.tls import tls_server
+from fastredlock.testing.tls import tls_server, tls_unsupported
 
 CORES = ["cython", "python"]
+
+
+def pytest_configure(config):
+    # A server asked for by name or path that is not there stops the run at once, saying what is
+    # installed: the suite never falls back to another server than the one asked for.
+    if os.environ.get("FASTREDLOCK_REDIS_SERVER"):
+        try:
+            find_server()
+        except FileNotFoundError as exc:
+            raise pytest.UsageError(f"FASTREDLOCK_REDIS_SERVER: {exc}") from None
 
 
 def pytest_report_header(config):
@@ -52,6 +62,33 @@ def pytest_report_header(config):
     except FileNotFoundError as exc:
         server = f"none ({exc})"
     return [f"fastredlock core: {fastredlock.CORE}; no-extensions: {NO_EXTENSIONS}; server: {server}"]
+
+
+# What `.ci/run` runs again on each other server (-m server; README's command runs everything on
+# one): the suites whose outcome depends on the server the masters run, i.e. the protocol-facing
+# I/O, the sync and asyncio front-ends, compat and faults, but not their `slow` tests (contention,
+# soaks, timeouts: timing, not server features), except the original libraries' own suites against
+# their shims (each server answers their fault injection differently: pottery's extend on Valkey
+# 8.1). Run once: tests/io/test_server_versions.py (it runs every installed server itself) and the
+# Celery fleets (workers and brokers around plain lock calls the sync suites already cover; ~25 s
+# a server, which .ci/run's 20-minute budget has not to spare).
+SERVER_SUITES = ("io", "sync", "asyncio", "compat", "faults")
+SLOW_BUT_PER_SERVER = ("compat/test_compat_suites.py",)
+ONCE_FOR_ALL_SERVERS = ("io/test_server_versions.py", "compat/test_celery_once.py", "compat/test_celery_singleton.py")
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    marker = pytest.mark.server
+    suites = tuple(os.path.join(_TESTS, d) + os.sep for d in SERVER_SUITES)
+    slow_too = tuple(os.path.join(_TESTS, f) for f in SLOW_BUT_PER_SERVER)
+    once = tuple(os.path.join(_TESTS, f) for f in ONCE_FOR_ALL_SERVERS)
+    for item in items:
+        path = str(item.path)
+        if not path.startswith(suites) or path in once:
+            continue
+        if item.get_closest_marker("slow") is None or path in slow_too:
+            item.add_marker(marker)
 
 
 @pytest.fixture(params=CORES)
@@ -73,6 +110,14 @@ def masters():
     """Five masters shared by the whole session; tests must not kill or pause them."""
     with start_masters(5) as local:
         yield local
+
+
+@pytest.fixture(scope="session")
+def server_caps(masters):
+    """What the suite's server is and runs (:class:`_server.Capabilities`), asked of a session master."""
+    from _server import capabilities
+
+    return capabilities(masters[0])
 
 
 @pytest.fixture
@@ -174,7 +219,14 @@ def certs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tls_binary(certs):
     """A server binary built with TLS (Debian's redis-server is; the server extra's are not):
-    the TLS tests are skipped, saying why, where none is installed."""
+    the TLS tests are skipped, saying why, where none is installed. With FASTREDLOCK_REDIS_SERVER
+    set, only that server: the run is about it (asked by starting it with a TLS port)."""
+    if os.environ.get("FASTREDLOCK_REDIS_SERVER"):
+        binary = find_server()
+        reason = tls_unsupported(binary, certs)
+        if reason is not None:
+            pytest.skip(f"FASTREDLOCK_REDIS_SERVER's {server_version(binary)} serves no TLS: {reason}")
+        return binary
     try:
         return tls_server(certs)
     except FileNotFoundError as exc:

@@ -286,10 +286,10 @@ def test_a_socket_closed_between_rounds_is_forgotten_by_the_loop(arun, aclient, 
             assert await lock.acquire()
             reader, writer = await asyncio.open_connection("127.0.0.1", masters[0].port)
             writer.write(b"*1\r\n$4\r\nPING\r\n")
-            assert await reader.readline() == b"+PONG\r\n"
+            assert await asyncio.wait_for(reader.readline(), 10) == b"+PONG\r\n"
             await lock.extend()
             writer.write(b"*1\r\n$4\r\nPING\r\n")
-            assert await reader.readline() == b"+PONG\r\n"  # its reader still works
+            assert await asyncio.wait_for(reader.readline(), 10) == b"+PONG\r\n"  # its reader still works
             await lock.release()
             writer.close()
         assert errors == []

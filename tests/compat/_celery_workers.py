@@ -174,7 +174,7 @@ class Fleet:
                     raise AssertionError("an enqueuing process failed: " + repr([p.exitcode for p in procs]))
                 time.sleep(0.01)
                 continue
-            index, report = queue_.get()
+            index, report = queue_.get()  # not empty (a SimpleQueue has no timeout; one reader)
             if isinstance(report, str):
                 raise AssertionError(f"an enqueuing process failed:\n{report}")
             reports[index] = report

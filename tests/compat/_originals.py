@@ -295,7 +295,7 @@ _SERVER = "the server: the suite hard-codes localhost:6379"
 _IMPORT = "import line: the shim instead of the original"
 
 def _pottery(file: str, imports: str, n_imports: int, client: str, n_set: int, lock: str, n_scripts: int,
-             script_class: str = "Script") -> List[Adaptation]:
+             n_extends: int, script_class: str = "Script") -> List[Adaptation]:
     """What pottery's suites (``Redlock``'s and ``AIORedlock``'s, alike) need adapted in ``file``."""
     return [
         Adaptation(file, imports, "from {shim} import", _IMPORT, shim_only=True, regex=True, count=n_imports),
@@ -305,9 +305,18 @@ def _pottery(file: str, imports: str, n_imports: int, client: str, n_set: int, l
                    "accepts them, with a warning that one server is no fault tolerance)", count=1),
         Adaptation(file, f"unittest.mock.patch.object({client}, 'set')", f"refuse({client}, 'set')",
                    "fault injection reaching the shim: the server refuses SET", count=n_set),
+        # An extension goes out as `SET ... IFEQ` where the master has it (Valkey >= 8.1, Redis >= 8.4),
+        # not as a script: in the extend tests the server refuses that too (refuse() skips the
+        # commands a server does not have), so the fault reaches the shim whichever server runs.
+        Adaptation(file, rf"unittest\.mock\.patch\.object\({script_class}, '__call__'\)(?=(?:(?!def )[\s\S])*?\.extend\()",
+                   f"refuse(next(iter({lock}.masters)), 'eval', 'evalsha', 'set')",
+                   "fault injection reaching the shim: the server refuses what an extension sends (scripts, "
+                   "and SET for `SET ... IFEQ`)", regex=True, count=n_extends),
+        # A release may go out natively (DELIFEQ / DELEX ... IFEQ) where the master has it.
         Adaptation(file, f"unittest.mock.patch.object({script_class}, '__call__')",
-                   f"refuse(next(iter({lock}.masters)), 'eval', 'evalsha')",
-                   "fault injection reaching the shim: the server refuses scripts", count=n_scripts),
+                   f"refuse(next(iter({lock}.masters)), 'eval', 'evalsha', 'delifeq', 'delex')",
+                   "fault injection reaching the shim: the server refuses scripts (and the native "
+                   "owner-checked deletes)", count=n_scripts - n_extends),
         Adaptation(file, "import pytest\n", "import pytest\nfrom _fastredlock_fault import refuse\n",
                    "import of the fault injection above", count=1),
     ]
@@ -333,7 +342,7 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
         Adaptation("tests/test_factory.py", '"redis://localhost/0"', '"redis://localhost:{port}/0"', _SERVER, count=1),
     ],
     "pottery": [
-        *_pottery("tests/test_redlock.py", r"^from pottery(\.base)? import", 9, "redis", 2, "redlock", 6),
+        *_pottery("tests/test_redlock.py", r"^from pottery(\.base)? import", 9, "redis", 2, "redlock", 6, 2),
         Adaptation("tests/test_redlock.py", "host=localhost,port=6379", "host=localhost,port={port}", _SERVER, count=1),
     ],
     "python-redis-lock": [
@@ -346,7 +355,7 @@ ADAPTATIONS: Dict[str, List[Adaptation]] = {
                    "not reach) the shim's configuration: the server was just started", shim_only=True, count=1),
     ],
     "pottery-aio": _pottery("tests/test_aioredlock.py", r"^from pottery(\.exceptions)? import", 6, "aioredis", 1,
-                            "aioredlock", 3, script_class="AsyncScript"),
+                            "aioredlock", 3, 1, script_class="AsyncScript"),
     # The suites pass lock_class=Lock (their get_lock) to r.lock(): the import line names the shim's class.
     "redis-py": [
         Adaptation("tests/test_lock.py", "from redis.lock import Lock\n", "from {shim} import Lock\n", _IMPORT,
@@ -385,7 +394,14 @@ def refuse(client, *commands):
     client = _blocking(client)
     user = client.execute_command("ACL", "WHOAMI")
     user = user.decode() if isinstance(user, bytes) else user
-    client.execute_command("ACL", "SETUSER", user, *["-" + c for c in commands])
+    refused = []
+    for c in commands:
+        try:
+            client.execute_command("ACL", "SETUSER", user, "-" + c)
+        except redis.ResponseError:  # a command this server does not have (DELIFEQ, DELEX)
+            continue
+        refused.append(c)
+    commands = refused
     try:
         yield types.SimpleNamespace(side_effect=None)  # the suite sets side_effect on its mock
     finally:

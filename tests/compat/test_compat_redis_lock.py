@@ -20,6 +20,8 @@ from fastredlock.compat.redis_lock import (
     AlreadyAcquired, InvalidTimeout, Lock, NotAcquired, NotExpirable, TimeoutNotUsable, TimeoutTooLarge, reset_all,
 )
 
+from _bounded import joined
+
 
 def _conn(masters, **kwargs):
     return redis.StrictRedis(host="127.0.0.1", port=masters[0].port, socket_timeout=5, **kwargs)
@@ -280,8 +282,7 @@ def paused_later():
         timer.start()
 
     yield master, pause_for
-    for timer in timers:
-        timer.join()
+    joined(*timers)
     master.stop()
 
 
@@ -330,4 +331,4 @@ def test_with_blocking_waits_for_the_release(shim_core, conn, name):
             assert 0.1 < time.monotonic() - started < 2.0  # woken by the release's signal
             assert conn.get("lock:" + name) == lock.id.encode()
     finally:
-        timer.join()
+        joined(timer)

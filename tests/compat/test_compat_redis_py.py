@@ -24,6 +24,8 @@ from redis.exceptions import LockError, LockNotOwnedError
 from fastredlock.compat.redis_py import NO_TIMEOUT_TTL, AsyncLock, AsyncRenewedLock, Lock, RenewedLock
 from fastredlock.testing import start_masters
 
+from _bounded import BOUND, joined
+
 
 class Flavour:
     """One flavour of the API: its classes, and ``run(x)`` that finishes a call (awaits it on the
@@ -101,7 +103,7 @@ def _in_other_thread(fn):
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("value", fn()))
     thread.start()
-    thread.join()
+    joined(thread)
     return box["value"]
 
 
@@ -442,7 +444,7 @@ def test_each_thread_has_its_own_token_whoever_made_the_lock(shim_core, masters,
 
     made_here = Lock(r, name, timeout=2)
     seen = []
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=BOUND)
 
     def contend():
         barrier.wait()  # their first uses at once: each gets a state of its own
@@ -454,8 +456,7 @@ def test_each_thread_has_its_own_token_whoever_made_the_lock(shim_core, masters,
     threads = [threading.Thread(target=contend) for _ in range(4)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    joined(*threads)
     assert made_here.local.token is None and len(seen) == 4
     assert all((token is not None) == took for took, token in seen)
     assert len({token for took, token in seen if took}) == sum(took for took, _ in seen) >= 1

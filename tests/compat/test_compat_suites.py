@@ -78,7 +78,7 @@ def test_original_suite_passes_against_the_shim(lib, core, tmp_path_factory):
         with ThreadPoolExecutor(1) as pool:
             original_run = pool.submit(_run, lib, tmp_path_factory, f"{lib}-original", shim=False)
             shim_first = _run_once(lib, _mktemp(tmp_path_factory, f"{lib}-shim-{core}"), shim=True, core=core)
-            _original_runs[lib] = original_run.result()
+            _original_runs[lib] = original_run.result(timeout=1800)  # run_suite bounds each try (600 s)
     applied, original = _original_runs[lib]
     print(f"{lib}: adaptations\n  " + "\n  ".join(applied))
     assert original.outcomes, original.output[-3000:]

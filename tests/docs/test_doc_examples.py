@@ -24,7 +24,8 @@ import fastredlock
 import fastredlock.asyncio
 from fastredlock import compat
 from fastredlock.compat import _common as compat_common
-from fastredlock.testing import start_masters
+from fastredlock.testing import find_server, server_version, start_masters
+from fastredlock.testing.tls import tls_unsupported
 
 from _doc_examples import MAX_EXAMPLE_TTL, MAX_MASTERS, Example, all_examples
 
@@ -115,6 +116,11 @@ def test_example_runs(example: Example, request):
     """The example runs to its end without an exception and leaves no lock behind."""
     if example.fragment is not None:
         pytest.skip(f"{example.id} is a fragment: {example.fragment}")
+    if "tls=" in example.code:  # it starts TLS masters of its own, on the server the suite runs
+        binary = find_server()
+        reason = tls_unsupported(binary, request.getfixturevalue("certs"))
+        if reason is not None:
+            pytest.skip(f"{example.id} starts TLS masters; {server_version(binary)} ({binary}) serves no TLS: {reason}")
     masters = request.getfixturevalue("doc_masters")
     request.getfixturevalue("clients")
     ports = [m.port for m in list(masters)[: example.masters]]

@@ -11,6 +11,7 @@ import time
 from fastredlock.protocol import outcomes as oc
 from fastredlock.testing import paused
 
+from _bounded import BOUND, joined
 from _rounds import SLOW_IO, warm
 
 
@@ -30,7 +31,7 @@ def test_release_goes_through_the_core_that_carries_its_set(make_client, fault_m
         assert not done.wait(0.2)  # it waits for that core rather than take another
         dlm.executor.checkin(core)
         assert done.wait(10)
-        releaser.join()
+        joined(releaser)
     time.sleep(0.1)  # the resumed master runs the SET, then the release behind it
     assert keys_on(fault_masters, name) == 0
 
@@ -38,7 +39,7 @@ def test_release_goes_through_the_core_that_carries_its_set(make_client, fault_m
 def test_a_thread_gets_back_the_core_it_used(make_client, masters):
     dlm = make_client(masters.urls)
     got = {}
-    step = threading.Barrier(2)
+    step = threading.Barrier(2, timeout=BOUND)
 
     def body(k: int) -> None:
         first = dlm.executor.checkout()
@@ -52,8 +53,7 @@ def test_a_thread_gets_back_the_core_it_used(make_client, masters):
     threads = [threading.Thread(target=body, args=(k,)) for k in range(2)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    joined(*threads)
     assert got[0][0] is not got[1][0]
     assert all(first is again for first, again in got.values())
 

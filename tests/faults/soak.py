@@ -53,6 +53,7 @@ from typing import Any, Dict, List, Optional
 if __name__ == "__main__":  # run by hand (``python tests/faults/soak.py``): no pytest pythonpath for tests/
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _contender import Counter  # noqa: E402  (tests/_contender.py: the counter connection)
+from _bounded import BOUND, joined  # noqa: E402
 
 NAMES = 2  # lock names contended for (all threads of all processes share them)
 MODES = ("delayed", "voting", "persistent", "unsafe")
@@ -148,8 +149,7 @@ def worker(urls: List[str], core: str, mode: str, counter_port: int, seconds: fl
             for _ in range(threads)]
     for t in pool:
         t.start()
-    for t in pool:
-        t.join()
+    joined(*pool, timeout=seconds + BOUND)
     dlm.close()
     stats["core"] = dlm.core
     stats["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -14,6 +14,7 @@ import time
 
 from fastredlock.testing import pause_process
 
+from _bounded import BOUND, read_line
 from _checks import bound, gone_within, timed
 
 HOLDER = os.path.join(os.path.dirname(__file__), "_paused_holder.py")
@@ -28,7 +29,7 @@ def _pause_past_ttl(core, make_client, masters, name, counter, *flags):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
-        assert holder.stdout.readline().strip() == "held"
+        assert read_line(holder).strip() == "held"
         taken_at = time.monotonic()
         with pause_process(holder.pid):
             other = make_client(masters.urls, retry_count=0).lock(name, ttl=10.0)
@@ -38,11 +39,11 @@ def _pause_past_ttl(core, make_client, masters, name, counter, *flags):
             assert counter.enter() == 1
         holder.stdin.write("go\n")
         holder.stdin.flush()
-        report = json.loads(holder.stdout.readline())
+        report = json.loads(read_line(holder))
         assert holder.wait(10) == 0
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(timeout=BOUND)
     return report, other
 
 

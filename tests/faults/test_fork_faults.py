@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+from _bounded import BOUND
 from _checks import bound, gone_within, warm
 
 
@@ -22,6 +23,7 @@ def in_child(fn):
 
     child = ctx.Process(target=target)
     child.start()
+    assert receive.poll(BOUND), "the forked child sent no result"
     result = receive.recv()
     child.join(10)
     return result

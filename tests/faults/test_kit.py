@@ -14,6 +14,8 @@ from fastredlock.testing import (
     Close, FakeMaster, FaultProxy, HalfThenClose, blackhole_address, pause_process, restart, start_master,
 )
 
+from _bounded import BOUND, read_line
+
 
 class Raw(Connection):
     """A blocking RESP connection for probing the kit without the code under test."""
@@ -206,7 +208,7 @@ def test_pause_process_stops_and_continues():
     proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: print(time.monotonic(), flush=True); time.sleep(0.01)"],
                             stdout=subprocess.PIPE, text=True)
     try:
-        proc.stdout.readline()
+        read_line(proc)
         with pause_process(proc.pid):
             time.sleep(0.05)
             with open(f"/proc/{proc.pid}/stat") as f:
@@ -215,4 +217,4 @@ def test_pause_process_stops_and_continues():
             assert f.read().split(") ")[1][0] in "RS"
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=BOUND)

@@ -76,7 +76,7 @@ def test_restart_with_persistence_keeps_the_lock(make_client, name, counter):
             restart(m)  # kill -9: the AOF (fsynced before each OK was sent) brings the key back
         token = first.token.encode() if isinstance(first.token, str) else first.token
         assert [m.command("GET", name) for m in local[:3]] == [token] * 3
-        second = make_client(local.urls, retry_count=0, restart_aware=False).lock(name, ttl=10.0)
+        second = make_client(local.urls, retry_count=0, restart_aware=False, io_timeout=1.0).lock(name, ttl=10.0)
         assert second.acquire() is False
         assert outcomes(second) == ["no"] * 5
         counter.leave()

@@ -20,9 +20,15 @@ import pytest
 
 import fastredlock
 
+from _bounded import BOUND, read_line
+
 SIGNALS = 20
 
+# The child hears SIGINT whatever it inherited: a shell starts a background job (``pytest &``) with
+# SIGINT ignored, and a Python started with SIG_IGN installs no KeyboardInterrupt handler.
 CHILD = r"""
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import sys
 import fastredlock
 urls, prefix, signals = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
@@ -66,17 +72,23 @@ def test_sigint_at_random_moments_leaves_no_key(masters, build, pure_tree):
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, ",".join(masters.urls), prefix, str(SIGNALS), expected],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def stderr() -> str:  # the child's error output, once it has ended (killed if need be)
+        child.kill()
+        return child.communicate(timeout=BOUND)[1][-2000:]
+
     try:
-        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        line = read_line(child)
+        assert line.strip() == "ready", f"{line!r}: {stderr()}"
         for n in range(1, SIGNALS + 1):
             time.sleep(random.uniform(0.005, 0.04))  # a random moment of its cycles
             child.send_signal(signal.SIGINT)
-            line = child.stdout.readline().strip()  # it heard this one before the next is sent
-            assert line == f"heard {n}", f"{line!r}: {child.stderr.read()[-2000:]}"
-        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
+            line = read_line(child).strip()  # it heard this one before the next is sent
+            assert line == f"heard {n}", f"{line!r}: {stderr()}"
+        assert child.wait(timeout=30) == 0, stderr()
     finally:
         if child.poll() is None:  # pragma: no cover - a failed test
             child.kill()
-            child.wait()
+            child.wait(timeout=BOUND)
     left = {m.url: m.command("KEYS", prefix + "*") for m in masters}
     assert not any(left.values()), f"keys left after {SIGNALS} interrupts: {left}"

@@ -17,6 +17,7 @@ from fastredlock.io.blocking import Connection
 from fastredlock.protocol.cluster import SLOTS, key_slot
 from fastredlock.testing import start_cluster
 
+from _bounded import joined
 from _contender import Counter, contend_loop
 
 TTL = 5.0
@@ -321,8 +322,7 @@ def test_threads_on_a_cluster_never_hold_together(make_client, cluster, name):
     threads = [threading.Thread(target=work) for _ in range(6)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    joined(*threads)
     assert len(done) == 120 and worst[0] == 1
 
 
@@ -417,8 +417,7 @@ def test_primary_killed_replica_promoted_no_double_holder(make_client, masters, 
             time.sleep(1.0)  # the contenders take turns on the promoted node too
         finally:
             stop.set()
-            for t in threads:
-                t.join()
+            joined(*threads)
         assert not double and held[0] > 0
 
 

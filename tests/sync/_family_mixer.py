@@ -81,8 +81,9 @@ def main() -> None:
                for _ in range(int(threads))]
     for t in workers:
         t.start()
-    for t in workers:
-        t.join()
+    for t in workers:  # bounded: the test reads "done" within its own limit, or fails
+        t.join(float(seconds) + 60.0)
+    assert not any(t.is_alive() for t in workers), "a worker thread did not end"
     print("done", sum(done), flush=True)
     dlm.close()
 

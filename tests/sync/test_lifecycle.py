@@ -14,6 +14,8 @@ import pytest
 from fastredlock import LockLostError, LockNotOwnedError
 from fastredlock.testing import LocalMaster
 
+from _bounded import BOUND, read_line
+
 HOLDER = os.path.join(os.path.dirname(__file__), "_holder.py")
 
 
@@ -99,12 +101,12 @@ def test_max_hold_stops_renewal(make_client, masters, name, keys_on):
 def test_killed_renewing_client_lets_another_take_it_after_ttl(core, make_client, masters, name):
     proc = _spawn(core, name, 0.5, "renew", masters.urls)
     try:
-        assert proc.stdout.readline().strip() == "held"
+        assert read_line(proc).strip() == "held"
         rival = make_client(masters.urls, retry_count=0).lock(name, ttl=1.0)
         time.sleep(1.0)  # two TTLs: it is only still held because it is renewed
         assert not rival.acquire(blocking=False)
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=BOUND)
         t0 = time.monotonic()
         assert rival.acquire(timeout=2.0)
         # at most one TTL after the kill, plus slack for a loaded machine (process reaping, rounds)
@@ -112,7 +114,7 @@ def test_killed_renewing_client_lets_another_take_it_after_ttl(core, make_client
         rival.release()
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=BOUND)
 
 
 def test_renewal_that_loses_quorum_fires_on_lost(make_client, fault_masters, name, keys_on):
@@ -215,7 +217,7 @@ def test_paused_holder_gets_smaller_fence_and_resource_rejects_it(core, make_cli
     try:
         proc = _spawn(core, name, 0.5, "fenced-write", [resource.url, *masters.urls])
         try:
-            first = int(proc.stdout.readline().split()[1])
+            first = int(read_line(proc).split()[1])
             os.kill(proc.pid, signal.SIGSTOP)  # the GC pause of the seed
             time.sleep(0.7)  # past its TTL
             lock = make_client(masters.urls).lock(name, ttl=5.0, fencing=True)
@@ -226,12 +228,12 @@ def test_paused_holder_gets_smaller_fence_and_resource_rejects_it(core, make_cli
             os.kill(proc.pid, signal.SIGCONT)
             proc.stdin.write("go\n")
             proc.stdin.flush()
-            assert proc.stdout.readline().split() == ["accepted", "False", "locked", "False"]
+            assert read_line(proc).split() == ["accepted", "False", "locked", "False"]
             assert client.get("resource") == b"fresh"
             lock.release()
         finally:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=BOUND)
     finally:
         resource.stop()
 

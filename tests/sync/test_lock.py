@@ -7,6 +7,8 @@ import pytest
 
 from fastredlock import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError
 
+from _bounded import joined
+
 
 def test_acquire_release_happy_path(dlm, masters, name, keys_on):
     lock = dlm.lock(name, ttl=5.0)
@@ -252,7 +254,7 @@ def test_threads_share_one_client(dlm, masters, name, keys_on):
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        joined(t)
     assert not errors
     assert len(acquired) == 120
     assert all(m.command("KEYS", f"{name}:*") == [] for m in masters)

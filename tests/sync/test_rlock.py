@@ -8,6 +8,7 @@ import pytest
 
 from fastredlock import LockError
 
+from _bounded import joined
 from _family import eventually, in_thread, no_key_without_ttl, tagged
 
 
@@ -45,17 +46,17 @@ def test_another_thread_is_refused_until_the_count_reaches_zero(dlm, name):
 
     t = threading.Thread(target=other)
     t.start()
-    t.join()
+    joined(t)
     assert results == [False, 0]
     errors = []  # the other thread cannot release the owner's entries
     t = threading.Thread(target=lambda: errors.append(_release(lock)))
     t.start()
-    t.join()
+    joined(t)
     assert isinstance(errors[0], LockError) and lock.count == 2
     lock.release()
     t = threading.Thread(target=other)
     t.start()
-    t.join()
+    joined(t)
     assert results[-2:] == [False, 0]  # still entered once
     lock.release()
     results.clear()
@@ -66,7 +67,7 @@ def test_another_thread_is_refused_until_the_count_reaches_zero(dlm, name):
 
     t = threading.Thread(target=take)
     t.start()
-    t.join()
+    joined(t)
     assert results == [True]
 
 
@@ -122,7 +123,7 @@ def test_thread_that_exits_holding_leaves_no_hold_behind(dlm, name):
 
     t = threading.Thread(target=hold)
     t.start()
-    t.join()
+    joined(t)
     for _ in range(3):  # PyPy (no reference counting): the dead thread's locals go at a collection
         gc.collect()
     assert refs[0]() is None  # the dead thread's hold is gone with it
@@ -137,7 +138,7 @@ def test_new_thread_with_a_recycled_id_is_not_the_owner(dlm, name):
     first = []
     t = threading.Thread(target=lambda: first.append((threading.get_ident(), lock.acquire(blocking=False))))
     t.start()
-    t.join()
+    joined(t)
     assert first[0][1]
     for _ in range(50):  # the next thread usually gets the same id; try until one does
         seen = []
@@ -150,7 +151,7 @@ def test_new_thread_with_a_recycled_id_is_not_the_owner(dlm, name):
 
         t = threading.Thread(target=probe)
         t.start()
-        t.join()
+        joined(t)
         if len(seen) > 1:
             assert seen[1:] == [0, False]  # count 0, refused: not taken for the dead owner
             return
@@ -164,7 +165,7 @@ def test_a_thread_that_exits_holding_is_not_renewed_for_ever(dlm, masters, name)
     lock = dlm.rlock(name, ttl=0.6, auto_extend=True, on_lost=lost.append)
     t = threading.Thread(target=lambda: lock.acquire(blocking=False) and lock.acquire(blocking=False))
     t.start()
-    t.join()
+    joined(t)
     del t
     assert eventually(lambda: counts(masters, name).count(b"2") >= 3, True)  # held, entered twice
     assert eventually(lambda: counts(masters, name), [None] * 5, seconds=3.0) == [None] * 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
+from _bounded import joined
 from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged
 
 
@@ -42,7 +43,7 @@ def test_waiting_writer_keeps_new_readers_out_and_gives_up_cleanly(dlm, masters,
     marks = eventually(lambda: [m.command("EXISTS", tagged(name, ":writer-waiting")) for m in masters], [1] * 5)
     assert marks == [1] * 5
     assert not late.read.acquire(blocking=False)  # a new reader sees the waiting writer
-    t.join()
+    joined(t)
     assert out == [False]  # it gave up: its mark went
     marks = eventually(lambda: [m.command("EXISTS", tagged(name, ":writer-waiting")) for m in masters], [0] * 5)
     assert marks == [0] * 5
@@ -79,7 +80,7 @@ def test_writer_not_starved_by_a_stream_of_readers(make_client, masters, name):
         writer.release()
     stop.set()
     for t in threads:
-        t.join()
+        joined(t)
     assert got and waited < 1.0
     assert sum(reads) > 3
 

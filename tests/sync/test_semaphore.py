@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from _bounded import joined
 from _family import eventually, family_keys, in_thread, no_key_without_ttl, tagged
 
 
@@ -72,7 +73,7 @@ def test_never_above_limit_with_threads(make_client, masters, name):
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        joined(t)
     assert most[0] == limit  # reached, never passed
     assert sum(taken) > 10
     assert eventually(lambda: family_keys(masters, name), 0) == 0

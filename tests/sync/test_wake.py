@@ -558,7 +558,8 @@ def test_a_release_nobody_waits_for_costs_the_master_get_and_del(make_client, na
         calls = command_calls(local[0])
         assert calls.pop("evalsha") == 20 and calls.pop("set") == 20
         assert calls.pop("get") == 20 and calls.pop("del") == 20
-        assert set(calls) <= {"config|resetstat"}, calls  # no publish, exists, zpopmin, time
+        # (Redis 6.2 counts CONFIG RESETSTAT as "config", later servers as "config|resetstat")
+        assert set(calls) <= {"config", "config|resetstat"}, calls  # no publish, exists, zpopmin, time
 
 
 ODD_QUEUEABLE = [key for key in ODD_KEYS if __import__("fastredlock.protocol.family").protocol.family.queueable(key)]

@@ -15,7 +15,8 @@ never for production.
   (``.tls_url``) beside the plain one; :func:`make_certs` (:mod:`.tls`) writes a CA, server and
   client certificates, a wrong CA, an expired and an other-host certificate with ``openssl``.
 - Server binaries (:mod:`.servers`): :func:`find_server`, :func:`find_servers`, :func:`server_version`,
-  :func:`faketime_library`.
+  :func:`server_name`/:func:`server_names` (``redis-7.0``, ``valkey-9.1``: the short names
+  ``FASTREDLOCK_REDIS_SERVER`` also takes), :func:`faketime_library`.
 - :class:`FaultProxy` (:mod:`.proxy`) sits between a client and a real master and can add latency,
   stall, blackhole, drop or reset connections (also in the middle of a reply), refuse new
   connections, and run a hook at the moment a request or a reply passes (to kill the master at an
@@ -61,7 +62,7 @@ from .cluster import ClusterNode, LocalCluster, start_cluster
 from .net import blackhole_address
 from .proxy import FaultProxy
 from .sentinel import LocalSentinel, SentinelGroup, start_sentinels
-from .servers import faketime_library, find_server, find_servers, server_version
+from .servers import faketime_library, find_server, find_servers, server_name, server_names, server_version
 from .tls import Certs, ServerTls, make_certs
 from .history import RESULTS, HistoryRecorder, Op, load_history, ops_from_records
 from .checker import (
@@ -105,6 +106,8 @@ __all__ = [
     "pause_process",
     "paused",
     "restart",
+    "server_name",
+    "server_names",
     "server_version",
     "start_master",
     "start_cluster",

@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import NamedTuple, Optional
 
-__all__ = ["Certs", "ServerTls", "make_certs", "tls_server"]
+__all__ = ["Certs", "ServerTls", "make_certs", "tls_server", "tls_unsupported"]
 
 _tls_servers: dict = {}
 
@@ -104,25 +104,37 @@ def make_certs(directory: str) -> Certs:
     return Certs(ca, server, server_key, client, client_key, wrong_ca, expired, other, expired_at)
 
 
+def tls_unsupported(binary: str, certs: Certs) -> Optional[str]:
+    """Why server ``binary`` cannot serve TLS (the end of its start-up error, e.g. the ``server``
+    extra's Valkey and Redis 6.2 builds have no TLS), or ``None`` if it can: asked by starting it
+    with a TLS port, once per binary."""
+    from .masters import LocalMaster
+
+    if binary not in _tls_servers:
+        master = LocalMaster(binary, tls=certs.server_tls())
+        try:
+            master.start()
+            _tls_servers[binary] = None
+        except RuntimeError as exc:
+            said = str(exc).strip()
+            if said.endswith(":"):  # Valkey's builds without TLS exit saying nothing
+                said += " no error given (a build without TLS)"
+            _tls_servers[binary] = said.splitlines()[-1][-200:]
+        finally:
+            master.stop()
+    return _tls_servers[binary]
+
+
 def tls_server(certs: Certs) -> str:
     """The first server binary (in :func:`~fastredlock.testing.find_servers` order) that serves
     TLS; ``FileNotFoundError`` naming each binary and why it does not (e.g. the ``server`` extra's
     Valkey 8 and Redis 6.2 are built without TLS, Debian's redis-server 7.0 with it)."""
-    from .masters import LocalMaster
     from .servers import find_servers
 
     why = []
     for binary in find_servers():
-        if binary not in _tls_servers:
-            master = LocalMaster(binary, tls=certs.server_tls())
-            try:
-                master.start()
-                _tls_servers[binary] = None
-            except RuntimeError as exc:
-                _tls_servers[binary] = str(exc).splitlines()[-1][-200:]
-            finally:
-                master.stop()
-        if _tls_servers[binary] is None:
+        reason = tls_unsupported(binary, certs)
+        if reason is None:
             return binary
-        why.append(f"{binary}: {_tls_servers[binary]}")
+        why.append(f"{binary}: {reason}")
     raise FileNotFoundError("no server binary with TLS support: " + "; ".join(why or ["none found"]))
