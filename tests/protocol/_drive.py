@@ -103,7 +103,9 @@ class Drive:
         self.sync()
 
     def received(self, i, data, now):
-        ok = self.session.received(i, data, 0, len(data), now)
+        ok = self.session.received(i, data, 0, len(data), now) == len(data)
+        if not ok:
+            self.session.refused(i, now)
         self.sync()
         return ok
 

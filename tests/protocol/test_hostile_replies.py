@@ -65,8 +65,9 @@ def _feed(drive, reader_module, i, behaviour, now):
     for data in _chunks(behaviour):
         if not data:
             continue
-        if not session.received(i, data, 0, len(data), now):
-            break  # the guard cut the connection off
+        good = session.received(i, data, 0, len(data), now)
+        refused = good < len(data)  # the guard cuts the connection off after the replies before
+        data = data[:good]
         reader.feed(data)
         parsed += len(data)
         failed = False
@@ -87,6 +88,9 @@ def _feed(drive, reader_module, i, behaviour, now):
                 failed = True
                 break
         if failed:
+            break
+        if refused:
+            session.refused(i, now)
             break
         session.drained(i, reader.has_data(), now)
         if not link.expecting():

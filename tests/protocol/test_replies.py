@@ -57,6 +57,19 @@ def test_reply_guard_checks_a_slice_and_resets(proto):
     assert guard.check(b"*", 0, 1) is not None
 
 
+def test_the_guard_says_where_the_last_whole_reply_before_a_problem_ends(proto):
+    guard = proto.resp.ReplyGuard()
+    assert guard.check(b":1\r\n$2\r\nab\r\n_\r\n", 0, 15) is not None
+    assert guard.good == 12  # the integer and the bulk reply: the twins hand them on, then refuse
+    guard.reset()
+    first, second = b"+OK\r\n$3\r\na", b"bc\r\n*1\r\n"
+    assert guard.check(first, 0, len(first)) is None
+    assert guard.check(second, 0, len(second)) is not None
+    assert guard.good == 4  # the bulk reply begun in the read before ends there
+    guard.reset()
+    assert guard.check(b"$99999999999\r\n", 0, 15) is not None and guard.good == 0
+
+
 def test_a_refused_reply_fails_the_link_as_a_protocol_error(proto):
     drive = Drive(proto, n=3)
     drive.begin(SET)

@@ -856,7 +856,7 @@ cdef class Core(Driver):
         cdef Session s = self._session
         cdef int kind, code = 0
         cdef long long value = 0
-        cdef Py_ssize_t pos = 0, used
+        cdef Py_ssize_t pos = 0, used, good
         if _fast_path and not self._dirty[i]:
             # Exact expected replies at the front of a read on a clean connection: settled here
             # without a reply object (and without the guard: they are well-formed by definition).
@@ -876,13 +876,16 @@ cdef class Core(Driver):
                 if _asks(link):
                     self.carry_out(i)
                 return 0
-        if not s.received(i, buf, pos, got, now):
-            self.carry_out(i)
-            return 0
+        good = s.received(i, buf, pos, got, now)
         reader = self._readers[i]
-        reader.feed(buf, pos, got - pos)
-        self._dirty[i] = True
-        if not self.hand_replies(i, reader, _ReplyError, now):
+        if good > pos:  # the replies before a bad byte count, wherever the read was split
+            reader.feed(buf, pos, good - pos)
+            self._dirty[i] = True
+            if not self.hand_replies(i, reader, _ReplyError, now):
+                return 0
+        if good < got:
+            s.refused(i, now)
+            self.carry_out(i)
             return 0
         leftover = reader.has_data()
         if not leftover:

@@ -410,12 +410,15 @@ class Core(Driver):
             data = self._decrypt(link, tls, data)
             if not data:
                 return
-        if not session.received(i, data, 0, len(data), monotonic()):
-            self.carry_out(link.index)
-            return
+        good = session.received(i, data, 0, len(data), monotonic())
         reader = self._readers[i]
-        reader.feed(data)  # type: ignore[union-attr]
-        if not self.hand_replies(i, reader, hiredis.ReplyError, monotonic()):
+        if good:  # the replies before a bad byte count, as the C twin's fast path counts them
+            reader.feed(data if good == len(data) else data[:good])  # type: ignore[union-attr]
+            if not self.hand_replies(i, reader, hiredis.ReplyError, monotonic()):
+                return
+        if good < len(data):
+            session.refused(i, monotonic())
+            self.carry_out(link.index)
             return
         session.drained(i, reader.has_data(), monotonic())  # type: ignore[union-attr]
         self.carry_out(link.index)

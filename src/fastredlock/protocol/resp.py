@@ -25,7 +25,10 @@ class ReplyGuard:
     """Tracks where a connection's byte stream is between replies and refuses unexpected shapes.
 
     One per connection, :meth:`reset` when the connection is (re)opened. :meth:`check` is given
-    each chunk read, in order, and returns a description of the first problem, or None.
+    each chunk read, in order, and returns a description of the first problem, or None; then
+    :attr:`good` says where the last whole reply before it ended in that chunk. The replies before
+    a bad byte are as good as if the read had stopped there (a twin's fast path settles them
+    before it sees the rest), so they are handed on, and the connection is refused after them.
     """
 
     def __init__(self):
@@ -37,20 +40,25 @@ class ReplyGuard:
         self.line = 0       # bytes of its line seen so far
         self.header = b""   # the bulk length digits seen so far
         self.skip = 0       # bulk body bytes (and CRLF) still to pass over
+        self.good = 0       # where the last whole reply of the chunk last checked ended
+        self.problem = None  # the first problem found (the stream is refused from there on)
 
     def check(self, data, start, end):
         """Check ``data[start:end]`` (bytes or bytearray) as the next part of the stream."""
         pos = start
+        self.good = start
         while pos < end:
             if self.skip:
                 take = self.skip if self.skip < end - pos else end - pos
                 self.skip -= take
                 pos += take
+                if not self.skip:
+                    self.good = pos
                 continue
             if not self.kind:
                 kind = data[pos]
                 if kind != 43 and kind != 45 and kind != 58 and kind != 36:  # + - : $
-                    return "unexpected reply type %r" % bytes([kind])
+                    return self._refuse("unexpected reply type %r" % bytes([kind]))
                 self.kind = kind
                 self.line = 0
                 self.header = b""
@@ -59,7 +67,7 @@ class ReplyGuard:
             stop = end if nl == -1 else nl + 1
             self.line += stop - pos
             if self.line > MAX_LINE:
-                return "reply line longer than %d bytes" % MAX_LINE
+                return self._refuse("reply line longer than %d bytes" % MAX_LINE)
             if self.kind == 36:  # '$': keep the length digits
                 self.header += bytes(data[pos:stop])
             if nl == -1:
@@ -69,10 +77,16 @@ class ReplyGuard:
                 try:
                     length = int(self.header)
                 except ValueError:
-                    return "bad bulk length %r" % self.header[:20]
+                    return self._refuse("bad bulk length %r" % self.header[:20])
                 if length > MAX_BULK:
-                    return "bulk reply of %d bytes, over the %d-byte limit" % (length, MAX_BULK)
+                    return self._refuse("bulk reply of %d bytes, over the %d-byte limit" % (length, MAX_BULK))
                 if length >= 0:
                     self.skip = length + 2
             self.kind = 0
+            if not self.skip:
+                self.good = pos
         return None
+
+    def _refuse(self, problem):
+        self.problem = problem
+        return problem

@@ -93,7 +93,8 @@ cdef class Session:
     @cython.locals(link=Link)
     cpdef io_failed(self, Py_ssize_t i, object detail, bint stale, double now)
     @cython.locals(link=Link)
-    cpdef bint received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
+    cpdef Py_ssize_t received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
+    cpdef refused(self, Py_ssize_t i, double now)
     cpdef parse_failed(self, Py_ssize_t i, object detail, double now)
     @cython.locals(link=Link, entry=Owed)
     cpdef int next_kind(self, Py_ssize_t i) except -2

@@ -438,16 +438,22 @@ class Session:
             self._fail(link, CONN_ERROR, detail, C_CONNECTION_ERRORS, False, now)
 
     def received(self, i, data, start, end, now):
-        """Bytes read (``data[start:end]``): pass them through the reply guard; False if it refused
-        them (the link is closed). Every byte read goes through it, except the exact expected
-        replies a twin's fast parser recognized at the front of a read on a clean connection: those
-        are well-formed by definition and leave the guard where it was, between replies."""
+        """Bytes read (``data[start:end]``): pass them through the reply guard. Returns ``end`` if
+        it let them all through; else where the last whole reply before the first bad byte ends:
+        the twin hands the replies before it on, then calls :meth:`refused` (the link is closed).
+        So a reply counts alike whether the bad bytes after it came in the same read or the next.
+        Every byte read goes through it, except the exact expected replies a twin's fast parser
+        recognized at the front of a read on a clean connection: those are well-formed by
+        definition and leave the guard where it was, between replies."""
+        guard = self.links[i].guard
+        if guard.check(data, start, end) is None:
+            return end
+        return guard.good
+
+    def refused(self, i, now):
+        """The guard refused what link ``i`` read (after the replies :meth:`received` let by)."""
         link = self.links[i]
-        problem = link.guard.check(data, start, end)
-        if problem is None:
-            return True
-        self._fail(link, PROTOCOL_ERROR, problem, C_PROTOCOL_ERRORS, False, now)
-        return False
+        self._fail(link, PROTOCOL_ERROR, link.guard.problem, C_PROTOCOL_ERRORS, False, now)
 
     def parse_failed(self, i, detail, now):
         """The twin's parser refused the bytes (hiredis.ProtocolError and the like)."""
