@@ -4,3 +4,4 @@ cpdef tuple handshake(object spec, bint restart_aware)
 cpdef tuple parse_info_server(bytes info)
 cpdef object hello_reply(MasterClock clock, int kind, object reply, object error, double now)
 cpdef int probe_answer(Py_ssize_t n, object reply, object error) except -1
+cpdef bytes wake_after(bytes key, bint whole)

@@ -27,11 +27,11 @@ command that is renamed or refused. The answers set the link's capabilities (:da
 :data:`CAP_DELIFEQ`, :data:`CAP_DELEX`) from the next round on (the first round of a new
 connection chose its commands before they came).
 """
-from .replies import KIND_IFEQ, KIND_SCRIPT
+from .replies import KIND_IFEQ, KIND_NATIVE_DEL, KIND_SCRIPT
 from .resp import encode_command
 from .cluster import node_verified
-from .family import PRELOADED_FAMILY
-from .scripts import PRELOADED_PLAIN
+from .family import PRELOADED_FAMILY, wake_mark
+from .scripts import PRELOADED_PLAIN, WAKE_AFTER, WAKE_AFTER_SHA
 from .sentinel import verified
 
 HELLO_AUTH = 0
@@ -78,8 +78,40 @@ def native_deletes(keys, tokens):
     """The native forms of an owner-checked delete of each ``keys[j]`` holding ``tokens[j]`` that
     needs nothing else (no turn, no wake: the cleanup of a failed attempt), for :meth:`.Session.begin`:
     ``DELEX key IFEQ token`` or ``DELIFEQ key token``, both read as the script's ``:1``/``:0``."""
-    return ((CAP_DELEX, b"".join([encode_command(b"DELEX", k, b"IFEQ", t) for k, t in zip(keys, tokens)]), KIND_SCRIPT),
-            (CAP_DELIFEQ, b"".join([encode_command(b"DELIFEQ", k, t) for k, t in zip(keys, tokens)]), KIND_SCRIPT))
+    return ((CAP_DELEX, b"".join([encode_command(b"DELEX", k, b"IFEQ", t) for k, t in zip(keys, tokens)]), KIND_SCRIPT,
+             None),
+            (CAP_DELIFEQ, b"".join([encode_command(b"DELIFEQ", k, t) for k, t in zip(keys, tokens)]), KIND_SCRIPT,
+             None))
+
+
+def native_releases(keys, tokens):
+    """The native forms of the plain lock's release of each ``keys[j]`` holding ``tokens[j]`` (keys
+    that can queue: each has a wake mark, :func:`~.family.wake_mark`), for :meth:`.Session.begin`.
+
+    Per key, ``DELEX key IFEQ token`` (or ``DELIFEQ key token``) and ``EXISTS <mark>`` go out back
+    to back in the round's one write; the session reads the two replies as one answer
+    (:data:`~.replies.KIND_NATIVE_DEL`). In the common case (nobody waits: no mark) that is the
+    whole release: no script runs. Where the delete deleted and found the mark, the session writes
+    :func:`wake_after` (the waiters' work: a turn or a message, and the mark again) and reads its
+    answer as the release's. Between the two another client's commands may run; ``WAKE_AFTER``
+    (:mod:`.scripts`) says why that is safe: a key taken again meanwhile is left to its new
+    holder's release (the mark stays for it), a release that did the work already took or renewed
+    the mark or gave a turn, and nothing here decides who holds the lock (only ``SET NX``, and
+    ``ACQUIRE_QUEUED`` on a free key, do). A client that releases by script (an older one) finds
+    the same mark and does the same work. The last element is the keys (for the follow-up)."""
+    marks = [wake_mark(k) for k in keys]
+    return ((CAP_DELEX, b"".join([encode_command(b"DELEX", k, b"IFEQ", t) + encode_command(b"EXISTS", m)
+                                  for k, t, m in zip(keys, tokens, marks)]), KIND_NATIVE_DEL, keys),
+            (CAP_DELIFEQ, b"".join([encode_command(b"DELIFEQ", k, t) + encode_command(b"EXISTS", m)
+                                    for k, t, m in zip(keys, tokens, marks)]), KIND_NATIVE_DEL, keys))
+
+
+def wake_after(key, whole):
+    """The waiters' work after a native release of ``key`` found its wake mark: ``EVALSHA`` of
+    ``WAKE_AFTER`` (loaded on connect), or its ``EVAL`` form (``whole``: after ``NOSCRIPT``)."""
+    if whole:
+        return encode_command(b"EVAL", WAKE_AFTER, b"1", key)
+    return encode_command(b"EVALSHA", WAKE_AFTER_SHA, b"1", key)
 
 
 def native_extends(keys, tokens, ttls_ms):
@@ -87,7 +119,7 @@ def native_extends(keys, tokens, ttls_ms):
     ``ttls_ms[j]``, for :meth:`.Session.begin`: ``SET key token IFEQ token PX ttl`` (``+OK`` done,
     nil not the owner: :data:`~.replies.KIND_IFEQ`)."""
     return ((CAP_SET_IFEQ, b"".join([encode_command(b"SET", k, t, b"IFEQ", t, b"PX", b"%d" % ttl)
-                                     for k, t, ttl in zip(keys, tokens, ttls_ms)]), KIND_IFEQ),)
+                                     for k, t, ttl in zip(keys, tokens, ttls_ms)]), KIND_IFEQ, None),)
 
 
 def probe_answer(n, reply, error):
