@@ -8,7 +8,7 @@ from .io.cores import CORE
 from .sync.client import MasterStats, Redlock
 from .sync.family import RLock, ReadLock, Semaphore, WriteLock
 from .handles.family import RWLock
-from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from .errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, ScriptsRefusedError
 from .engine.tokens import holder_of
 from .sync.lock import Lock
 from .handles.lockinfo import FamilyInfo, LockInfo, MasterView
@@ -22,6 +22,7 @@ __all__ = [
     "LockError",
     "LockInfo",
     "LockLostError",
+    "ScriptsRefusedError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "MasterOutcome",

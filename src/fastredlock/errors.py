@@ -65,6 +65,15 @@ class LockNotAcquiredError(LockError):
     """The lock could not be acquired (a quorum said no, or it timed out) where the caller required it."""
 
 
+class ScriptsRefusedError(LockError):
+    """The masters refuse scripts to this client's user (an ACL without ``@scripting``, a server
+    without Lua, or the client's ``scripts=False``) and the operation needs one: a fenced lock,
+    the lock family (RLock, RWLock, semaphores), a ``signal=`` release; or a master has neither
+    scripts nor a native owner-checked delete (``DELIFEQ``, ``DELEX ... IFEQ``), so the client
+    does not acquire there (it could not release safely). Raised at once, before anything is
+    taken; the message names the missing right."""
+
+
 class LockNotOwnedError(LockError):
     """The lock is no longer held by this handle: it expired, was lost, or was taken by another client."""
 

@@ -105,6 +105,13 @@ class Redlock(RedlockBase):
         two); the answers still count, reported through ``on_lost``, the ``lost`` event and
         ``stats()`` instead of an exception (see :meth:`Lock.release`). ``release(wait=...)``
         decides per call.
+    :param scripts: ``True`` (default): scripts go where a master runs them for this client's
+        user (a master that refuses them is found on connect and gets native commands only).
+        ``False``: no script is ever sent: native commands only (``SET NX PX``, ``SET ... IFEQ
+        ... PX``, ``DELIFEQ``/``DELEX ... IFEQ``); fencing, the lock family, turns and
+        ``signal=`` releases raise :class:`~fastredlock.ScriptsRefusedError`, and a master
+        without a native owner-checked delete is never asked to take a lock (the guide
+        "Deploying", section "Without scripts").
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)
