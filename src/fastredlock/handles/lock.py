@@ -35,7 +35,7 @@ from ..events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
 from ..protocol.plans import answer_summary, fence_of, fenced_held, left_behind, may_hold, refused_for_scripts
-from ..protocol.replies import scripts_refused
+from ..protocol.replies import refused_a_key, scripts_refused
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -575,7 +575,26 @@ class LockBase:
             op, args = self._release_step(token)
             _carrier, rnd = yield Op(op, args, carrier, True)
             return rnd, bool(rnd.ok)
-        return (yield Release(self.key, token, carrier, signal))
+        rnd, ok = yield Release(self.key, token, carrier, signal)
+        if not ok and signal is None and self._key_refused(rnd):
+            return (yield from self._key_only_plan(token, rnd))
+        return rnd, ok
+
+    @staticmethod
+    def _key_refused(rnd: Any) -> bool:
+        """Whether a release's round was refused a key by an ACL somewhere (see :meth:`_key_only_plan`)."""
+        return rnd.details is not None and any(refused_a_key(d) for d in rnd.details)
+
+    def _key_only_plan(self, token: bytes, rnd: Any) -> Plan:
+        """``(round, ok)`` after release ``rnd`` met an ACL whose key patterns cover the lock key
+        but not the keys its release derives (``~app:*``, and the wake mark ``{app:x}:wake``):
+        the key alone again, by a command or script that touches nothing else (waking degrades
+        for such a user: its waiters sleep their backoff). ``ok``: a quorum deleted it in one
+        round or the other."""
+        _carrier, again = yield Op("release_plain", (self.key, token), None, True)
+        if rnd.successes + again.successes >= self._executor.quorum:
+            return again, True
+        return rnd, False
 
     def _release_token_plan(self, token: Union[str, bytes], signal: Any) -> Plan:
         token = token_of(token)

@@ -403,6 +403,13 @@ cdef class Core(Driver):
         self._enc.release_quiet(k, t)
         return self._run(KIND_SCRIPT, 1, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
 
+    def release_plain(self, key, token):
+        """An owner-checked delete of the key alone, waited for (``RELEASE_FULL`` with ``QUIET``,
+        or the native delete): where an ACL's key patterns refuse the keys a release derives."""
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        self._enc.release_quiet(k, t)
+        return self._run(KIND_SCRIPT, 1, (0,), True, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
+
     cdef object _release1(self, bytes key, bytes token):
         """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
         ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see

@@ -165,6 +165,13 @@ class Core(Driver):
         return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), False,
                             native)[0]
 
+    def release_plain(self, key: bytes, token: bytes) -> Round:
+        """An owner-checked delete of the key alone, waited for (``RELEASE_FULL`` with ``QUIET``,
+        or the native delete): where an ACL's key patterns refuse the keys a release derives."""
+        native = native_deletes((key,), (token,)) if self._session.caps_seen else None
+        return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), True,
+                            native)[0]
+
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         return self.extend_many([key], [token], (ttl_ms,))[0]

@@ -129,6 +129,13 @@ def refused_by_acl(message):
     return message.startswith("NOPERM")
 
 
+def refused_a_key(detail):
+    """Whether an outcome's ``detail`` (an error reply) says the ACL refused a key the command or
+    its script touched (a key pattern such as ``~app:*`` leaves out a lock's derived keys)."""
+    return type(detail) is str and ("permissions to access a key" in detail or "can't access at least one" in detail
+                                    or (detail.startswith("NOPERM") and "key" in detail))
+
+
 def scripts_refused(detail):
     """Whether an outcome's ``detail`` says the master refuses scripts (:data:`NO_SCRIPTS`, or
     :data:`NO_SAFE_RELEASE`)."""
