@@ -226,3 +226,15 @@ def test_a_user_limited_to_app_keys_locks_app_keys(core, name):
             finally:
                 dlm.close()
                 r.close()
+
+
+def test_the_audit_reports_scripts_and_native_commands(name):
+    from fastredlock.cli.audit import FAIL, PASS, WARN, audit
+    for binary, native in _servers()[:2]:
+        with start_masters(1, binary=binary) as ms:
+            url = ms.urls[0]
+            user = _user(url, "~* +@all -@scripting")
+            verdicts = [v for v in audit([url, user], clock_seconds=0.05, samples=2, name=name) if v.check == "scripts"]
+            assert [v.verdict for v in verdicts] == [PASS, WARN if native else FAIL]
+            assert "scripts allowed" in verdicts[0].found and "scripts refused" in verdicts[1].found
+            assert ("native release DELIFEQ" in verdicts[0].found) == native
