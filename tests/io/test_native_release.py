@@ -105,7 +105,7 @@ def test_a_plain_lock_cycle_runs_no_script(core, native_masters, name):
         r.close()
 
 
-@pytest.mark.parametrize("releaser", ["native", "script"])
+@pytest.mark.parametrize("releaser", ["native", "native-unwaited", "script"])
 def test_a_waiter_wakes_on_a_native_or_a_script_release(core, native_masters, name, releaser):
     url = native_masters.urls[0]
     holder = fastredlock.Redlock([url], core=core, restart_aware=False)
@@ -125,12 +125,19 @@ def test_a_waiter_wakes_on_a_native_or_a_script_release(core, native_masters, na
         t = threading.Thread(target=wait)
         t.start()
         deadline = time.monotonic() + 5.0
-        while not r.exists("{%s}:wake" % name) and time.monotonic() < deadline:
+
+        def queued():  # the waiter marked the name, queued, and its client listens for its turn
+            return (r.exists("{%s}:wake" % name) and r.exists("{%s}:wait" % name)
+                    and r.pubsub_channels("fastredlock-turn:*"))
+
+        while not queued() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert r.exists("{%s}:wake" % name)  # the waiter marked the name (it queued)
+        assert queued()
         started = time.monotonic()
         if releaser == "native":
             lock.release()
+        elif releaser == "native-unwaited":  # its answers are read later: the waiters' work follows then
+            lock.release(wait=False)
         else:  # an older client: the lean RELEASE script
             from fastredlock.protocol.scripts import RELEASE
             assert r.eval(RELEASE, 1, name, lock.token) in (1, 2, 3)
@@ -238,3 +245,19 @@ def test_the_audit_reports_scripts_and_native_commands(name):
             assert [v.verdict for v in verdicts] == [PASS, WARN if native else FAIL]
             assert "scripts allowed" in verdicts[0].found and "scripts refused" in verdicts[1].found
             assert ("native release DELIFEQ" in verdicts[0].found) == native
+
+
+@pytest.mark.parametrize("key", [b"k", b"orders:42", b"{orders}:42", b"x" * 9, b"x" * 93, b"y" * 995, b"{a}" + b"z" * 120])
+@pytest.mark.parametrize("token", [b"t", b"0123456789" * 3, b"q" * 100])
+def test_the_c_encoder_writes_the_protocols_native_release(key, token):
+    from fastredlock import CORE
+    if CORE != "cython":
+        pytest.skip("the C build is not active")
+    from fastredlock.io.encode_c import native_release_bytes
+    from fastredlock.protocol.family import lean_release
+    from fastredlock.protocol.handshake import native_release
+    from fastredlock.protocol.scripts import RELEASE_TAGGED
+    tagged = lean_release(key) is RELEASE_TAGGED
+    (delex, delifeq) = native_release(key, token, tagged)
+    assert native_release_bytes(key, token, tagged, True) == delex[1]
+    assert native_release_bytes(key, token, tagged, False) == delifeq[1]

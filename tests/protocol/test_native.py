@@ -154,3 +154,15 @@ def test_the_native_forms_are_the_documented_commands(proto):
                       + resp.encode_command(b"SET", b"j", b"u", b"IFEQ", b"u", b"PX", b"7000"),
                       proto.replies.KIND_IFEQ, None)
     assert not proto.replies.is_acquisition(proto.replies.KIND_IFEQ)
+
+
+@pytest.mark.parametrize("key", [b"orders:42", b"{orders}:42", b"a{b}c"])
+def test_the_one_key_native_release_is_the_general_form(proto, key):
+    hs, resp = proto.handshake, proto.resp
+    tagged = proto.family.lean_release(key) is proto.scripts.RELEASE_TAGGED
+    assert hs.native_release(key, b"tok", tagged) == hs.native_releases((key,), (b"tok",))
+    (delex, delifeq) = hs.native_releases((key,), (b"tok",))
+    mark = proto.family.wake_mark(key)
+    assert delifeq[1] == resp.encode_command(b"DELIFEQ", key, b"tok") + resp.encode_command(b"EXISTS", mark)
+    assert delex[1] == resp.encode_command(b"DELEX", key, b"IFEQ", b"tok") + resp.encode_command(b"EXISTS", mark)
+    assert delifeq[2] == proto.replies.KIND_NATIVE_DEL and delifeq[3] == (key,)

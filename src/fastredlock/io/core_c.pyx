@@ -55,7 +55,7 @@ import hiredis
 from ..protocol.session cimport Session
 from ..protocol.link cimport Link
 from ..protocol.driver cimport Driver
-from .encode_c cimport Commands, _grow
+from .encode_c cimport Commands, _grow, native_release1
 from ..protocol import outcomes as _oc
 from ..protocol import replies as _replies
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
@@ -64,6 +64,8 @@ from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.family cimport lean_release, lean_release_of
 from ..protocol.handshake import native_deletes, native_extends, native_releases
+from ..protocol.handshake import CAP_DELEX as _CAP_DELEX, CAP_DELIFEQ as _CAP_DELIFEQ
+from ..protocol.scripts import RELEASE_TAGGED as _RELEASE_TAGGED_SCRIPT
 from .tls import TlsConn, TlsError, context_for
 from .sentinel import Resolver, resolve
 from .cluster import refresh
@@ -133,6 +135,8 @@ cdef int KIND_READ = _replies.KIND_READ
 cdef int KIND_IFEQ = _replies.KIND_IFEQ
 cdef int KIND_NATIVE_DEL = _replies.KIND_NATIVE_DEL
 cdef int KIND_WAKE = _replies.KIND_WAKE
+cdef int CAP_DELEX = _CAP_DELEX
+cdef int CAP_DELIFEQ = _CAP_DELIFEQ
 cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
@@ -417,8 +421,20 @@ cdef class Core(Driver):
         cdef bytes script = lean_release(key) if self._session.routing is None else None
         self._enc.release(key, token, script)
         if script is not None and self._session.caps_seen:
-            return native_releases((key,), (token,))
+            return self._native_release(key, token, script is _RELEASE_TAGGED_SCRIPT)
         return None
+
+    cdef tuple _native_release(self, bytes key, bytes token, bint tagged):
+        """:func:`fastredlock.protocol.handshake.native_release`, encoded in C, with only the forms
+        some master here runs (``Session.caps_any``)."""
+        cdef int caps = self._session.caps_any
+        cdef tuple keys = (key,)
+        if not caps & CAP_DELEX:
+            return ((CAP_DELIFEQ, native_release1(key, token, tagged, False), KIND_NATIVE_DEL, keys),)
+        if not caps & CAP_DELIFEQ:
+            return ((CAP_DELEX, native_release1(key, token, tagged, True), KIND_NATIVE_DEL, keys),)
+        return ((CAP_DELEX, native_release1(key, token, tagged, True), KIND_NATIVE_DEL, keys),
+                (CAP_DELIFEQ, native_release1(key, token, tagged, False), KIND_NATIVE_DEL, keys))
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start

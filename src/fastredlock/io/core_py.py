@@ -24,12 +24,13 @@ from fastredlock.io import reader as hiredis  # hiredis, or the pure reader wher
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.family import lean_release, lean_release_of, sha_of
-from ..protocol.handshake import native_deletes, native_extends, native_releases
+from ..protocol.handshake import native_deletes, native_extends, native_release, native_releases
 from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
 from ..protocol.scripts import (
     EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA,
+    RELEASE_TAGGED,
 )
 from ..protocol.driver import Driver
 from fastredlock.io.tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -225,8 +226,12 @@ class Core(Driver):
         script = (lean_release_of(keys) if session.routing is None else None) or RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
         native = None
-        if session.caps_seen and session.routing is None and all(lean_release(key) is not None for key in keys):
-            native = native_releases(list(keys), list(tokens))  # (see protocol.handshake)
+        if session.caps_seen and session.routing is None:
+            if len(keys) == 1:
+                if script is not RELEASE_FULL:
+                    native = native_release(keys[0], tokens[0], script is RELEASE_TAGGED)  # (see protocol.handshake)
+            elif all(lean_release(key) is not None for key in keys):
+                native = native_releases(list(keys), list(tokens))
         return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait, native)
 
     def extend_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttls_ms: Sequence[int]) -> List[Round]:

@@ -106,6 +106,32 @@ def native_releases(keys, tokens):
                                     for k, t, m in zip(keys, tokens, marks)]), KIND_NATIVE_DEL, keys))
 
 
+#: ``b"%d" % n`` for the lengths a key or token usually has (the hot path formats none).
+_LENS = [b"%d" % n for n in range(512)]
+
+
+def _len_of(n):
+    return _LENS[n] if n < 512 else b"%d" % n
+
+
+def native_release(key, token, tagged):
+    """:func:`native_releases` of one key (the hot path: built by joining, no formatting).
+    ``tagged``: the key has a hash tag (its mark is ``key:wake``; else ``{key}:wake``), as
+    :func:`~.family.lean_release` says."""
+    lk = len(key)
+    if tagged:
+        exists = b"".join((b"\r\n*2\r\n$6\r\nEXISTS\r\n$", _len_of(lk + 5), b"\r\n", key, b":wake\r\n"))
+    else:
+        exists = b"".join((b"\r\n*2\r\n$6\r\nEXISTS\r\n$", _len_of(lk + 7), b"\r\n{", key, b"}:wake\r\n"))
+    lkb = _len_of(lk)
+    ltb = _len_of(len(token))
+    keys = (key,)
+    return ((CAP_DELEX, b"".join((b"*4\r\n$5\r\nDELEX\r\n$", lkb, b"\r\n", key, b"\r\n$4\r\nIFEQ\r\n$", ltb,
+                                  b"\r\n", token, exists)), KIND_NATIVE_DEL, keys),
+            (CAP_DELIFEQ, b"".join((b"*3\r\n$7\r\nDELIFEQ\r\n$", lkb, b"\r\n", key, b"\r\n$", ltb, b"\r\n", token,
+                                    exists)), KIND_NATIVE_DEL, keys))
+
+
 def wake_after(key, whole):
     """The waiters' work after a native release of ``key`` found its wake mark: ``EVALSHA`` of
     ``WAKE_AFTER`` (loaded on connect), or its ``EVAL`` form (``whole``: after ``NOSCRIPT``)."""

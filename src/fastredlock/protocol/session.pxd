@@ -55,6 +55,7 @@ cdef class Session:
     cdef public object make_fallbacks   # returns those forms; None: the commands are no scripts
     cdef public object native           # the round's native forms ((cap, payload, kind), ...), or None
     cdef public bint caps_seen          # some link learned a capability (a twin then offers native forms)
+    cdef public int caps_any            # the union of the capabilities links learned (only grows)
     cdef public object ttls_ms          # per key, the TTL whose validity it earns (0: none); rows entries
     cdef public list outcomes           # per key and master (j * n + i), an outcome code (PENDING at first)
     cdef public object details          # None, or a list like outcomes of messages (None: nothing to say)
@@ -75,7 +76,7 @@ cdef class Session:
     cdef _route(self, double now)
     @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
-    @cython.locals(cmds=list, cap=int, kind=int)
+    @cython.locals(cmds=list, cap=int, form=tuple)
     cdef bint _choose(self, Link link) except -1
     @cython.locals(j=Py_ssize_t)
     cdef _refuse(self, Link link, object detail)

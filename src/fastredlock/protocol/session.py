@@ -119,6 +119,8 @@ class Session:
         #: Some link learned a capability (:mod:`.handshake`'s probes): a twin then offers the
         #: native forms of the rounds that have them (until then, it never builds them).
         self.caps_seen = False
+        #: Every capability some link learned (the union: a twin builds only the forms it may use).
+        self.caps_any = 0
         self.outcomes, self.details, self.values, self.modes = [], None, None, None
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
@@ -292,11 +294,12 @@ class Session:
         link.kind = self.kind
         link.native = 0
         if self.native is not None and link.caps and link.open and cmds is None:
-            for cap, payload, kind, _keys in self.native:
+            for form in self.native:
+                cap = form[0]
                 if link.caps & cap:
                     # The master runs it natively: no script, no NOSCRIPT (nor EVAL where nobody waits).
-                    link.payload = payload
-                    link.kind = kind
+                    link.payload = form[1]
+                    link.kind = form[2]
                     link.native = cap
                     return True
         if link.noscripts:
@@ -616,6 +619,7 @@ class Session:
             if cap:
                 link.caps |= cap
                 self.caps_seen = True
+                self.caps_any |= cap
             if link.ungated():
                 self._ungate(link, now)
             return True
