@@ -261,3 +261,21 @@ def test_the_c_encoder_writes_the_protocols_native_release(key, token):
     (delex, delifeq) = native_release(key, token, tagged)
     assert native_release_bytes(key, token, tagged, True) == delex[1]
     assert native_release_bytes(key, token, tagged, False) == delifeq[1]
+
+
+def test_a_release_the_acl_refuses_says_so(core, name):
+    binary = _servers()[0][0]
+    with start_masters(1, binary=binary) as ms:
+        r = redis.Redis.from_url(ms.urls[0])
+        dlm = fastredlock.Redlock([_user(ms.urls[0], "~* +@all")], core=core, restart_aware=False, retry_count=0)
+        try:
+            lock = dlm.lock(name, ttl=5.0)
+            assert lock.acquire(blocking=False)
+            r.execute_command("ACL", "SETUSER", "u", "-@scripting", "-@keyspace", "-@write")  # taken away meanwhile
+            with pytest.raises(fastredlock.LockNotOwnedError, match="refused it by the ACL") as info:
+                lock.release()
+            assert "did not answer" not in str(info.value)
+            assert ms.urls[0].split("//")[1] in str(info.value)  # the master is named
+        finally:
+            dlm.close()
+            r.close()

@@ -6,26 +6,33 @@ promoted? see :mod:`.sentinel` and :mod:`.cluster`) go first, alone: the round's
 login or a refused INFO never lets a command of ours run on the wrong db or unchecked. That costs
 one extra round trip, on connect only.
 
-Then, written right before the first round's commands (not gated: no answer is waited for),
-``SCRIPT LOAD`` of every script the client may run (:data:`PRELOADED`; the session drops their
-replies unread): a master that restarted empty (or is new) knows them before that round's first
+Then, in the same write as the handshake (the probing links of plain masters; a cluster's node
+links write them behind its answers, ungated), ``SCRIPT LOAD`` of every script the client may run
+(:data:`PRELOADED`): a master that restarted empty (or is new) knows them before the first
 EVALSHA, which then never meets ``NOSCRIPT``. That matters because a round may be decided at
 quorum before a slow master's ``NOSCRIPT`` comes back: its ``EVAL`` fallback is then never sent,
-and that master would miss the write (a lock or a share held on one master fewer than it could
-be). A refused ``SCRIPT LOAD`` (an ACL without ``SCRIPT``) costs nothing: the fallback still works.
+and that master would miss the write. A ``SCRIPT LOAD`` refused because this user may run no
+scripts (``NOPERM`` for the command, or an unknown command) marks the link as one that refuses
+scripts (``Link.noscripts``): from then on it gets native commands only, and a round that needs a
+script, or an acquisition on a master that could not release without one, is refused there before
+anything is sent (see ``Session._choose``). Other refusals cost only the EVAL fallback.
 
-Behind them, three probes (:data:`PROBE`, also not gated) ask whether this master, for this
-connection's user, runs the native owner-checked commands that replace a script where nothing else
-is needed: ``SET key token IFEQ token PX ttl`` (Valkey >= 8.1, Redis >= 8.4) for an extension,
-``DELIFEQ key token`` (Valkey >= 9.0) or ``DELEX key IFEQ token`` (Redis >= 8.4, Valkey >= 9.2) for
-the cleanup of a failed attempt. Each runs on a key of its own that never exists (so it changes
-nothing), and only the documented answer (nil, ``:0``, ``:0``) counts: a server without the
-command or the option (an error), an ACL that refuses it (an error), a proxy or a fake that
-answers otherwise, all leave the link on the scripts (:func:`probe_answer`). Trying the commands,
-rather than reading a version, also finds them on forks and managed services, and never believes a
+Behind them, three probes (:data:`PROBE`) ask whether this master, for this connection's user,
+runs the native owner-checked commands that replace a script: ``SET key token IFEQ token PX ttl``
+(Valkey >= 8.1, Redis >= 8.4) for an extension, ``DELIFEQ key token`` (Valkey >= 9.0) or ``DELEX
+key IFEQ token`` (Redis >= 8.4, Valkey >= 9.2) for a release (:func:`native_releases`) and the
+cleanup of a failed attempt (:func:`native_deletes`). Each runs on a key of its own that never
+exists (so it changes nothing), and only the documented answer (nil, ``:0``, ``:0``) counts: a
+server without the command or the option, an ACL that refuses it, a proxy or a fake that answers
+otherwise, all leave the link on the scripts (:func:`probe_answer`). Trying the commands, rather
+than reading a version, also finds them on forks and managed services, and never believes a
 command that is renamed or refused. The answers set the link's capabilities (:data:`CAP_SET_IFEQ`,
-:data:`CAP_DELIFEQ`, :data:`CAP_DELEX`) from the next round on (the first round of a new
-connection chose its commands before they came).
+:data:`CAP_DELIFEQ`, :data:`CAP_DELEX`).
+
+A probing link's first commands wait for all these answers (``Link.gated``), so they are chosen
+knowing what the master allows: the handshake, the loads and the probes go in one write, and the
+commands follow once the last answer is in (with a handshake, as many round trips on connect as
+before; without one, a round trip more).
 """
 from .replies import KIND_IFEQ, KIND_NATIVE_DEL, KIND_SCRIPT
 from .resp import encode_command

@@ -25,7 +25,7 @@ A round (:mod:`.session`) tells what each master answered and whether a quorum d
 from .outcomes import (
     CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
-from .replies import scripts_refused
+from .replies import refused_by_acl, scripts_refused
 from .result import validity_ms
 
 #: The verdicts of :func:`renewal_verdict`.
@@ -81,7 +81,7 @@ def answer_summary(outcomes, details):
             continue
         if code == ERROR_REPLY:
             detail = details[idx] if details is not None else None
-            if type(detail) is str and detail.startswith("NOPERM"):
+            if refused_by_acl(detail):
                 acl += 1
             else:
                 errors += 1
@@ -89,8 +89,8 @@ def answer_summary(outcomes, details):
             silent += 1
     parts = []
     if acl:
-        parts.append("%d master(s) refused it by the ACL (NOPERM: grant the user the keys and commands a "
-                     "release touches, see the ACL guide)" % acl)
+        parts.append("%d master(s) refused it by the ACL (grant the user the keys and commands a release "
+                     "touches: see the guide's ACL rules)" % acl)
     if errors:
         parts.append("%d master(s) answered with an error" % errors)
     if silent:

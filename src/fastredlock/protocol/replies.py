@@ -125,8 +125,10 @@ def refuses_scripts(message):
 
 
 def refused_by_acl(message):
-    """Whether an error reply says the ACL refused the command or a key it touches."""
-    return message.startswith("NOPERM")
+    """Whether an outcome's detail (an error reply) says the ACL refused the command or a key it
+    touches (``NOPERM``; inside a script, Valkey's "ACL failure" and Redis 7's "can't access")."""
+    return type(message) is str and (message.startswith("NOPERM") or "ACL failure" in message
+                                      or refused_a_key(message))
 
 
 def refused_a_key(detail):

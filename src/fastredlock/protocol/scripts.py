@@ -4,9 +4,9 @@ The release and extend scripts are owner-checked: they act only where the key st
 acquisition's token, so a client whose lock expired and was taken by another can never delete or
 prolong the new holder's key.
 The cores send ``EVALSHA`` first and fall back to ``EVAL`` on ``NOSCRIPT`` (a restarted master has
-an empty script cache). Where a master runs an owner-checked command natively and the operation
-needs nothing else (an extension; the cleanup of a failed attempt), the cores send that instead
-(see :mod:`.handshake`).
+an empty script cache). Where a master runs an owner-checked command natively, the cores send that
+instead (see :mod:`.handshake`): an extension, the cleanup of a failed attempt, and the plain
+release, whose waiters' work alone (``WAKE_AFTER``) then runs as a script, where someone waits.
 
 What a script costs a master, measured (``benchmarks/master_cpu.py``, Redis 7.0): a Lua call is
 far dearer than a command (a script that only returns costs about two ``SET``s), each
