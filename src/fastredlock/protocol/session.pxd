@@ -76,7 +76,7 @@ cdef class Session:
     cdef _route(self, double now)
     @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
-    @cython.locals(cmds=list, cap=int, form=tuple)
+    @cython.locals(cmds=list, cap=int, form=tuple, native=tuple, f=Py_ssize_t)
     cdef bint _choose(self, Link link) except -1
     @cython.locals(j=Py_ssize_t)
     cdef _refuse(self, Link link, object detail)

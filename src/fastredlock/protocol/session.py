@@ -293,8 +293,10 @@ class Session:
         cmds = link.cmds
         link.kind = self.kind
         link.native = 0
-        if self.native is not None and link.caps and link.open and cmds is None:
-            for form in self.native:
+        native = self.native
+        if native is not None and link.caps and link.open and cmds is None:
+            for f in range(len(native)):  # (indexed: no iterator object, compiled)
+                form = native[f]
                 cap = form[0]
                 if link.caps & cap:
                     # The master runs it natively: no script, no NOSCRIPT (nor EVAL where nobody waits).
