@@ -141,7 +141,7 @@ def test_a_clusters_links_do_not_probe(proto):
     link = proto.link.Link(0, specs(1, "redis+cluster://127.0.0.1:%d")[0], False, True)
     assert link.probe == b"" and link.preload
     plain = proto.link.Link(0, specs(1)[0], False, True)
-    assert plain.probe == proto.handshake.PROBE
+    assert plain.probe == proto.handshake.PROBE + proto.handshake.SCRIPT_PROBE
 
 
 def test_the_native_forms_are_the_documented_commands(proto):

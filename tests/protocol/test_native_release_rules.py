@@ -15,13 +15,14 @@ OK, NO, ERROR_REPLY = 0, 1, 4
 SCRIPT, SET = 1, 0
 
 
-def native_link(proto, n=1, probes=(None, 0, 0), load_error=None):
-    """A Drive whose links load one script and probe; every link answered as ``probes`` says (and
-    its SCRIPT LOAD with ``load_error``, if given)."""
+def native_link(proto, n=1, probes=(None, 0, 0), script_error="NOSCRIPT No matching script.", load_error=None):
+    """A Drive whose links load the scripts and probe; every link answered as ``probes`` says, its
+    script probe with ``script_error`` (NOSCRIPT: scripts allowed) and its SCRIPT LOADs with
+    ``load_error`` (if given)."""
     hs = proto.handshake
     drive = Drive(proto, n=n)
     for link in drive.links:
-        link.probe = hs.PROBE
+        link.probe = hs.PROBE + hs.SCRIPT_PROBE
         link.preload = b"<load>"
     drive.begin(SET, payload=b"<set>")
     for i in range(n):
@@ -30,6 +31,7 @@ def native_link(proto, n=1, probes=(None, 0, 0), load_error=None):
             assert drive.reply(i, None if load_error else b"sha", .001, error=load_error)
         for k in range(hs.PROBES):
             assert drive.reply(i, probes[k], .001, error=None if probes[k] is not None or k == 0 else "ERR unknown command")
+        assert drive.reply(i, None, .001, error=script_error)
     return drive
 
 
@@ -125,7 +127,8 @@ def test_an_owed_pair_read_in_a_round_writes_the_waiters_work_at_its_end(proto):
 
 
 def test_a_master_that_refuses_scripts_gets_native_commands_only(proto):
-    drive = native_link(proto, load_error="NOPERM User u has no permissions to run the 'script|load' command")
+    refused = "NOPERM User u has no permissions to run the 'evalsha' command"
+    drive = native_link(proto, script_error=refused, load_error="NOPERM User u has no permissions to run the 'script|load' command")
     link = drive.links[0]
     assert link.noscripts and "NOPERM" in link.noscripts_why
     assert drive.written[0].endswith(b"<set>")  # it has DELIFEQ: the acquisition goes
@@ -138,7 +141,8 @@ def test_a_master_that_refuses_scripts_gets_native_commands_only(proto):
 
 
 def test_an_acquisition_waits_for_the_probes_and_is_refused_without_a_safe_release(proto):
-    drive = native_link(proto, probes=(None, None, None), load_error="ERR unknown command 'SCRIPT'")
+    drive = native_link(proto, probes=(None, None, None), script_error="ERR unknown command 'EVALSHA'",
+                        load_error="ERR unknown command 'SCRIPT'")
     (rnd,) = drive.finish(.002)
     assert not drive.written[0].endswith(b"<set>")  # nothing taken
     assert rnd.outcomes == (ERROR_REPLY,) and rnd.details[0].startswith(proto.replies.NO_SAFE_RELEASE)
@@ -155,3 +159,8 @@ def test_the_client_option_sends_no_script_loads(proto):
     for answer in (None, 0, 0):
         drive.reply(0, answer, .001)
     assert drive.written[0] == hs.PROBE + b"<set>"
+
+
+def test_an_acl_that_refuses_script_load_alone_keeps_the_scripts(proto):
+    drive = native_link(proto, load_error="NOPERM User u has no permissions to run the 'script|load' command")
+    assert not drive.links[0].noscripts and drive.links[0].load_failed  # EVAL still goes (NOSCRIPT said so)

@@ -79,6 +79,11 @@ _PROBES = (
 PROBE = b"".join([probe[1] for probe in _PROBES])
 #: How many answers :data:`PROBE` brings.
 PROBES = len(_PROBES)
+#: Written behind :data:`PROBE` (not by a client that sends no scripts): may this user run
+#: scripts at all? ``EVALSHA`` of a script no server has runs nothing: ``NOSCRIPT`` says yes; a
+#: refusal of the command (``NOPERM``, an unknown command: :func:`~.replies.refuses_scripts`) says
+#: no. (A refused ``SCRIPT LOAD`` alone does not: an ACL may refuse ``SCRIPT`` and allow ``EVAL``.)
+SCRIPT_PROBE = encode_command(b"EVALSHA", b"0" * 40, b"0")
 
 
 def native_deletes(keys, tokens):

@@ -74,6 +74,7 @@ cdef class Link:
     cpdef request_open(self, bytes first)
     cpdef bytes preloaded(self, bytes first)
     cpdef bint ungated(self)
+    cpdef Py_ssize_t probes_written(self) except -1
     cdef _forget_pairs(self)
     cpdef request_close(self)
     @cython.locals(entry=Owed, count=Py_ssize_t)

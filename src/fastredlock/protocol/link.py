@@ -13,7 +13,7 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
-from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, handshake
+from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, SCRIPT_PROBE, handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
 from .result import settle_sink
@@ -68,7 +68,7 @@ class Link:
         self.load_failed = False
         #: Written after them: the probes of the native commands (:mod:`.handshake`), or b"" (not
         #: for a cluster's links: their commands go by slot, always as scripts).
-        self.probe = PROBE if preload and spec.cluster is None else b""
+        self.probe = PROBE + SCRIPT_PROBE if preload and spec.cluster is None else b""
         #: Answers to those probes still to come (each may add a capability).
         self.probes = 0
         #: What the master runs natively, for this connection's user (``CAP_*`` bits of
@@ -196,8 +196,15 @@ class Link:
         if not self.preload and not self.probe:
             return first
         self.preloads = len(PRELOADED) if self.preload else 0
-        self.probes = PROBES if self.probe else 0
+        self.probes = self.probes_written()
         return self.preload + self.probe + first
+
+    def probes_written(self):
+        """How many answers :attr:`probe` brings: the native probes, and the script probe behind
+        them where it is written (:data:`~.handshake.SCRIPT_PROBE`)."""
+        if not self.probe:
+            return 0
+        return PROBES + 1 if len(self.probe) > len(PROBE) else PROBES
 
     def ungated(self):
         """Whether a gated link has every answer it waited for (its commands may now go)."""

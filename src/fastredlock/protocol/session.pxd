@@ -14,6 +14,7 @@ cdef int HEALTHY, TIMED_OUT
 
 from .handshake cimport hello_reply, probe_answer, wake_after
 cdef Py_ssize_t PROBES
+cdef bytes PROBE
 from .replies cimport bits, classify, is_acquisition, is_noscript, is_unsupported, refuses_scripts, unexpected, what
 cdef str NO_SAFE_RELEASE, NO_SCRIPTS
 from .result cimport decide, set_outcome, settle_sink
@@ -115,7 +116,8 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
+                   n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1

@@ -43,7 +43,7 @@ never looks at any of this (``routing`` is None).
 """
 from array import array
 
-from .handshake import CAP_DELEX, CAP_DELIFEQ, HELLO_ROLE, PROBES, hello_reply, probe_answer, wake_after
+from .handshake import CAP_DELEX, CAP_DELIFEQ, HELLO_ROLE, PROBE, PROBES, hello_reply, probe_answer, wake_after
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link, Owed
 from .outcomes import (
@@ -135,6 +135,8 @@ class Session:
         for link in self.links:
             link.scripts_off = True
             link.preload = b""
+            if link.probe:
+                link.probe = PROBE  # (no script probe either)
             link.noscripts = True
             link.noscripts_why = "the client option scripts=False"
 
@@ -606,22 +608,25 @@ class Session:
             link.preloads -= 1
             if error is not None:
                 link.load_failed = True
-                if not link.noscripts and refuses_scripts(error):
-                    link.noscripts = True
-                    link.noscripts_why = error[:160]
             if link.preloads == 0:
                 link.loaded = not link.load_failed
             if link.ungated():
                 self._ungate(link, now)
             return True
         if link.probes > 0:
-            # A probe's answer (:mod:`.handshake`): a capability from the next round on, or none.
-            cap = probe_answer(PROBES - link.probes, reply, error)
+            # A probe's answer (:mod:`.handshake`): a capability, or none; the script probe's:
+            # whether this user may run scripts at all.
+            n = link.probes_written() - link.probes
             link.probes -= 1
-            if cap:
-                link.caps |= cap
-                self.caps_seen = True
-                self.caps_any |= cap
+            if n < PROBES:
+                cap = probe_answer(n, reply, error)
+                if cap:
+                    link.caps |= cap
+                    self.caps_seen = True
+                    self.caps_any |= cap
+            elif error is not None and refuses_scripts(error) and not link.noscripts:
+                link.noscripts = True
+                link.noscripts_why = error[:160]
             if link.ungated():
                 self._ungate(link, now)
             return True
