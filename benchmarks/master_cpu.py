@@ -27,7 +27,8 @@ natively with ``DELIFEQ``)::
     python benchmarks/master_cpu.py --masters 1 --server-side valkey8.1=/path/valkey-server-8.1 \
         --server-side valkey9.1=/path/valkey-server-9.1
 
-Each side then also reports the scripts its masters ran per cycle (``evalsha`` and ``eval`` calls),
+Each side then also reports the scripts its masters ran per cycle (``evalsha`` and ``eval`` calls,
+summed over the masters: N per cycle where each master runs one),
 and every side after the first its CPU per cycle as a ratio of the first's.
 
 To build a baseline of ``main``: ``git worktree add /tmp/main main`` and, there,
