@@ -3,6 +3,8 @@
     python benchmarks/handover.py                 # Cython core, N=5, 8 processes, 4 s
     python benchmarks/handover.py --masters 1 --core python
     python benchmarks/handover.py --asyncio       # one task of fastredlock.asyncio per process
+    python benchmarks/handover.py --no-native     # the masters' user may not run DELIFEQ/DELEX/SET IFEQ:
+                                                  # the releases go as scripts (compare on Valkey >= 9.0)
 
 Each process loops: acquire (the default blocking acquire: queued waiters, turns), INCR a counter on
 a separate master, hold 1 ms, DECR, release. Every turn is stamped on the machine-wide monotonic
@@ -244,12 +246,21 @@ def _uncontended_cycle(urls: List[str], core: str) -> float:
 
 
 def run(core: str, masters: int, processes: int, seconds: float, hold: float,
-        use_asyncio: bool = False) -> Dict[str, float]:
-    """One run: the medians of each step (milliseconds) and the machine's busy share."""
+        use_asyncio: bool = False, native: bool = True) -> Dict[str, float]:
+    """One run: the medians of each step (milliseconds) and the machine's busy share. ``native``
+    False: the masters refuse the native commands to the default user (the client's probes find
+    none: it releases and extends by script, as on a server without them)."""
     from fastredlock.testing import start_masters
 
     with start_masters(masters + 1) as local:
         urls = local.urls[:masters]
+        if not native:
+            for m in list(local)[:masters]:
+                for cmd in ("-delifeq", "-delex"):  # (a server without one refuses the rule: nothing to take)
+                    try:
+                        m.command("ACL", "SETUSER", "default", cmd)
+                    except Exception:
+                        pass
         cycle = _uncontended_cycle(urls, core)
         ctx = multiprocessing.get_context("spawn")
         results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
@@ -294,9 +305,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--hold-ms", type=float, default=1.0)
     ap.add_argument("--asyncio", action="store_true", help="one task of fastredlock.asyncio per process")
+    ap.add_argument("--no-native", action="store_true", help="releases by script where the server has DELIFEQ")
     args = ap.parse_args()
     floor = wake_floor()
-    r = run(args.core, args.masters, args.processes, args.seconds, args.hold_ms / 1000.0, args.asyncio)
+    r = run(args.core, args.masters, args.processes, args.seconds, args.hold_ms / 1000.0, args.asyncio,
+            not args.no_native)
     print(f"{'asyncio, ' if args.asyncio else ''}{args.core} core, N={args.masters}, {args.processes} processes, hold {args.hold_ms:g} ms: "
           f"{r['turns']} turns ({r['woken_turns']} woken by the release before them); machine busy "
           f"{r['busy'] * 100:.0f}% of {os.cpu_count()} CPUs")

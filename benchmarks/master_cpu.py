@@ -21,6 +21,16 @@ baseline, also the median and interquartile range of the per-block ratio, this s
 The numbers leave out what commandstats does not count (reading, parsing and answering each
 command, the event loop): the CPU a master spends on the commands themselves.
 
+Servers compared in one run (this checkout against each; Valkey 8.1 releases by script, Valkey 9.1
+natively with ``DELIFEQ``)::
+
+    python benchmarks/master_cpu.py --masters 1 --server-side valkey8.1=/path/valkey-server-8.1 \
+        --server-side valkey9.1=/path/valkey-server-9.1
+
+Each side then also reports the scripts its masters ran per cycle (``evalsha`` and ``eval`` calls,
+summed over the masters: N per cycle where each master runs one),
+and every side after the first its CPU per cycle as a ratio of the first's.
+
 To build a baseline of ``main``: ``git worktree add /tmp/main main`` and, there,
 ``python setup.py build_ext --inplace`` (with this venv's Cython).
 """
@@ -40,9 +50,12 @@ from fastredlock.testing import find_server, server_version, start_masters  # no
 
 #: The commands a client sends in an uncontended cycle (or instead of a script, where the master
 #: runs one natively): their usec is the masters' CPU for the cycle.
-TOP = ("set", "evalsha", "eval", "delifeq", "delex")
-#: The commands the release scripts call (their time is also inside ``evalsha``'s).
-NESTED = ("get", "del", "exists", "publish")
+TOP = ("set", "evalsha", "eval", "delifeq", "delex", "exists")
+#: The commands the release scripts call (their time is also inside ``evalsha``'s). ``exists`` is
+#: both: a native release sends it (its wake mark), and the scripts call it; the native cycle's
+#: goes into TOP, and a script's nested calls are counted apart (commandstats counts them too), so
+#: a Lua cycle's ``exists`` are subtracted from the top-level sum when scripts ran (see Side.block).
+NESTED = ("get", "del", "publish")
 
 WORKER = r"""
 import os, sys
@@ -99,6 +112,8 @@ class Side:
         #: Per block: the masters' CPU per cycle (µs), and per command its usec_per_call.
         self.per_cycle: List[float] = []
         self.per_call: Dict[str, List[float]] = {}
+        #: Per block: the scripts (EVALSHA and EVAL calls) the masters ran per cycle.
+        self.scripts: List[float] = []
         self.failed = 0
 
     def block(self, cycles: int) -> None:
@@ -113,7 +128,10 @@ class Side:
                 seen = total.setdefault(name, [0, 0])
                 seen[0] += calls
                 seen[1] += usec
-        self.per_cycle.append(sum(total[c][1] for c in TOP if c in total) / cycles)
+        scripts = sum(total[c][0] for c in ("evalsha", "eval") if c in total)
+        top = sum(total[c][1] for c in TOP if c in total and (c != "exists" or not scripts))
+        self.per_cycle.append(top / cycles)
+        self.scripts.append(scripts / cycles)
         for name in TOP + NESTED:
             if name in total and total[name][0]:
                 self.per_call.setdefault(name, []).append(total[name][1] / total[name][0])
@@ -130,8 +148,8 @@ def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
-def run(n: int, sources: List[Tuple[str, str]], blocks: int, cycles: int, binary: Optional[str]) -> None:
-    sides = [Side(label, src, n, binary) for label, src in sources]
+def run(n: int, sources: List[Tuple[str, str, Optional[str]]], blocks: int, cycles: int) -> None:
+    sides = [Side(label, src, n, binary) for label, src, binary in sources]
     try:
         for b in range(blocks):
             for side in sides[b % len(sides):] + sides[:b % len(sides)]:  # each side first in turn
@@ -141,11 +159,13 @@ def run(n: int, sources: List[Tuple[str, str]], blocks: int, cycles: int, binary
             side.close()
     print(f"\nN={n}: {blocks} blocks of {cycles} cycles per side (medians over blocks)")
     names = [c for c in TOP + NESTED if any(c in s.per_call for s in sides)]
-    print(f"  {'side':<10} {'CPU µs/cycle':>13} " + " ".join(f"{c + ' µs':>11}" for c in names) + "  failed")
+    print(f"  {'side':<10} {'CPU µs/cycle':>13} {'scripts/cycle':>13} " + " ".join(f"{c + ' µs':>11}" for c in names)
+          + "  failed")
     for side in sides:
         calls = " ".join(f"{statistics.median(side.per_call[c]):>11.2f}" if c in side.per_call else f"{'-':>11}"
                          for c in names)
-        print(f"  {side.label:<10} {statistics.median(side.per_cycle):>13.2f} {calls}  {side.failed}")
+        print(f"  {side.label:<10} {statistics.median(side.per_cycle):>13.2f} {statistics.median(side.scripts):>13.3f} "
+              f"{calls}  {side.failed}")
     for side in sides[1:]:
         ratios = [b / a for a, b in zip(sides[0].per_cycle, side.per_cycle)]
         q1, med, q3 = quartiles(ratios)
@@ -162,18 +182,26 @@ def main() -> None:
     p.add_argument("--also", action="append", default=[], metavar="LABEL=SRC",
                    help="another side (a variant's src/ folder), measured with the others")
     p.add_argument("--server", help="the server binary (default: as the tests find it)")
+    p.add_argument("--server-side", action="append", default=[], metavar="LABEL=BINARY",
+                   help="this checkout on masters of another server binary, measured with the others")
     args = p.parse_args()
     binary = find_server(args.server)
     here = os.path.abspath(os.path.join(HERE, os.pardir, "src"))
-    sources = [("baseline", os.path.abspath(args.baseline))] if args.baseline else []
-    sources.append(("this", here))
+    sources: List[Tuple[str, str, Optional[str]]] = []
+    if args.baseline:
+        sources.append(("baseline", os.path.abspath(args.baseline), binary))
+    if not args.server_side:
+        sources.append(("this", here, binary))
     for extra in args.also:
         label, _, src = extra.partition("=")
-        sources.append((label, os.path.abspath(src)))
-    print(f"server: {server_version(binary)} ({binary}); sides: " + ", ".join(f"{l}={os.path.abspath(s)}"
-                                                                         for l, s in sources))
+        sources.append((label, os.path.abspath(src), binary))
+    for extra in args.server_side:
+        label, _, server = extra.partition("=")
+        sources.append((label, here, find_server(server)))
+    for label, src, server in sources:
+        print(f"side {label}: {src} on {server_version(server)} ({server})")
     for n in args.masters:
-        run(n, sources, args.blocks, args.cycles, binary)
+        run(n, sources, args.blocks, args.cycles)
 
 
 if __name__ == "__main__":

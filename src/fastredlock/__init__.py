@@ -10,6 +10,7 @@ from .sync.family import RLock, ReadLock, Semaphore, WriteLock
 from .handles.family import RWLock
 from .errors import (
     LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, QuorumUnreachableError,
+    ScriptsRefusedError,
 )
 from .engine.tokens import holder_of
 from .sync.lock import Lock
@@ -34,6 +35,7 @@ __all__ = [
     "RWLock",
     "ReadLock",
     "Redlock",
+    "ScriptsRefusedError",
     "Semaphore",
     "WriteLock",
     "__version__",

@@ -16,6 +16,7 @@ __all__ = [
     "LockNotOwnedError",
     "MasterOutcome",
     "QuorumUnreachableError",
+    "ScriptsRefusedError",
 ]
 
 
@@ -87,6 +88,15 @@ class QuorumUnreachableError(LockNotAcquiredError):
         #: The masters that could not be reached in the last attempt, as configured.
         self.unreachable: Tuple[str, ...] = tuple(unreachable)
         super().__init__(message, name, outcomes)
+
+
+class ScriptsRefusedError(LockError):
+    """The masters refuse scripts to this client's user (an ACL without ``@scripting``, a server
+    without Lua, or the client's ``scripts=False``) and the operation needs one: a fenced lock,
+    the lock family (RLock, RWLock, semaphores), a ``signal=`` release; or a master has neither
+    scripts nor a native owner-checked delete (``DELIFEQ``, ``DELEX ... IFEQ``), so the client
+    does not acquire there (it could not release safely). Raised at once, before anything is
+    taken; the message names the missing right."""
 
 
 class LockNotOwnedError(LockError):

@@ -64,7 +64,7 @@ def odd_master(request):
 def test_audit_good_masters_all_pass(masters):
     verdicts = audit(masters.urls, clock_seconds=1.0)
     assert {v.check for v in verdicts} == {"masters", "reach", "independence", "version", "role", "persistence",
-                                           "eviction", "clock", "latency", "acl"}
+                                           "eviction", "clock", "latency", "acl", "scripts"}
     assert _not_passed(verdicts) == []
     assert len(_of(verdicts, "clock")) == len(masters)
     # persistence is off on the test masters: it passes because restart-aware voting is on, with a note

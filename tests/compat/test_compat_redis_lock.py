@@ -294,6 +294,7 @@ def test_a_slow_server_is_waited_for_by_a_blocking_acquire(shim_core, paused_lat
     pause_for(0.4)
     with pytest.raises(redis.TimeoutError):
         Lock(conn, name, expire=5).acquire(blocking=False)
+    conn.ping()  # the first pause is over (else its timer would end the second one early)
     pause_for(0.4)
     started = time.monotonic()
     lock = Lock(conn, name, expire=5)

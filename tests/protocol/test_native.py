@@ -2,8 +2,8 @@
 answers teach a link, and a round that sends a native form where a master runs it.
 
 A new connection writes three probes behind its script loads (``SET ... IFEQ ... PX``, ``DELIFEQ``,
-``DELEX ... IFEQ`` on a key that never exists); only the documented answers (nil, ``:0``, ``:0``)
-give the link a capability, from its next round on. A round with native forms sends, per link, the
+``DELEX ... IFEQ`` on a key that never exists), and its first commands only once they are
+answered; only the documented answers (nil, ``:0``, ``:0``) give the link a capability. A round with native forms sends, per link, the
 first one its master runs, and reads its replies as that form's kind; an answer that says the
 command is not there after all sends the EVAL form instead and the link forgets its capabilities.
 """
@@ -26,12 +26,14 @@ def capable(proto, n=1, caps=None):
     for link in drive.links:
         link.probe = hs.PROBE
     drive.begin(SCRIPT, payload=b"<evalsha>", fallbacks=[b"<eval>"])
-    assert drive.written[0] == hs.PROBE + b"<evalsha>"  # the first round: the script, behind the probes
+    assert drive.written[0] == hs.PROBE  # the first round waits for the probes' answers
     answers = [None, 0, 0] if caps is None else caps
     for i in range(n):
         for k in range(hs.PROBES):
             assert drive.reply(i, answers[k] if i == 0 else None, .001,
                                error=None if i == 0 else "ERR unknown command")
+        drive.sync()
+        assert drive.written[i] == hs.PROBE + b"<evalsha>"  # then its commands (a script: no native form)
         drive.say(i, "ok", .002)
     (rnd,) = drive.finish(.002)
     assert rnd.ok
@@ -39,7 +41,7 @@ def capable(proto, n=1, caps=None):
 
 
 def extend_forms(proto):
-    return ((proto.handshake.CAP_SET_IFEQ, NATIVE_SET, proto.replies.KIND_IFEQ),)
+    return ((proto.handshake.CAP_SET_IFEQ, NATIVE_SET, proto.replies.KIND_IFEQ, None),)
 
 
 def test_the_documented_answers_give_every_capability(proto):
@@ -82,7 +84,7 @@ def test_a_link_whose_master_has_the_command_gets_the_native_form(proto):
 def test_the_first_form_the_master_runs_is_sent(proto):
     hs = proto.handshake
     drive = capable(proto, caps=[None, 0, b"no DELEX here"])  # SET IFEQ and DELIFEQ, no DELEX
-    forms = ((hs.CAP_DELEX, NATIVE_DEL, SCRIPT), (hs.CAP_DELIFEQ, b"<delifeq>", SCRIPT))
+    forms = ((hs.CAP_DELEX, NATIVE_DEL, SCRIPT, None), (hs.CAP_DELIFEQ, b"<delifeq>", SCRIPT, None))
     drive.begin(SCRIPT, payload=b"<evalsha>", fallbacks=[b"<eval>"], native=forms, wait=False, now=1.0)
     assert drive.written[0] == b"<delifeq>"  # not EVAL, though nobody waits: no NOSCRIPT can come
 
@@ -121,30 +123,46 @@ def test_another_error_to_a_native_form_is_that_masters_answer(proto):
     assert rnd.outcomes == (4,) and drive.links[0].caps  # ERROR_REPLY, the capability kept
 
 
-def test_a_new_connection_uses_the_scripts_until_its_probes_answer(proto):
+def test_a_new_connection_sends_its_commands_once_its_probes_answer(proto):
     drive = capable(proto)
     drive.io_failed(0, 1.0)  # (between rounds: the connection is dropped)
     drive.links[0].request_close()
     drive.sync()
     drive.begin(SCRIPT, payload=b"<evalsha>", fallbacks=[b"<eval>"], native=extend_forms(proto), now=2.0)
-    assert drive.written[0] == proto.handshake.PROBE + b"<evalsha>"
-    assert drive.links[0].caps == 0
+    assert drive.written[0] == proto.handshake.PROBE
+    assert drive.links[0].caps == 0 and not drive.over()
+    for answer in (None, 0, 0):
+        assert drive.reply(0, answer, 2.001)
+    drive.sync()
+    assert drive.written[0] == proto.handshake.PROBE + NATIVE_SET  # chosen knowing what it runs
 
 
 def test_a_clusters_links_do_not_probe(proto):
     link = proto.link.Link(0, specs(1, "redis+cluster://127.0.0.1:%d")[0], False, True)
     assert link.probe == b"" and link.preload
     plain = proto.link.Link(0, specs(1)[0], False, True)
-    assert plain.probe == proto.handshake.PROBE
+    assert plain.probe == proto.handshake.PROBE + proto.handshake.SCRIPT_PROBE
 
 
 def test_the_native_forms_are_the_documented_commands(proto):
     hs, resp = proto.handshake, proto.resp
     deletes = hs.native_deletes([b"k"], [b"t"])
-    assert deletes == ((hs.CAP_DELEX, resp.encode_command(b"DELEX", b"k", b"IFEQ", b"t"), SCRIPT),
-                       (hs.CAP_DELIFEQ, resp.encode_command(b"DELIFEQ", b"k", b"t"), SCRIPT))
+    assert deletes == ((hs.CAP_DELEX, resp.encode_command(b"DELEX", b"k", b"IFEQ", b"t"), SCRIPT, None),
+                       (hs.CAP_DELIFEQ, resp.encode_command(b"DELIFEQ", b"k", b"t"), SCRIPT, None))
     (extend,) = hs.native_extends([b"k", b"j"], [b"t", b"u"], [5000, 7000])
     assert extend == (hs.CAP_SET_IFEQ, resp.encode_command(b"SET", b"k", b"t", b"IFEQ", b"t", b"PX", b"5000")
                       + resp.encode_command(b"SET", b"j", b"u", b"IFEQ", b"u", b"PX", b"7000"),
-                      proto.replies.KIND_IFEQ)
+                      proto.replies.KIND_IFEQ, None)
     assert not proto.replies.is_acquisition(proto.replies.KIND_IFEQ)
+
+
+@pytest.mark.parametrize("key", [b"orders:42", b"{orders}:42", b"a{b}c"])
+def test_the_one_key_native_release_is_the_general_form(proto, key):
+    hs, resp = proto.handshake, proto.resp
+    tagged = proto.family.lean_release(key) is proto.scripts.RELEASE_TAGGED
+    assert hs.native_release(key, b"tok", tagged) == hs.native_releases((key,), (b"tok",))
+    (delex, delifeq) = hs.native_releases((key,), (b"tok",))
+    mark = proto.family.wake_mark(key)
+    assert delifeq[1] == resp.encode_command(b"DELIFEQ", key, b"tok") + resp.encode_command(b"EXISTS", mark)
+    assert delex[1] == resp.encode_command(b"DELEX", key, b"IFEQ", b"tok") + resp.encode_command(b"EXISTS", mark)
+    assert delifeq[2] == proto.replies.KIND_NATIVE_DEL and delifeq[3] == (key,)

@@ -12,10 +12,13 @@ The same engine as the sync client (one multiplexed round per operation, the C c
 built), driven by the event loop: no threads, no executor. Tasks that lock at the same time share
 rounds. Errors are those of :mod:`fastredlock.errors`.
 """
-from ..errors import LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome
+from ..errors import (
+    LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, QuorumUnreachableError,
+    ScriptsRefusedError,
+)
 from .client import Redlock
 from .family import ReadLock, RLock, RWLock, Semaphore, WriteLock
 from .lock import Lock
 
-__all__ = ["Lock", "LockError", "LockLostError", "LockNotAcquiredError", "LockNotOwnedError", "MasterOutcome", "RLock",
-           "RWLock", "ReadLock", "Redlock", "Semaphore", "WriteLock"]
+__all__ = ["Lock", "LockError", "LockLostError", "LockNotAcquiredError", "LockNotOwnedError", "MasterOutcome",
+           "QuorumUnreachableError", "RLock", "RWLock", "ReadLock", "Redlock", "ScriptsRefusedError", "Semaphore", "WriteLock"]

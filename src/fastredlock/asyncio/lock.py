@@ -111,6 +111,8 @@ class Lock(LockBase):
             self._unwaited_written(rnd)
             return
         rnd, ok = await self._async_executor.release_one(self.key, token, self._orphaned if PROTECT else None)
+        if not ok and self._key_refused(rnd):  # an ACL refused a derived key: the key alone
+            rnd, ok = await drive(self._async_executor, self._key_only_plan(token, rnd), self)
         if not self._release_confirmed(rnd, ok):
             raise self._release_error(rnd, await self._async_executor.outcomes(rnd))
 

@@ -529,6 +529,31 @@ def check_acl(m: _Master, opts: _Options) -> Verdict:
     return Verdict("acl", m.label, FAIL, f"denied: {', '.join(names)} ({how}): {first}", change)
 
 
+def check_scripts(m: _Master, opts: _Options) -> Verdict:
+    """Whether the URL's user may run scripts, and whether the master releases and extends
+    natively (``DELIFEQ`` or ``DELEX ... IFEQ``; ``SET ... IFEQ``), tried as the client's probes
+    try them (on a key that never exists: nothing changes). Without scripts a plain lock still
+    works where the release is native; elsewhere the client refuses to acquire."""
+    if m.conn is None:
+        return Verdict("scripts", m.label, FAIL, "connection lost before the scripts check", "run the audit again")
+    key = f"{opts.name}:audit-probe-{uuid.uuid4().hex}"
+    loaded = m.conn.call("SCRIPT", "LOAD", "return 1")
+    scripts = not isinstance(loaded, hiredis.ReplyError)
+    release = [cmd for cmd, args in (("DELIFEQ", ("DELIFEQ", key, "x")), ("DELEX", ("DELEX", key, "IFEQ", "x")))
+               if m.conn.call(*args) == 0]
+    extend = m.conn.call("SET", key, "x", "IFEQ", "x", "PX", 1) is None
+    found = (f"scripts {'allowed' if scripts else 'refused (' + str(loaded)[:60] + ')'}; native release "
+             f"{'/'.join(release) if release else 'no'}; native extend {'SET IFEQ' if extend else 'no'}")
+    if scripts:
+        return Verdict("scripts", m.label, PASS, found, "")
+    if release:
+        return Verdict("scripts", m.label, WARN, found,
+                       "plain locks work; fencing, RLock/RWLock/semaphores and turns need @scripting")
+    return Verdict("scripts", m.label, FAIL, found,
+                   "grant @scripting (EVAL, EVALSHA, SCRIPT), or use Valkey >= 9.0 / Redis >= 8.4: "
+                   "the client does not acquire where it cannot release safely")
+
+
 def check_count(masters: Sequence[_Master]) -> Verdict:
     """Enough masters to survive a failure: an odd number, at least three."""
     n = len(masters)
@@ -543,6 +568,7 @@ def check_count(masters: Sequence[_Master]) -> Verdict:
 
 _PER_MASTER: Tuple[Callable[[_Master, _Options], Verdict], ...] = (
     check_version, check_role, check_persistence, check_eviction, check_clock, check_latency, check_acl,
+    check_scripts,
 )
 
 

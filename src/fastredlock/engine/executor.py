@@ -122,9 +122,12 @@ class Executor:
         restart_grace: Optional[float],
         auto_pipeline: bool,
         watchdog: Callable[[], Any],
+        scripts: bool = True,
     ) -> None:
         self._specs = tuple(specs)
         self._core_cls = core_cls
+        #: Whether the cores may send scripts (``scripts=False``: native commands only).
+        self.scripts = scripts
         self._io_timeout = io_timeout
         self._connect_timeout = connect_timeout
         self._drift_factor = drift_factor
@@ -494,6 +497,8 @@ class Executor:
             self._specs, self._io_timeout, self._connect_timeout, self._drift_factor, self._restart_aware,
             self.health, not self.wait_for_all,
         )
+        if not self.scripts:
+            core.no_scripts()
         self._live.add(core)
         return core
 

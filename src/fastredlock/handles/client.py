@@ -110,6 +110,7 @@ class RedlockBase:
         courtesy: float = COURTESY,
         wait_release: bool = True,
         unreachable_timeout: Optional[float] = UNREACHABLE_TIMEOUT,
+        scripts: bool = True,
     ) -> None:
         if retry_count is not None:
             if isinstance(retry_count, bool) or not isinstance(retry_count, int):
@@ -166,7 +167,7 @@ class RedlockBase:
             self._specs, core_cls, io_timeout=self.io_timeout, connect_timeout=self.connect_timeout,
             drift_factor=self.drift_factor, wait_for_all=wait_for_all, cooldown=self.cooldown,
             max_cooldown=self.max_cooldown, restart_aware=self.restart_aware, restart_grace=self.restart_grace,
-            auto_pipeline=auto_pipeline, watchdog=lambda: self._new_watchdog(ref),
+            auto_pipeline=auto_pipeline, watchdog=lambda: self._new_watchdog(ref), scripts=self._scripts_of(scripts),
         )
         #: Masters that must agree: ``N // 2 + 1``.
         self.quorum: int = self.executor.quorum
@@ -184,6 +185,24 @@ class RedlockBase:
             notifier = self.executor.notifier = self._new_notifier()
             self.executor.owed = notifier.channels.released_at
             self.executor.contended = notifier.channels.contended
+
+    def _scripts_of(self, scripts: bool) -> bool:
+        if not isinstance(scripts, bool):
+            raise TypeError(f"scripts must be a bool, not {type(scripts).__name__}")
+        if not scripts and any(spec.cluster is not None for spec in self._specs):
+            raise ValueError("scripts=False does not work with cluster masters (their commands go as scripts)")
+        return scripts
+
+    @property
+    def scripts(self) -> bool:
+        """Whether this client sends scripts (the ``scripts`` argument). With ``scripts=False`` it
+        sends native commands only: ``SET NX PX`` to acquire, ``SET ... IFEQ ... PX`` to extend,
+        ``DELIFEQ``/``DELEX ... IFEQ`` to release (Valkey >= 9.0, Redis >= 8.4); what needs a
+        script (fencing, the lock family, turns, ``signal=`` releases) raises
+        :class:`~fastredlock.ScriptsRefusedError` at once, and a master without a native
+        owner-checked delete is never asked to take a lock. The same holds, per master, where a
+        master refuses scripts to the client's user (an ACL without ``@scripting``)."""
+        return bool(self.executor.scripts)
 
     @property
     def wait_release(self) -> bool:

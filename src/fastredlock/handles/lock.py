@@ -32,11 +32,13 @@ from ..engine.tokens import new_token
 from ..engine.unwaited import count_not_held, found_lost
 from ..errors import (
     LockError, LockLostError, LockNotAcquiredError, LockNotOwnedError, MasterOutcome, QuorumUnreachableError,
+    ScriptsRefusedError,
 )
 from ..events import ACQUIRED, EXTENDED, LOST, REFUSED, RELEASED, LockEvent
 from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
-from ..protocol.plans import fence_of, fenced_held, left_behind, may_hold
+from ..protocol.plans import answer_summary, fence_of, fenced_held, left_behind, may_hold, refused_for_scripts
+from ..protocol.replies import refused_a_key, scripts_refused
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -266,6 +268,8 @@ class LockBase:
         queued = False
         # The name's wake mark stands for this waiter (see below): a queued attempt sets it.
         marked = False
+        # Whether the masters may queue this waiter (off once they refused the scripts turns need).
+        turns = True
         ok = False
         attempts = 0
         # Down is not held: since when every attempt found a quorum of masters unreachable (-1.0:
@@ -283,7 +287,7 @@ class LockBase:
                         # round would only meet ours). A plain lock's waiter is queued from here
                         # (its place is taken when it joins), and a message it hears now is a
                         # release that found nobody queued: it goes at once.
-                        queued = plain and queueable(key)
+                        queued = plain and turns and queueable(key)
                         waiter = notifier.join(key, deadline)
                         if deadline is not None:
                             pause = min(pause, deadline - monotonic())
@@ -291,7 +295,8 @@ class LockBase:
                             spread = notifier.spread(waiter.since, deadline)  # the newest: among the last
                             if spread > 0:
                                 yield Sleep(spread)
-                if plain and waiter is None and executor.contended and key in executor.contended and queueable(key):
+                if (plain and turns and waiter is None and executor.contended and key in executor.contended
+                        and queueable(key)):
                     waiter = notifier.join(key, deadline)
                     queued = True
             while True:
@@ -318,6 +323,10 @@ class LockBase:
                     if ok:
                         self._acquired(token, attempts)
                         return True
+                if self._last is not None and refused_for_scripts(self._last, executor.quorum):
+                    if not queued:  # (took nothing: refused before anything was sent)
+                        raise self._scripts_refused(self._last)
+                    turns = queued = False  # the masters run no scripts: no turns, plain attempts
                 rnd = self._last
                 if rnd is not None:
                     if not told_restart and _restart_refused(rnd, executor.quorum):
@@ -353,7 +362,7 @@ class LockBase:
                     # Another attempt follows: listen for releases from now on (a release during
                     # the pause ends it); a plain lock's next attempts queue on the masters.
                     waiter = notifier.join(key, deadline)
-                    queued = plain and queueable(key)
+                    queued = plain and turns and queueable(key)
                     if queued and self._client.retry_count is None:
                         # That attempt at once: it takes this waiter's place in the queues. (Not
                         # with a retry_count: those attempts are counted, and each pauses before.)
@@ -366,7 +375,7 @@ class LockBase:
                     # than the backoff (it breaks the tie). Not with a retry_count: those attempts
                     # each pause retry_delay.
                     delay = min(delay, random.uniform(0.0, SPLIT_RETRY))
-                if waiter is not None and not marked and not self._family_kind and queueable(key):
+                if waiter is not None and not marked and turns and not self._family_kind and queueable(key):
                     # A waiter without a place in the queue (a fenced lock's; a plain lock's before
                     # its first queued attempt) marks the name for its pause: a plain release
                     # that finds no mark wakes nobody (fastredlock.protocol.scripts, RELEASE).
@@ -582,6 +591,9 @@ class LockBase:
     def _release_plan(self, token: Any = None, signal: Any = None) -> Plan:
         """Release the held acquisition (or, with ``token``, the one made with that token)."""
         if signal is not None:
+            if not self._executor.scripts:
+                raise ScriptsRefusedError(f"lock {self.name!r}: a signal= release runs a script, and this client "
+                                          "sends none (scripts=False; it needs @scripting)", self.name)
             signal = _signal_of(signal)
         if token is not None:
             return (yield from self._release_token_plan(token, signal))
@@ -597,7 +609,26 @@ class LockBase:
             op, args = self._release_step(token)
             _carrier, rnd = yield Op(op, args, carrier, True)
             return rnd, bool(rnd.ok)
-        return (yield Release(self.key, token, carrier, signal))
+        rnd, ok = yield Release(self.key, token, carrier, signal)
+        if not ok and signal is None and self._key_refused(rnd):
+            return (yield from self._key_only_plan(token, rnd))
+        return rnd, ok
+
+    @staticmethod
+    def _key_refused(rnd: Any) -> bool:
+        """Whether a release's round was refused a key by an ACL somewhere (see :meth:`_key_only_plan`)."""
+        return rnd.details is not None and any(refused_a_key(d) for d in rnd.details)
+
+    def _key_only_plan(self, token: bytes, rnd: Any) -> Plan:
+        """``(round, ok)`` after release ``rnd`` met an ACL whose key patterns cover the lock key
+        but not the keys its release derives (``~app:*``, and the wake mark ``{app:x}:wake``):
+        the key alone again, by a command or script that touches nothing else (waking degrades
+        for such a user: its waiters sleep their backoff). ``ok``: a quorum deleted it in one
+        round or the other."""
+        _carrier, again = yield Op("release_plain", (self.key, token), None, True)
+        if rnd.successes + again.successes >= self._executor.quorum:
+            return again, True
+        return rnd, False
 
     def _release_token_plan(self, token: Union[str, bytes], signal: Any) -> Plan:
         token = token_of(token)
@@ -779,9 +810,17 @@ class LockBase:
             outcomes,
         )
 
+    def _scripts_refused(self, rnd: Any) -> ScriptsRefusedError:
+        """The error of an acquisition the masters refused for want of scripts (see
+        :func:`fastredlock.protocol.plans.refused_for_scripts`): it names the missing right."""
+        detail = next(d for d in rnd.details if scripts_refused(d))
+        what = ("a fenced lock" if self.fencing else f"a {type(self).__name__}" if self._family_kind
+                else "a plain lock")
+        return ScriptsRefusedError(f"lock {self.name!r} ({what}) not acquired: {detail}", self.name,
+                                   self._executor.outcomes(rnd, False))
+
     def _release_unconfirmed(self, rnd: Any, outcomes: List[MasterOutcome]) -> LockNotOwnedError:
-        silent = sum(1 for code in rnd.outcomes if code not in (oc.OK, oc.NO))
-        tail = f"; {silent} master(s) did not answer, where the key may stay until its TTL" if silent else ""
+        tail = answer_summary(rnd.outcomes, rnd.details)
         return LockNotOwnedError(
             f"lock {self.name!r} was not confirmed held on a quorum when released "
             f"({rnd.successes}/{self._executor.quorum} needed){tail}{self._executor.down_note(outcomes)}",

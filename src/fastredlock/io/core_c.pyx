@@ -55,7 +55,7 @@ import hiredis
 from ..protocol.session cimport Session
 from ..protocol.link cimport Link
 from ..protocol.driver cimport Driver
-from .encode_c cimport Commands, _grow
+from .encode_c cimport Commands, _grow, native_release1
 from ..protocol import outcomes as _oc
 from ..protocol import replies as _replies
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
@@ -63,7 +63,9 @@ from ..protocol.result import Round
 from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.family cimport lean_release, lean_release_of
-from ..protocol.handshake import native_deletes, native_extends
+from ..protocol.handshake import native_deletes, native_extends, native_releases
+from ..protocol.handshake import CAP_DELEX as _CAP_DELEX, CAP_DELIFEQ as _CAP_DELIFEQ
+from ..protocol.scripts import RELEASE_TAGGED as _RELEASE_TAGGED_SCRIPT
 from .tls import TlsConn, TlsError, context_for
 from .sentinel import Resolver, resolve
 from .cluster import refresh
@@ -132,6 +134,10 @@ cdef int KIND_SCRIPT_ACQUIRE = _replies.KIND_SCRIPT_ACQUIRE
 cdef int KIND_BITS = _replies.KIND_BITS
 cdef int KIND_READ = _replies.KIND_READ
 cdef int KIND_IFEQ = _replies.KIND_IFEQ
+cdef int KIND_NATIVE_DEL = _replies.KIND_NATIVE_DEL
+cdef int KIND_WAKE = _replies.KIND_WAKE
+cdef int CAP_DELEX = _CAP_DELEX
+cdef int CAP_DELIFEQ = _CAP_DELIFEQ
 cdef int OC_OK = _oc.OK
 cdef int OC_NO = _oc.NO
 
@@ -201,8 +207,20 @@ cdef inline Py_ssize_t _fast_reply(const char *p, Py_ssize_t n, int kind, int *c
     cdef Py_ssize_t pos
     cdef long long v = 0
     cdef bint neg = False
-    if kind == KIND_BITS or kind == KIND_READ:
-        return 0  # one bulk string per master, or any value read: hiredis reads it
+    if kind == KIND_BITS or kind == KIND_READ or kind == KIND_WAKE:
+        return 0  # one bulk string per master, or any value read, or the waiters' work: hiredis reads it
+    if kind == KIND_NATIVE_DEL:
+        # A native release's pair, both whole: the delete's ``:1``/``:0``, then its wake mark's.
+        # Deleted with the mark there (``:1`` ``:1``): the session writes the waiters' work (hiredis).
+        if n >= 8 and p[0] == b':' and p[2] == b'\r' and p[3] == b'\n' and p[4] == b':' and p[6] == b'\r' \
+                and p[7] == b'\n' and (p[5] == b'0' or p[5] == b'1'):
+            if p[1] == b'1' and p[5] == b'0':
+                code[0] = OC_OK
+                return 8
+            if p[1] == b'0':
+                code[0] = OC_NO
+                return 8
+        return 0
     if kind == KIND_SET or kind == KIND_IFEQ:
         if n >= 5:
             if memcmp(p, b"+OK\r\n", 5) == 0:
@@ -379,13 +397,13 @@ cdef class Core(Driver):
 
     def release(self, key, token):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
-        self._release1(_as_bytes(key), _as_bytes(token))
-        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        return self._run(KIND_SCRIPT, 1, (0,), True, self._release1(k, t))[0]
 
     def release_nowait(self, key, token):
         """:meth:`release` written to every master, returning at once: every outcome is PENDING."""
-        self._release1(_as_bytes(key), _as_bytes(token))
-        return self._run(KIND_SCRIPT, 1, (0,), False)[0]
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        return self._run(KIND_SCRIPT, 1, (0,), False, self._release1(k, t))[0]
 
     def release_quiet(self, key, token):
         """The cleanup of a failed attempt, not waited for (``RELEASE_FULL`` with ``QUIET`` gives
@@ -394,11 +412,34 @@ cdef class Core(Driver):
         self._enc.release_quiet(k, t)
         return self._run(KIND_SCRIPT, 1, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
 
-    cdef int _release1(self, bytes key, bytes token) except -1:
+    def release_plain(self, key, token):
+        """An owner-checked delete of the key alone, waited for (``RELEASE_FULL`` with ``QUIET``,
+        or the native delete): where an ACL's key patterns refuse the keys a release derives."""
+        cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+        self._enc.release_quiet(k, t)
+        return self._run(KIND_SCRIPT, 1, (0,), True, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
+
+    cdef object _release1(self, bytes key, bytes token):
         """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
         ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
-        :meth:`fastredlock.io.core_py.Core.release_each`)."""
-        return self._enc.release(key, token, lean_release(key) if self._session.routing is None else None)
+        :meth:`fastredlock.io.core_py.Core.release_each`); return its native forms, or None."""
+        cdef bytes script = lean_release(key) if self._session.routing is None else None
+        self._enc.release(key, token, script)
+        if script is not None and self._session.caps_seen:
+            return self._native_release(key, token, script is _RELEASE_TAGGED_SCRIPT)
+        return None
+
+    cdef tuple _native_release(self, bytes key, bytes token, bint tagged):
+        """:func:`fastredlock.protocol.handshake.native_release`, encoded in C, with only the forms
+        some master here runs (``Session.caps_any``)."""
+        cdef int caps = self._session.caps_any
+        cdef tuple keys = (key,)
+        if not caps & CAP_DELEX:
+            return ((CAP_DELIFEQ, native_release1(key, token, tagged, False), KIND_NATIVE_DEL, keys),)
+        if not caps & CAP_DELIFEQ:
+            return ((CAP_DELEX, native_release1(key, token, tagged, True), KIND_NATIVE_DEL, keys),)
+        return ((CAP_DELEX, native_release1(key, token, tagged, True), KIND_NATIVE_DEL, keys),
+                (CAP_DELIFEQ, native_release1(key, token, tagged, False), KIND_NATIVE_DEL, keys))
 
     def extend(self, key, token, long long ttl_ms):
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start
@@ -449,11 +490,22 @@ cdef class Core(Driver):
         if self._session.routing is not None:  # a cluster: one script per key (slot)
             self._enc.release_each(kbs, tbs, None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
+        if len(kbs) >= 2 and self._session.caps_seen:  # masters with a native release: one each
+            return self._release_each(kbs, tbs, wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)
             return self._run(KIND_BITS, len(kbs), (0,) * len(kbs), wait)
-        self._release1(<bytes>kbs[0], <bytes>tbs[0])
-        return self._run(KIND_SCRIPT, 1, (0,), wait)
+        return self._run(KIND_SCRIPT, 1, (0,), wait, self._release1(<bytes>kbs[0], <bytes>tbs[0]))
+
+    cdef list _release_each(self, list kbs, list tbs, bint wait):
+        """One release per key (:meth:`release_each`), with their native forms where every key can queue."""
+        cdef bytes script = lean_release_of(kbs) if self._session.routing is None else None
+        self._enc.release_each(kbs, tbs, script)
+        native = None
+        if self._session.caps_seen and self._session.routing is None and all(
+                [lean_release(<bytes>k) is not None for k in kbs]):
+            native = native_releases(kbs, tbs)
+        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait, native)
 
     def release_each(self, keys, tokens):
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
@@ -463,8 +515,7 @@ cdef class Core(Driver):
         kbs, tbs = _pairs(keys, tokens)
         if not kbs:
             return []
-        self._enc.release_each(kbs, tbs, lean_release_of(kbs) if self._session.routing is None else None)
-        return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), True)
+        return self._release_each(kbs, tbs, True)
 
     def extend_many(self, keys, tokens, ttls_ms):
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round."""

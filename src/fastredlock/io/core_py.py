@@ -23,13 +23,14 @@ from fastredlock.io import reader as hiredis  # hiredis, or the pure reader wher
 
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.link import MAX_OWED, STALE_AFTER
-from ..protocol.family import lean_release_of, sha_of
-from ..protocol.handshake import native_deletes, native_extends
+from ..protocol.family import lean_release, lean_release_of, sha_of
+from ..protocol.handshake import native_deletes, native_extends, native_release, native_releases
 from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
 from ..protocol.scripts import (
     EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA,
+    RELEASE_TAGGED,
 )
 from ..protocol.driver import Driver
 from fastredlock.io.tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -165,6 +166,13 @@ class Core(Driver):
         return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), False,
                             native)[0]
 
+    def release_plain(self, key: bytes, token: bytes) -> Round:
+        """An owner-checked delete of the key alone, waited for (``RELEASE_FULL`` with ``QUIET``,
+        or the native delete): where an ACL's key patterns refuse the keys a release derives."""
+        native = native_deletes((key,), (token,)) if self._session.caps_seen else None
+        return self._script(KIND_SCRIPT, RELEASE_FULL_SHA, RELEASE_FULL, [(b"1", key, token, QUIET)], (0,), True,
+                            native)[0]
+
     def extend(self, key: bytes, token: bytes, ttl_ms: int) -> Round:
         """Owner-checked ``PEXPIRE`` on all masters; validity is recomputed from this round's start."""
         return self.extend_many([key], [token], (ttl_ms,))[0]
@@ -197,7 +205,8 @@ class Core(Driver):
 
     def _release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
         k = len(keys)
-        if k < 2 or self._session.routing is not None:  # a cluster: one script per key (slot)
+        if k < 2 or self._session.routing is not None or self._session.caps_seen:
+            # a cluster: one script per key (slot); masters with a native release: one each too
             return self._release_each(keys, tokens, wait)
         args = (b"%d" % k, *keys, *tokens)
         return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)
@@ -213,9 +222,17 @@ class Core(Driver):
         return self._release_each(keys, tokens, True)
 
     def _release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
-        script = (lean_release_of(keys) if self._session.routing is None else None) or RELEASE_FULL
+        session = self._session
+        script = (lean_release_of(keys) if session.routing is None else None) or RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
-        return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait)
+        native = None
+        if session.caps_seen and session.routing is None:
+            if len(keys) == 1:
+                if script is not RELEASE_FULL:
+                    native = native_release(keys[0], tokens[0], script is RELEASE_TAGGED)  # (see protocol.handshake)
+            elif all(lean_release(key) is not None for key in keys):
+                native = native_releases(list(keys), list(tokens))
+        return self._script(KIND_SCRIPT, sha_of(script), script, args, (0,) * len(args), wait, native)
 
     def extend_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], ttls_ms: Sequence[int]) -> List[Round]:
         """Owner-checked ``PEXPIRE keys[i] ttls_ms[i]`` where ``keys[i]`` holds ``tokens[i]``, in one round

@@ -8,6 +8,7 @@ cdef extern from "encode_c.h":
     Py_ssize_t frl_head_len(int argc, int nargs, const Py_ssize_t *lens) nogil
 
 cdef void *_grow(void *ptr, size_t size) except NULL
+cdef bytes native_release1(bytes key, bytes token, bint tagged, bint delex)
 
 @cython.final
 cdef class Commands:

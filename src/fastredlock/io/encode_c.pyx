@@ -41,6 +41,64 @@ cdef inline void _arg(const char **args, Py_ssize_t *lens, int m, bytes value) n
     lens[m] = PyBytes_GET_SIZE(value)
 
 
+cdef inline Py_ssize_t _digits(Py_ssize_t n) noexcept nogil:
+    """Decimal digits of ``n`` >= 0."""
+    cdef Py_ssize_t d = 1
+    while n >= 10:
+        n = n // 10
+        d += 1
+    return d
+
+
+cdef inline char *_bulk(char *p, const char *data, Py_ssize_t n) noexcept nogil:
+    """Write ``$<n>\\r\\n<data>\\r\\n`` at ``p``; return the end."""
+    p[0] = b'$'
+    p += 1 + frl_fmt_ll(p + 1, n)
+    p[0] = b'\r'; p[1] = b'\n'
+    memcpy(p + 2, data, n)
+    p += 2 + n
+    p[0] = b'\r'; p[1] = b'\n'
+    return p + 2
+
+
+cdef bytes native_release1(bytes key, bytes token, bint tagged, bint delex):
+    """One plain release's native form, built in C: ``DELIFEQ key token`` (``delex``: ``DELEX key
+    IFEQ token``) and ``EXISTS`` of the key's wake mark (``key:wake`` where ``tagged``, else
+    ``{key}:wake``), back to back: the bytes of :func:`fastredlock.protocol.handshake.native_release`."""
+    cdef Py_ssize_t lk = PyBytes_GET_SIZE(key), lt = PyBytes_GET_SIZE(token)
+    cdef Py_ssize_t lm = lk + (5 if tagged else 7)
+    cdef Py_ssize_t size = ((15 + 10) if delex else 17) + 16
+    size += 5 + _digits(lk) + lk + 5 + _digits(lt) + lt + 5 + _digits(lm) + lm
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char *p = PyBytes_AS_STRING(out)
+    if delex:
+        memcpy(p, b"*4\r\n$5\r\nDELEX\r\n", 15)
+        p = _bulk(p + 15, PyBytes_AS_STRING(key), lk)
+        memcpy(p, b"$4\r\nIFEQ\r\n", 10)
+        p += 10
+    else:
+        memcpy(p, b"*3\r\n$7\r\nDELIFEQ\r\n", 17)
+        p = _bulk(p + 17, PyBytes_AS_STRING(key), lk)
+    p = _bulk(p, PyBytes_AS_STRING(token), lt)
+    memcpy(p, b"*2\r\n$6\r\nEXISTS\r\n$", 17)
+    p += 17 + frl_fmt_ll(p + 17, lm)
+    p[0] = b'\r'; p[1] = b'\n'
+    p += 2
+    if tagged:
+        memcpy(p, PyBytes_AS_STRING(key), lk)
+        memcpy(p + lk, b":wake\r\n", 7)
+    else:
+        p[0] = b'{'
+        memcpy(p + 1, PyBytes_AS_STRING(key), lk)
+        memcpy(p + 1 + lk, b"}:wake\r\n", 8)
+    return out
+
+
+def native_release_bytes(bytes key, bytes token, bint tagged, bint delex):
+    """:func:`native_release1` for the tests (they compare it with the protocol's bytes)."""
+    return native_release1(key, token, tagged, delex)
+
+
 @cython.final
 cdef class Commands:
     """The encoded commands of the round in progress (one per core, reused round after round)."""

@@ -60,6 +60,11 @@ class Driver:
         #: watches the fd must forget it first: a closed fd's number is reused at once).
         self.on_close = None
 
+    def no_scripts(self):
+        """Send no scripts from now on (the client's ``scripts=False``; see
+        :meth:`.session.Session.no_scripts`). Call before the first round."""
+        self._session.no_scripts()
+
     # --- the I/O, provided by the twin ------------------------------------------------------------
     def clock(self):
         """The clock of the deadlines (monotonic seconds)."""

@@ -13,6 +13,7 @@ cdef class Owed:
     cdef public object sink       # the Round or list of Rounds its outcome fills in; None: already final
     cdef public bint retried      # the command was sent again on a reopened connection ("no" may be ours)
     cdef public bint expired      # the deadline passed: outcome TIMEOUT, the reply is read and dropped
+    cdef public object key        # a native release's key (its waiters' work may follow), else None
 
 @cython.final
 cdef class Link:
@@ -53,6 +54,15 @@ cdef class Link:
     cdef public bint use_eval          # an owed reply said NOSCRIPT: the next script round sends EVAL here
     cdef public bint loaded            # every SCRIPT LOAD of this connection answered, none refused
     cdef public bint load_failed       # one was refused (loaded stays False)
+    cdef public bint half              # the first reply of a native release's pair was read
+    cdef public object half_reply      # ... that reply (or None)
+    cdef public object half_error      # ... or its error message (or None)
+    cdef public list waking            # this round's commands requeued as the waiters' work; None: none
+    cdef public list after             # waiters' work found by owed replies in a round, written at its end
+    cdef public bint gated             # the commands wait for the handshake's, SCRIPT LOADs' and probes' answers
+    cdef public bint noscripts         # the master refuses scripts to this user (or scripts_off)
+    cdef public object noscripts_why   # how it said so (the error reply), or None
+    cdef public bint scripts_off       # the client sends no scripts (scripts=False), on every connection
 
     cpdef bint unsent(self)
     cpdef bint expecting(self)
@@ -63,6 +73,9 @@ cdef class Link:
     cpdef requeue(self, Py_ssize_t j)
     cpdef request_open(self, bytes first)
     cpdef bytes preloaded(self, bytes first)
+    cpdef bint ungated(self)
+    cpdef Py_ssize_t probes_written(self) except -1
+    cdef _forget_pairs(self)
     cpdef request_close(self)
     @cython.locals(entry=Owed, count=Py_ssize_t)
     cpdef Py_ssize_t pending(self) except -1

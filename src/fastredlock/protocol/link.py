@@ -13,7 +13,7 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
-from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, handshake
+from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, SCRIPT_PROBE, handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
 from .result import settle_sink
@@ -31,6 +31,8 @@ class Owed:
     """A reply a connection still owes to a round that already returned."""
 
     def __init__(self, kind, deadline, sink, retried, expired):
+        #: For a native release (KIND_NATIVE_DEL): its key (the waiters' work may follow); else None.
+        self.key = None
         self.kind = kind
         self.deadline = deadline
         #: The Round (or list of Rounds) whose outcome for this master waits for the reply; None:
@@ -66,7 +68,7 @@ class Link:
         self.load_failed = False
         #: Written after them: the probes of the native commands (:mod:`.handshake`), or b"" (not
         #: for a cluster's links: their commands go by slot, always as scripts).
-        self.probe = PROBE if preload and spec.cluster is None else b""
+        self.probe = PROBE + SCRIPT_PROBE if preload and spec.cluster is None else b""
         #: Answers to those probes still to come (each may add a capability).
         self.probes = 0
         #: What the master runs natively, for this connection's user (``CAP_*`` bits of
@@ -104,10 +106,25 @@ class Link:
         self.waited = False        # the round waits for this master's replies
         self.best_effort = False   # cooling down after a timeout: written if it takes it, never waited for
         self.use_eval = False      # an owed reply said NOSCRIPT: the next script round sends EVAL here
+        # --- native releases (two replies per command, see Session.reply) and scripts refused
+        self.half = False          # the first reply of a native release's pair was read (kept below)
+        self.half_reply = None
+        self.half_error = None
+        self.waking = None         # this round's commands requeued as the waiters' work (WAKE_AFTER), or None
+        self.after = None          # waiters' work found by owed replies in a round: (command, Owed), written at its end
+        #: The payload waits for the answers of the handshake, the SCRIPT LOADs and the probes (a
+        #: new connection that probes): then it is chosen knowing what the master runs.
+        self.gated = False
+        #: This master refuses scripts to this connection's user (or the client sends none):
+        #: ``noscripts_why`` says how (the error reply), for the errors that name the missing right.
+        self.noscripts = False
+        self.noscripts_why = None
+        #: The client sends no scripts at all (``scripts=False``): set once, kept across connections.
+        self.scripts_off = False
 
     def unsent(self):
         """Whether this round's commands are not all written yet (connecting, handshake, partial write)."""
-        return bool(self.out) or self.skip >= 0 or self.connecting
+        return bool(self.out) or self.skip >= 0 or self.connecting or self.gated
 
     def expecting(self):
         """Whether replies are still to be read on this connection (owed, or this round's)."""
@@ -154,7 +171,17 @@ class Link:
         self.loaded = self.load_failed = False
         self.probes = 0
         self.caps = 0
-        if self.hello_kinds:
+        self._forget_pairs()
+        self.noscripts = self.scripts_off
+        self.noscripts_why = "the client option scripts=False" if self.scripts_off else None
+        if self.probe:
+            # Gated: the handshake, the SCRIPT LOADs and the probes go first, in one write; the
+            # commands follow once all are answered, chosen knowing what the master runs for this
+            # user (no acquisition where a lock could not be released; no script where refused).
+            self.out = self.hello + self.preloaded(b"")
+            self.skip = 0 if self.hello_kinds else -1
+            self.gated = True
+        elif self.hello_kinds:
             # The handshake goes first, alone: if AUTH, SELECT or INFO fails, no command of ours
             # may have run (on the wrong db, or without the checks restart-aware voting needs).
             self.out = self.hello
@@ -169,8 +196,28 @@ class Link:
         if not self.preload and not self.probe:
             return first
         self.preloads = len(PRELOADED) if self.preload else 0
-        self.probes = PROBES if self.probe else 0
+        self.probes = self.probes_written()
         return self.preload + self.probe + first
+
+    def probes_written(self):
+        """How many answers :attr:`probe` brings: the native probes, and the script probe behind
+        them where it is written (:data:`~.handshake.SCRIPT_PROBE`)."""
+        if not self.probe:
+            return 0
+        return PROBES + 1 if len(self.probe) > len(PROBE) else PROBES
+
+    def ungated(self):
+        """Whether a gated link has every answer it waited for (its commands may now go)."""
+        return self.gated and self.skip < 0 and self.preloads == 0 and self.probes == 0
+
+    def _forget_pairs(self):
+        """A connection opens or closes: no half-read native release, no waiters' work to write."""
+        self.half = False
+        self.half_reply = None
+        self.half_error = None
+        self.waking = None
+        self.after = None
+        self.gated = False
 
     def request_close(self):
         """Ask the twin to close the socket (close only: a fork sibling may share it)."""
@@ -185,6 +232,7 @@ class Link:
         self.preloads = 0
         self.loaded = False
         self.probes = 0
+        self._forget_pairs()
 
     def pending(self):
         """How many owed replies would still fill in a PENDING outcome."""
@@ -240,6 +288,7 @@ class Link:
     def owe(self, kind, deadline, sink, expired):
         """The reply to a command of this round is owed to a round that returned (or timed out)."""
         entry = Owed.__new__(Owed)  # (no __init__ call: cheaper compiled, the same interpreted)
+        entry.key = None
         entry.kind = kind
         entry.deadline = deadline
         entry.sink = sink

@@ -25,6 +25,7 @@ A round (:mod:`.session`) tells what each master answered and whether a quorum d
 from .outcomes import (
     CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
+from .replies import refused_by_acl, scripts_refused
 from .result import validity_ms
 
 #: The verdicts of :func:`renewal_verdict`.
@@ -53,6 +54,50 @@ def left_behind(rnd):
 def left_behind_of(rounds):
     """The indices of a batch's acquisition rounds that :func:`left_behind` says to release."""
     return [j for j in range(len(rounds)) if left_behind(rounds[j])]
+
+
+def refused_for_scripts(rnd, quorum):
+    """Whether round ``rnd`` missed its quorum because masters refuse scripts (or would not take
+    a lock they could not release: :data:`~.replies.NO_SAFE_RELEASE`): so many said so that no
+    quorum could have answered otherwise. Nothing was sent to them."""
+    details = rnd.details
+    if details is None:
+        return False
+    count = 0
+    for detail in details:
+        if scripts_refused(detail):
+            count += 1
+    return count > len(rnd.outcomes) - quorum
+
+
+def answer_summary(outcomes, details):
+    """How the masters that did not confirm a release answered, for its error: ``""`` when each
+    answered yes or no; else how many did not answer, and how many answered with an error (those
+    refused by the ACL said apart: a key pattern or a command the user lacks)."""
+    silent = acl = errors = 0
+    for idx in range(len(outcomes)):
+        code = outcomes[idx]
+        if code == OK or code == NO:
+            continue
+        if code == ERROR_REPLY:
+            detail = details[idx] if details is not None else None
+            if refused_by_acl(detail):
+                acl += 1
+            else:
+                errors += 1
+        else:
+            silent += 1
+    parts = []
+    if acl:
+        parts.append("%d master(s) refused it by the ACL (grant the user the keys and commands a release "
+                     "touches: see the guide's ACL rules)" % acl)
+    if errors:
+        parts.append("%d master(s) answered with an error" % errors)
+    if silent:
+        parts.append("%d master(s) did not answer" % silent)
+    if not parts:
+        return ""
+    return "; " + ", ".join(parts) + ", where the key may stay until its TTL"
 
 
 def fence_of(values):

@@ -32,6 +32,24 @@ KIND_READ = 5
 #: ``:1``/``:0`` as the release script does: they are read as KIND_SCRIPT.)
 KIND_IFEQ = 6
 
+#: A native owner-checked delete of a plain lock's release (``DELIFEQ key token`` or ``DELEX key
+#: IFEQ token``) written with ``EXISTS`` of its wake mark right behind it: two replies per
+#: command, read as one answer (see :meth:`.session.Session.reply`): ``:1`` deleted, ``:0`` not
+#: the owner; where it deleted and the mark exists, the waiters' work follows (:data:`KIND_WAKE`).
+KIND_NATIVE_DEL = 7
+#: The waiters' work that follows a native release which found the wake mark (``WAKE_AFTER``):
+#: ``:1``/``:2``/``:3`` as the release script's (the key was deleted already: never "not the
+#: owner"); an error reply means only that nobody was woken.
+KIND_WAKE = 8
+
+#: The detail of a master that refuses scripts (an ACL without ``@scripting``, a server without
+#: Lua, or ``scripts=False``) where the operation needs one; :func:`scripts_refused` finds it.
+NO_SCRIPTS = "scripts refused"
+#: The detail of a master where the client refused to acquire: it runs no scripts and has no
+#: native owner-checked delete, so a lock there could not be released safely.
+NO_SAFE_RELEASE = ("scripts refused and no DELIFEQ/DELEX: the client does not acquire where it could not "
+                   "release safely (grant @scripting, or use Valkey >= 9.0 / Redis >= 8.4)")
+
 #: The detail of a release's OK where its wake-up message reached a subscriber (someone waited):
 #: the releaser then lets the woken waiters go first (see fastredlock.engine.wake).
 WOKE = "woke waiters"
@@ -54,15 +72,15 @@ def classify(kind, reply):
             return OK, None, None
         if reply is None:
             return NO, None, None
-    elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE:
+    elif kind == KIND_SCRIPT or kind == KIND_SCRIPT_ACQUIRE or kind == KIND_NATIVE_DEL or kind == KIND_WAKE:
         if isinstance(reply, int):
             if reply == 1:
                 return OK, None, None
             if reply == 0:
                 return NO, None, None
-            if reply == 2 and kind == KIND_SCRIPT:
+            if reply == 2 and (kind == KIND_SCRIPT or kind == KIND_WAKE):
                 return OK, WOKE, None
-            if reply == 3 and kind == KIND_SCRIPT:
+            if reply == 3 and (kind == KIND_SCRIPT or kind == KIND_WAKE):
                 return OK, TURN, None
     elif kind == KIND_READ:
         if reply is None:
@@ -99,6 +117,35 @@ def is_unsupported(message):
     (unknown, a refused option, an ACL): the script does the same work."""
     return message.startswith(("ERR unknown command", "ERR syntax error", "ERR wrong number of arguments",
                                "ERR unknown subcommand", "NOPERM"))
+
+
+def refuses_scripts(message):
+    """Whether an error reply to ``SCRIPT``/``EVAL``/``EVALSHA`` says this master runs no
+    scripts for this user: an ACL without the command (``NOPERM``, not a key it refused), or a
+    server without them (an unknown command)."""
+    if message.startswith("NOPERM"):
+        return "key" not in message and "channel" not in message
+    return message.startswith("ERR unknown command")
+
+
+def refused_by_acl(message):
+    """Whether an outcome's detail (an error reply) says the ACL refused the command or a key it
+    touches (``NOPERM``; inside a script, Valkey's "ACL failure" and Redis 7's "can't access")."""
+    return type(message) is str and (message.startswith("NOPERM") or "ACL failure" in message
+                                      or refused_a_key(message))
+
+
+def refused_a_key(detail):
+    """Whether an outcome's ``detail`` (an error reply) says the ACL refused a key the command or
+    its script touched (a key pattern such as ``~app:*`` leaves out a lock's derived keys)."""
+    return type(detail) is str and ("permissions to access a key" in detail or "can't access at least one" in detail
+                                    or (detail.startswith("NOPERM") and "key" in detail))
+
+
+def scripts_refused(detail):
+    """Whether an outcome's ``detail`` says the master refuses scripts (:data:`NO_SCRIPTS`, or
+    :data:`NO_SAFE_RELEASE`)."""
+    return type(detail) is str and detail.startswith(NO_SCRIPTS)
 
 
 def what(code, detail):

@@ -4,9 +4,9 @@ The release and extend scripts are owner-checked: they act only where the key st
 acquisition's token, so a client whose lock expired and was taken by another can never delete or
 prolong the new holder's key.
 The cores send ``EVALSHA`` first and fall back to ``EVAL`` on ``NOSCRIPT`` (a restarted master has
-an empty script cache). Where a master runs an owner-checked command natively and the operation
-needs nothing else (an extension; the cleanup of a failed attempt), the cores send that instead
-(see :mod:`.handshake`).
+an empty script cache). Where a master runs an owner-checked command natively, the cores send that
+instead (see :mod:`.handshake`): an extension, the cleanup of a failed attempt, and the plain
+release, whose waiters' work alone (``WAKE_AFTER``) then runs as a script, where someone waits.
 
 What a script costs a master, measured (``benchmarks/master_cpu.py``, Redis 7.0): a Lua call is
 far dearer than a command (a script that only returns costs about two ``SET``s), each
@@ -189,6 +189,66 @@ return woke
 RELEASE = _RELEASE_LEAN.replace(b"MARK", b"'{' .. KEYS[1] .. '}%s'" % WAKE_SUFFIX)
 RELEASE_TAGGED = _RELEASE_LEAN.replace(b"MARK", b"KEYS[1] .. '%s'" % WAKE_SUFFIX)
 
+# WAKE_AFTER (the waiters' work of a native release: see fastredlock.protocol.handshake,
+# native_releases. The release went out as DELIFEQ/DELEX IFEQ with EXISTS of the wake mark in the
+# same write; this follows, in a write of its own, only where that delete deleted and the mark was there)
+# KEYS[1]  the lock key (its mark, queue and turn are derived as the lean release derives them)
+# Returns  1 nothing done (or nobody heard), 3 the turn given to a queued waiter whose client heard
+#          it, 2 the lock's channel had a subscriber: as RELEASE does where it deleted.
+# No owner check is needed (the delete had it), but between the two a new holder may have taken
+# the key, or another release may have done this work. So: a key held again is left alone (the
+# mark stays: the new holder's release finds it and does the work); a mark gone means another
+# release did it; a turn still given means a waiter is being woken already (a second turn would
+# take the first one's). Otherwise it does what the lean release does after its DEL (a turn or a
+# wake-up message), and marks the name again where it woke someone or waiters stay queued, else
+# deletes the mark (the lean release deleted it with the key).
+WAKE_AFTER = _TAGGED + b"""\
+local mark = tagged(KEYS[1], ':wake')
+if not mark or redis.call('exists', KEYS[1]) == 1 then
+    return 1
+end
+local base = string.sub(mark, 1, -6)
+local queue = base .. ':wait'
+if redis.call('exists', mark) == 0 or redis.call('exists', base .. ':next') == 1 then
+    return 1
+end
+local woke = 1
+if redis.call('exists', queue) == 1 then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+        local head = redis.call('zpopmin', queue)
+        if #head == 0 then
+            break
+        end
+        local last = tonumber(string.match(head[1], '|(%d+)$') or '0')
+        if last == 0 or last > now then
+            local turn = base .. ':next'
+            redis.call('set', turn, head[1], 'PX', TURN_MS)
+            local told = redis.pcall('publish', 'fastredlock-turn:' .. string.match(head[1], '^[^.]*'), head[1])
+            if type(told) == 'number' and told > 0 then
+                woke = 3
+            else
+                redis.call('del', turn)
+            end
+            break
+        end
+    end
+end
+if woke == 1 then
+    local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
+    if type(heard) == 'number' and heard > 0 then
+        woke = 2
+    end
+end
+if woke > 1 or redis.call('exists', queue) == 1 then
+    redis.call('set', mark, '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
+else
+    redis.call('del', mark)
+end
+return woke
+""".replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS)
+
 # MARK (a waiter that listens for the next release without a place in the queue: a fenced lock's,
 # or a plain lock's before its first queued attempt)
 # KEYS[1]  the wake mark
@@ -285,6 +345,7 @@ RELEASE_SHA = hashlib.sha1(RELEASE).hexdigest().encode()
 RELEASE_FULL_SHA = hashlib.sha1(RELEASE_FULL).hexdigest().encode()
 RELEASE_TAGGED_SHA = hashlib.sha1(RELEASE_TAGGED).hexdigest().encode()
 MARK_SHA = hashlib.sha1(MARK).hexdigest().encode()
+WAKE_AFTER_SHA = hashlib.sha1(WAKE_AFTER).hexdigest().encode()
 ACQUIRE_NO_EXPIRY_SHA = hashlib.sha1(ACQUIRE_NO_EXPIRY).hexdigest().encode()
 ACQUIRE_QUEUED_SHA = hashlib.sha1(ACQUIRE_QUEUED).hexdigest().encode()
 EXTEND_SHA = hashlib.sha1(EXTEND).hexdigest().encode()
@@ -403,5 +464,5 @@ RELEASE_MANY_SHA = hashlib.sha1(RELEASE_MANY).hexdigest().encode()
 
 
 #: The scripts above that a client may send, loaded on every new connection (:mod:`.handshake`).
-PRELOADED_PLAIN = (RELEASE, RELEASE_TAGGED, RELEASE_FULL, MARK, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
+PRELOADED_PLAIN = (RELEASE, RELEASE_TAGGED, RELEASE_FULL, WAKE_AFTER, MARK, UNQUEUE, ACQUIRE_QUEUED, EXTEND, RELEASE_SIGNAL, FENCED_ACQUIRE, FENCE_WRITE,
                    ACQUIRE_ALL, RELEASE_MANY)

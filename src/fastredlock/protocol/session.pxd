@@ -8,12 +8,15 @@ from .cluster cimport ClusterRouting, requeue_asking
 cdef int C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED
 cdef int C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR
 cdef int SENTINEL_ERROR, HELLO_ROLE
-cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
+cdef int KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, KIND_NATIVE_DEL, KIND_WAKE
+cdef int CAP_DELEX, CAP_DELIFEQ
 cdef int HEALTHY, TIMED_OUT
 
-from .handshake cimport hello_reply, probe_answer
+from .handshake cimport hello_reply, probe_answer, wake_after
 cdef Py_ssize_t PROBES
-from .replies cimport bits, classify, is_acquisition, is_noscript, is_unsupported, unexpected, what
+cdef bytes PROBE
+from .replies cimport bits, classify, is_acquisition, is_noscript, is_unsupported, refuses_scripts, unexpected, what
+cdef str NO_SAFE_RELEASE, NO_SCRIPTS
 from .result cimport decide, set_outcome, settle_sink
 
 cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
@@ -53,6 +56,7 @@ cdef class Session:
     cdef public object make_fallbacks   # returns those forms; None: the commands are no scripts
     cdef public object native           # the round's native forms ((cap, payload, kind), ...), or None
     cdef public bint caps_seen          # some link learned a capability (a twin then offers native forms)
+    cdef public int caps_any            # the union of the capabilities links learned (only grows)
     cdef public object ttls_ms          # per key, the TTL whose validity it earns (0: none); rows entries
     cdef public list outcomes           # per key and master (j * n + i), an outcome code (PENDING at first)
     cdef public object details          # None, or a list like outcomes of messages (None: nothing to say)
@@ -65,12 +69,23 @@ cdef class Session:
     @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
+    @cython.locals(link=Link)
+    cpdef no_scripts(self)
     cdef object _fallback_payload(self)
     cdef _map_failed(self, Py_ssize_t i, double now)
     @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, cap=int, kind=int)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
     cdef _start(self, Link link, double deadline)
+    @cython.locals(cmds=list, cap=int, form=tuple, native=tuple, f=Py_ssize_t)
+    cdef bint _choose(self, Link link) except -1
+    @cython.locals(j=Py_ssize_t)
+    cdef _refuse(self, Link link, object detail)
+    cdef _ungate(self, Link link, double now)
+    cdef int _kind_next(self, Link link) except -1
+    @cython.locals(entry=Owed)
+    cdef _write_after(self, Link link)
+    cdef int _pair_mark(self, Link link, object reply, object error) except -2
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
     @cython.locals(row=Py_ssize_t)
@@ -82,7 +97,7 @@ cdef class Session:
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
     @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,
-                   values=object, drow=object, outcomes=list, kind=int)
+                   values=object, drow=object, outcomes=list, kind=int, entry=Owed)
     cpdef list finish(self, double now)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
     cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
@@ -102,13 +117,14 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int)
+    @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
+                   n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
-    @cython.locals(entry=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list)
+    @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)
     cdef bint _owed_reply(self, Link link, object reply, object error, double now) except -1
     @cython.locals(entry=Owed, i=Py_ssize_t, owed=list)
     cdef bint _owed_answer(self, Link link, int code, object detail, object value, double now) except -1

@@ -43,14 +43,15 @@ never looks at any of this (``routing`` is None).
 """
 from array import array
 
-from .handshake import HELLO_ROLE, PROBES, hello_reply, probe_answer
+from .handshake import CAP_DELEX, CAP_DELIFEQ, HELLO_ROLE, PROBE, PROBES, hello_reply, probe_answer, wake_after
 from .health import HEALTHY, TIMED_OUT, Health
-from .link import Link
+from .link import Link, Owed
 from .outcomes import (
     C_CONNECT_ERRORS, C_CONNECTION_ERRORS, C_ERROR_REPLIES, C_LATE, C_PROTOCOL_ERRORS, C_SKIPPED, C_TIMEOUTS, CONN_ERROR, ERROR_REPLY, NO, OK, PENDING, PROTOCOL_ERROR, SENTINEL_ERROR, SKIPPED, TIMEOUT, TLS_ERROR,
 )
 from .replies import (
-    KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET, bits, classify, is_acquisition, is_noscript, is_unsupported, unexpected, what,
+    KIND_BITS, KIND_FENCED, KIND_NATIVE_DEL, KIND_READ, KIND_SCRIPT, KIND_SET, KIND_WAKE, NO_SAFE_RELEASE, NO_SCRIPTS, bits,
+    classify, is_acquisition, is_noscript, is_unsupported, refuses_scripts, unexpected, what,
 )
 from .result import decide, set_outcome, settle_sink
 from .cluster import ClusterRouting, requeue_asking
@@ -118,10 +119,26 @@ class Session:
         #: Some link learned a capability (:mod:`.handshake`'s probes): a twin then offers the
         #: native forms of the rounds that have them (until then, it never builds them).
         self.caps_seen = False
+        #: Every capability some link learned (the union: a twin builds only the forms it may use).
+        self.caps_any = 0
         self.outcomes, self.details, self.values, self.modes = [], None, None, None
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
         self.undecided = 0
+
+    def no_scripts(self):
+        """The client sends no scripts (``scripts=False``): new connections load none, and every
+        link acts as a master that refuses them (native commands only; what needs a script is
+        refused before it is sent). Not for cluster masters (their commands go as scripts)."""
+        if self.routing is not None:
+            raise ValueError("scripts=False does not work with cluster masters (their commands go as scripts)")
+        for link in self.links:
+            link.scripts_off = True
+            link.preload = b""
+            if link.probe:
+                link.probe = PROBE  # (no script probe either)
+            link.noscripts = True
+            link.noscripts_why = "the client option scripts=False"
 
     # --- the round -------------------------------------------------------------------------
     def begin(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, now, native=None):
@@ -252,17 +269,52 @@ class Session:
             return
         link.best_effort = mode == TIMED_OUT
         link.waited = self.wait and not link.best_effort
-        if self.native is not None and link.caps and link.open and cmds is None:
-            for cap, payload, kind in self.native:
+        link.waking = None
+        if not link.open:
+            link.payload = b""
+            link.request_open(b"")
+            if not link.gated:  # (a cluster's node: its commands follow the handshake, chosen now)
+                self._choose(link)
+                link.out = link.preloaded(link.payload) if link.skip < 0 else link.out
+            link.reused = False
+            link.deadline = deadline
+        else:
+            if not self._choose(link):
+                return
+            link.out = link.payload
+            link.skip = -1
+            link.reused = True
+            link.deadline = self.io_deadline
+        link.polled = True
+
+    def _choose(self, link):
+        """Choose what this round writes on ``link`` (its master's capabilities known, or not yet:
+        the scripts): the native form, EVALSHA or EVAL; or nothing, where the master refuses
+        scripts and the round needs one, or refuses them and could not release what an
+        acquisition would take (the outcomes then say so). False: nothing is written."""
+        cmds = link.cmds
+        link.kind = self.kind
+        link.native = 0
+        native = self.native
+        if native is not None and link.caps and link.open and cmds is None:
+            for f in range(len(native)):  # (indexed: no iterator object, compiled)
+                form = native[f]
+                cap = form[0]
                 if link.caps & cap:
                     # The master runs it natively: no script, no NOSCRIPT (nor EVAL where nobody waits).
-                    link.payload = payload
-                    link.kind = kind
+                    link.payload = form[1]
+                    link.kind = form[2]
                     link.native = cap
-                    break
-        if link.native:
-            pass
-        elif self.make_fallbacks is None or ((link.waited or link.loaded) and not link.use_eval):
+                    return True
+        if link.noscripts:
+            if self.make_fallbacks is not None:
+                self._refuse(link, "%s (%s): this operation needs @scripting (EVAL, EVALSHA, SCRIPT)"
+                             % (NO_SCRIPTS, link.noscripts_why))
+                return False
+            if self.acquisition and not link.caps & (CAP_DELIFEQ | CAP_DELEX) and not link.gated:
+                self._refuse(link, "%s (%s)" % (NO_SAFE_RELEASE, link.noscripts_why))
+                return False
+        if self.make_fallbacks is None or ((link.waited or link.loaded) and not link.use_eval):
             # (Not waited for, EVALSHA still goes where this connection's SCRIPT LOADs were all
             # answered: a release that does not wait costs the master no script text.)
             link.payload = self.payload if cmds is None else self.routing.payload(link, None)
@@ -273,16 +325,23 @@ class Session:
             link.payload = (b"".join(self._fallback_payload()) if cmds is None
                             else self.routing.payload(link, self._fallback_payload()))
             link.use_eval = False
-        if not link.open:
-            link.request_open(link.payload)
-            link.reused = False
-            link.deadline = deadline
-        else:
-            link.out = link.payload
-            link.skip = -1
-            link.reused = True
-            link.deadline = self.io_deadline
-        link.polled = True
+        return True
+
+    def _refuse(self, link, detail):
+        """Write nothing of this round on ``link``: every key's outcome there is an error reply
+        saying ``detail`` (the master refuses what the round needs; it was not asked)."""
+        link.expect(0)
+        link.polled = False
+        link.payload = b""
+        for j in range(self.rows):
+            self._record(j, link.master, ERROR_REPLY, detail, None)
+
+    def _ungate(self, link, now):
+        """A gated link has its answers: write this round's commands, chosen now (or none)."""
+        link.gated = False
+        if self.in_round and link.waiting() and link.payload == b"" and self._choose(link):
+            link.out += link.payload
+        self._stamp(now)
 
     def _record(self, j, i, code, detail, value):
         """Set master ``i``'s outcome of key ``j``; decide the round early when it can be."""
@@ -383,15 +442,39 @@ class Session:
             ))
         for link in self.links:
             while link.waiting():
-                kind = link.kind if link.head < link.end else self.kind
+                kind = self._kind_next(link)
                 j = _cmd(link, link.pop_cmd())
                 if j < 0:
                     link.owe(KIND_SET, link.deadline, None, False)  # an ASKING's +OK
                 else:
                     link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                    if kind == KIND_NATIVE_DEL:
+                        entry = link.owed[len(link.owed) - 1]  # (compiled without wraparound)
+                        entry.key = self.native[0][3][j]
             link.polled = False
+            if link.after is not None:
+                self._write_after(link)
         self.in_round = False
         return rounds
+
+    def _kind_next(self, link):
+        """How the reply to ``link``'s next command of this round is read."""
+        if link.head < link.end:
+            return link.kind
+        if link.waking is not None and link.requeued is not None and link.requeued[0] in link.waking:
+            return KIND_WAKE
+        return self.kind
+
+    def _write_after(self, link):
+        """Write the waiters' work that owed native releases found in a round (it goes behind the
+        round's commands, so its replies are owed behind theirs)."""
+        after = link.after
+        link.after = None
+        if not link.open:
+            return
+        for cmd, entry in after:
+            link.out += cmd
+            link.owed.append(entry)
 
     # --- what the twin reports ---------------------------------------------------------------
     def connect_failed(self, i, detail, now):
@@ -463,15 +546,15 @@ class Session:
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
         link = self.links[i]
-        if link.skip >= 0 or link.preloads > 0 or link.probes > 0:
-            return -1
+        if link.skip >= 0 or link.preloads > 0 or link.probes > 0 or link.half:
+            return -1  # (half: the second reply of a native release's pair, read by reply())
         if link.owed:
             entry = link.owed[0]
             return entry.kind
         if link.waiting():
             if link.cmds is not None and link.cmds[link.next_cmd()] < 0:
                 return -1  # an ASKING's reply: parsed and dropped by reply()
-            return link.kind if link.head < link.end else self.kind  # (a requeued command: its EVAL)
+            return self._kind_next(link)  # (a requeued command: its EVAL, or the waiters' work)
         return -1
 
     def partial(self, i):
@@ -517,25 +600,41 @@ class Session:
             link.skip += 1
             if link.skip == len(link.hello_kinds):
                 link.skip = -1
-                link.out = link.preloaded(link.payload)
+                if link.gated:
+                    if link.ungated():
+                        self._ungate(link, now)
+                else:
+                    link.out = link.preloaded(link.payload)
             return True
         if link.preloads > 0:
-            # A SCRIPT LOAD's answer (a refusal, by an ACL, costs only the EVAL fallback). Like an
-            # owed reply it is no answer of this round: got_data stays (a stale connection that
-            # fails next is still retried).
+            # A SCRIPT LOAD's answer (a refusal, by an ACL, costs only the EVAL fallback; one that
+            # says scripts are refused to this user makes the link send none). Like an owed reply
+            # it is no answer of this round: got_data stays (a stale connection that fails next
+            # is still retried).
             link.preloads -= 1
             if error is not None:
                 link.load_failed = True
             if link.preloads == 0:
                 link.loaded = not link.load_failed
+            if link.ungated():
+                self._ungate(link, now)
             return True
         if link.probes > 0:
-            # A probe's answer (:mod:`.handshake`): a capability from the next round on, or none.
-            cap = probe_answer(PROBES - link.probes, reply, error)
+            # A probe's answer (:mod:`.handshake`): a capability, or none; the script probe's:
+            # whether this user may run scripts at all.
+            n = link.probes_written() - link.probes
             link.probes -= 1
-            if cap:
-                link.caps |= cap
-                self.caps_seen = True
+            if n < PROBES:
+                cap = probe_answer(n, reply, error)
+                if cap:
+                    link.caps |= cap
+                    self.caps_seen = True
+                    self.caps_any |= cap
+            elif error is not None and refuses_scripts(error) and not link.noscripts:
+                link.noscripts = True
+                link.noscripts_why = error[:160]
+            if link.ungated():
+                self._ungate(link, now)
             return True
         if link.owed:
             return self._owed_reply(link, reply, error, now)
@@ -546,6 +645,40 @@ class Session:
         if link.cmds is not None and link.cmds[link.next_cmd()] < 0:
             link.pop_cmd()  # ASKING's +OK (or its error: the command after it answers for itself)
             return True
+        if link.head < link.end:
+            if link.kind == KIND_NATIVE_DEL:
+                # A native release: the delete's reply, then its wake mark's (read as one answer).
+                if not link.half:
+                    link.half = True
+                    link.half_reply = reply
+                    link.half_error = error
+                    return True
+                mark = self._pair_mark(link, reply, error)
+                reply = link.half_reply
+                error = link.half_error
+                link.half_reply = link.half_error = None
+                if mark < 0:
+                    return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
+                if error is None and mark == 1 and reply == 1:
+                    # Deleted, and waiters marked the name: their work follows, and its answer
+                    # is this release's (see handshake.native_releases).
+                    j = link.pop_cmd()
+                    link.requeue(j)
+                    if link.waking is None:
+                        link.waking = [j]
+                    else:
+                        link.waking.append(j)
+                    link.out += wake_after(self.native[0][3][j], link.use_eval)
+                    return True
+        elif link.waking is not None and link.next_cmd() in link.waking:
+            # The waiters' work after a native release: the key was deleted already; an error
+            # (a flushed script cache, an ACL) only means nobody was woken by it.
+            if error is not None:
+                if is_noscript(error):
+                    link.use_eval = True
+                return self._settle_cmd(link, OK, None, None, now)
+            code, detail, value = classify(KIND_SCRIPT, reply)
+            return self._settle_cmd(link, OK if code == NO else code, detail, value, now)
         if error is not None:
             if link.native and link.head < link.end and is_unsupported(error) and link.fallback_sent < self.k:
                 # The native form is not there after all (renamed, refused by an ACL changed
@@ -590,6 +723,17 @@ class Session:
         code, detail, value = classify(link.kind if link.head < link.end else self.kind, reply)
         return self._settle_cmd(link, code, detail, value, now)
 
+    def _pair_mark(self, link, reply, error):
+        """The second reply of a native release's pair (``EXISTS`` of its wake mark): 1 there, 0
+        not (or refused: an ACL whose key patterns leave out the mark only loses the waking), -1
+        a reply of the wrong shape. The pair is read whole from here on."""
+        link.half = False
+        if error is not None:
+            return 0
+        if type(reply) is int and (reply == 0 or reply == 1):
+            return reply
+        return -1
+
     def answer(self, i, code, detail, value, now):
         """The next reply on link ``i`` (owed, or this round's) was read by the twin's fast parser
         as ``code`` (OK or NO, with a fence ``value``). Returns False if it closed the link."""
@@ -626,6 +770,47 @@ class Session:
     def _owed_reply(self, link, reply, error, now):
         """Settle the oldest owed reply with one parsed reply; False if it closed the link."""
         entry = link.owed[0]
+        if entry.kind == KIND_NATIVE_DEL:
+            # A native release's pair (see reply): the delete's answer, then its wake mark's.
+            if not link.half:
+                link.half = True
+                link.half_reply = reply
+                link.half_error = error
+                return True
+            mark = self._pair_mark(link, reply, error)
+            reply = link.half_reply
+            error = link.half_error
+            link.half_reply = link.half_error = None
+            if mark < 0:
+                return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
+            if error is None and mark == 1 and reply == 1 and not entry.expired and entry.key is not None:
+                # Deleted, and waiters marked the name: their work follows (behind this round's
+                # commands if one is in flight here), and its answer is this release's.
+                del link.owed[0]
+                wake = Owed.__new__(Owed)
+                wake.key = None
+                wake.kind = KIND_WAKE
+                wake.deadline = now + self.io_timeout
+                wake.sink = entry.sink
+                wake.retried = entry.retried
+                wake.expired = False
+                cmd = wake_after(entry.key, link.use_eval)
+                if self.in_round and link.waiting():
+                    if link.after is None:
+                        link.after = [(cmd, wake)]
+                    else:
+                        link.after.append((cmd, wake))
+                else:
+                    link.out += cmd
+                    link.owed.append(wake)
+                return True
+        elif entry.kind == KIND_WAKE:
+            if error is not None:
+                if is_noscript(error):
+                    link.use_eval = True
+                return self._owed_answer(link, OK, None, None, now)
+            code, detail, value = classify(KIND_SCRIPT, reply)
+            return self._owed_answer(link, OK if code == NO else code, detail, value, now)
         if error is not None:
             # No EVAL fallback here: the round that sent it has returned (its outcome says so; an
             # acquisition must not land after its own cleanup). The next script round sends EVAL.
@@ -701,7 +886,7 @@ class Session:
         link.polled = False
         link.expire(now, True)
         while link.waiting():
-            kind = link.kind if link.head < link.end else self.kind
+            kind = self._kind_next(link)
             j = _cmd(link, link.pop_cmd())
             if j >= 0:
                 self._record_cmd(j, link.master, TIMEOUT, None)

@@ -112,6 +112,13 @@ class Redlock(RedlockBase):
         such attempt). Down is not held: a lock that masters answer is held by someone else is
         waited for as before. A ``timeout=`` or ``retry_count`` that ends first makes
         ``acquire()`` return False as usual. ``None``: wait for the masters for ever.
+    :param scripts: ``True`` (default): scripts go where a master runs them for this client's
+        user (a master that refuses them is found on connect and gets native commands only).
+        ``False``: no script is ever sent: native commands only (``SET NX PX``, ``SET ... IFEQ
+        ... PX``, ``DELIFEQ``/``DELEX ... IFEQ``); fencing, the lock family, turns and
+        ``signal=`` releases raise :class:`~fastredlock.ScriptsRefusedError`, and a master
+        without a native owner-checked delete is never asked to take a lock (the guide
+        "Deploying", section "Without scripts").
     """
 
     _family = (RLock, Semaphore, ReadLock, WriteLock)

@@ -143,6 +143,8 @@ class Lock(LockBase):
         except BaseException:  # a signal mid-round: send it again before the exception goes on
             _again(self._executor, Release(self.key, token, None))
             raise
+        if not ok and self._key_refused(rnd):  # an ACL refused a derived key: the key alone
+            rnd, ok = drive(self._executor, self._key_only_plan(token, rnd))
         if not self._release_confirmed(rnd, ok):
             raise self._release_error(rnd, self._executor.outcomes(rnd))  # the stragglers' answers first
 

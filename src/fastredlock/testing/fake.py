@@ -16,6 +16,8 @@ from typing import Callable, Dict, List, Optional, Union
 from fastredlock.io import reader as hiredis  # hiredis, or the pure reader where it is absent
 
 from ..protocol.handshake import PROBE_KEY
+
+SCRIPT_PROBE_SHA = b"0" * 40  # the script probe's (see fastredlock.protocol.handshake.SCRIPT_PROBE)
 from .net import HOST, _arm_reset, _LoopbackServer
 
 __all__ = ["FakeMaster", "Close", "HalfThenClose", "Silent", "Stream", "HOSTILE_REPLIES"]
@@ -110,6 +112,8 @@ def _handshake_reply(args: List[bytes], run_id: bytes) -> Optional[bytes]:
     if cmd == b"SCRIPT" and len(args) == 3 and args[1].upper() == b"LOAD":  # the preloaded scripts
         sha = hashlib.sha1(args[2]).hexdigest().encode()
         return b"$40\r\n" + sha + b"\r\n"
+    if cmd == b"EVALSHA" and len(args) == 3 and args[1] == SCRIPT_PROBE_SHA:  # may this user run scripts? yes
+        return b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
     if len(args) > 1 and args[1] == PROBE_KEY:  # the probes of native commands: a Redis 7.0 has none
         return b"-ERR syntax error\r\n" if cmd == b"SET" else b"-ERR unknown command\r\n"
     return None
