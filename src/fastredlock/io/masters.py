@@ -79,7 +79,8 @@ class SentinelSpec(NamedTuple):
     #: or None: the sentinels are asked in plain text.
     tls: Optional[TlsOptions] = None
 
-    __repr__ = redacted_repr  # no password in tracebacks, logs, error trackers
+    def __repr__(self) -> str:  # no password in tracebacks, logs, error trackers
+        return redacted_repr(self)
 
 
 class ClusterSpec(NamedTuple):
@@ -111,7 +112,8 @@ class MasterSpec(NamedTuple):
     #: spec of one of its nodes has ``host``/``port`` set and keeps this), or None.
     cluster: Optional[ClusterSpec] = None
 
-    __repr__ = redacted_repr  # no password in tracebacks, logs, error trackers
+    def __repr__(self) -> str:  # no password in tracebacks, logs, error trackers
+        return redacted_repr(self)
 
     @property
     def label(self) -> str:

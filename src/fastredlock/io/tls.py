@@ -47,7 +47,8 @@ class TlsOptions(NamedTuple):
     #: Without it an encrypted key is an error: OpenSSL is never left to ask on the terminal.
     password: Optional[str] = None
 
-    __repr__ = redacted_repr  # a key's password, if set, never shown
+    def __repr__(self) -> str:  # a key's password, if set, never shown
+        return redacted_repr(self)
 
     def is_default(self) -> bool:
         """Whether no setting was given (``Redlock(ssl_context=...)`` then applies)."""
