@@ -490,7 +490,7 @@ cdef class Core(Driver):
         if self._session.routing is not None:  # a cluster: one script per key (slot)
             self._enc.release_each(kbs, tbs, None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
-        if len(kbs) >= 2 and self._session.caps_seen:  # masters with a native release: one each
+        if len(kbs) >= 2 and self._session.caps_any & (_CAP_DELIFEQ | _CAP_DELEX):  # a native release: one each
             return self._release_each(kbs, tbs, wait)
         if len(kbs) >= 2:
             self._enc.release_many(kbs, tbs)

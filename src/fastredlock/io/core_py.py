@@ -24,7 +24,7 @@ from fastredlock.io import reader as hiredis  # hiredis, or the pure reader wher
 from ..protocol.health import COOLDOWN, MAX_COOLDOWN, Health
 from ..protocol.link import MAX_OWED, STALE_AFTER
 from ..protocol.family import lean_release, lean_release_of, sha_of
-from ..protocol.handshake import native_deletes, native_extends, native_release, native_releases
+from ..protocol.handshake import CAP_DELEX, CAP_DELIFEQ, native_deletes, native_extends, native_release, native_releases
 from ..protocol.replies import KIND_BITS, KIND_FENCED, KIND_READ, KIND_SCRIPT, KIND_SET
 from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
@@ -205,8 +205,9 @@ class Core(Driver):
 
     def _release_many(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
         k = len(keys)
-        if k < 2 or self._session.routing is not None or self._session.caps_seen:
+        if k < 2 or self._session.routing is not None or self._session.caps_any & (CAP_DELIFEQ | CAP_DELEX):
             # a cluster: one script per key (slot); masters with a native release: one each too
+            # (a master with SET IFEQ alone still gets the one batch script)
             return self._release_each(keys, tokens, wait)
         args = (b"%d" % k, *keys, *tokens)
         return self._script(KIND_BITS, RELEASE_MANY_SHA, RELEASE_MANY, [args], (0,) * k, wait)
