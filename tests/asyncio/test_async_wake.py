@@ -7,6 +7,7 @@ import time
 
 from fastredlock.engine.wake import LINGER
 from fastredlock.protocol.scripts import ACQUIRE_QUEUED, RELEASE, UNQUEUE
+from _server import capabilities
 
 SLOW = 2.0
 
@@ -114,6 +115,8 @@ def test_queued_tasks_take_turns_in_order_and_leave_no_queue(aclient, arun, mast
         for script in (RELEASE, ACQUIRE_QUEUED, UNQUEUE):
             m.command("SCRIPT", "LOAD", script)
 
+    native = any(capabilities(m).native_delete for m in masters)
+
     async def main():
         clients = [aclient(masters.urls, retry_count=None, retry_delay=SLOW, retry_jitter=0.0) for _ in range(4)]
         for c in clients:
@@ -142,7 +145,14 @@ def test_queued_tasks_take_turns_in_order_and_leave_no_queue(aclient, arun, mast
             await holder.release()
             again = asyncio.ensure_future(take(0))  # the releaser asks again at once
             await asyncio.wait_for(asyncio.gather(*tasks, again), 3 * SLOW)
-            assert order == [1, 2, 3, 0], order  # woken one by one, each well before its backoff
+            if native:
+                # A native release (DELIFEQ/DELEX) deletes, then gives the turn in a follow-up: a
+                # queued attempt in that instant may take the key out of turn (docs/guides/
+                # waiting.md, "Turns"). The first turn is given by a waited release, whose
+                # follow-up is done before the releaser asks again; every task still gets it.
+                assert order[0] == 1 and sorted(order) == [0, 1, 2, 3], order
+            else:
+                assert order == [1, 2, 3, 0], order  # woken one by one, each well before its backoff
         finally:
             for c in clients:
                 await c.__aexit__(None, None, None)
