@@ -39,3 +39,12 @@ def joined(*threads: threading.Thread, timeout: float = BOUND) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
     alive = [t.name for t in threads if t.is_alive()]
     assert not alive, f"threads still running after {timeout} s: {alive}"
+
+
+def hears_sigint() -> None:
+    """``preexec_fn`` of a child that must stop on Ctrl-C: SIGINT back to its default (a shell starts
+    background jobs, and so this suite and its children, with SIGINT ignored; Python then installs
+    no KeyboardInterrupt handler in the child)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

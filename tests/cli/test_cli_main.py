@@ -20,6 +20,7 @@ import pytest
 
 import fastredlock
 from fastredlock.testing import start_master
+from _bounded import hears_sigint
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 LIMIT = 60  # seconds any one process may take
@@ -82,7 +83,7 @@ class _Serve:
 
     def __init__(self, argv, new_session=False):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                                     start_new_session=new_session)
+                                     start_new_session=new_session, preexec_fn=hears_sigint)
         self.lines = []
         self.ready = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -29,6 +29,7 @@ from typing import List, Tuple
 import pytest
 
 from _doc_examples import ROOT, Example
+from _bounded import hears_sigint
 
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 SRC = ROOT / "src"
@@ -120,7 +121,7 @@ def test_quickstart_runs_verbatim_after_serve(tmp_path):
 
     serve_cmd = _bind(serve_lines[0], ports).split("#", 1)[0].strip()
     serve = subprocess.Popen(["bash", "-c", f"exec {serve_cmd}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env, cwd=tmp_path, start_new_session=True)
+                             text=True, env=env, cwd=tmp_path, start_new_session=True, preexec_fn=hears_sigint)
     out: List[str] = []
     ready = threading.Event()
     reader = threading.Thread(target=_reader, args=(serve.stdout, out, ready), daemon=True)
