@@ -7,6 +7,7 @@ independent counter (INCR/DECR on a master the client does not use) never saw tw
 """
 from __future__ import annotations
 
+import logging
 import platform
 import time
 from typing import Iterable
@@ -140,3 +141,8 @@ def command_calls(master: LocalMaster) -> dict:
             name, rest = line[len("cmdstat_"):].split(":", 1)
             calls[name] = int(rest.split(",", 1)[0].split("=")[1])
     return calls
+
+
+def library_warnings(caplog) -> list:
+    """The WARNING records of the ``fastredlock`` logger that ``caplog`` captured."""
+    return [r for r in caplog.records if r.name == "fastredlock" and r.levelno == logging.WARNING]

@@ -222,6 +222,34 @@ def rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+class PeakRss:
+    """The peak of :func:`rss` while the block runs, sampled every 5 ms by a thread: ``base`` (at
+    entry), ``peak``, and ``growth`` (peak - base)."""
+
+    def __init__(self) -> None:
+        self.base = self.peak = 0
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.005):
+            self.peak = max(self.peak, rss())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.base
+
+    def __enter__(self) -> "PeakRss":
+        self.base = self.peak = rss()
+        self._sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join(2.0)
+        self.peak = max(self.peak, rss())
+
+
 def stream_after_subscribe(conn, peer):
     """A master whose notification connection, once subscribed, receives a 200 MB bulk reply."""
     deadline = time.monotonic() + 5.0

@@ -219,6 +219,22 @@ def dead_port():
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def dead_urls():
+    """Three loopback URLs nothing listens on (connection refused): three ports held at once, so
+    they differ."""
+    import socket
+
+    probes = [socket.socket() for _ in range(3)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [f"redis://127.0.0.1:{probe.getsockname()[1]}" for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
 # --- TLS masters --------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory):

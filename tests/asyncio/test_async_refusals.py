@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 
 import pytest
@@ -19,22 +18,7 @@ from fastredlock import LockNotAcquiredError, QuorumUnreachableError
 from fastredlock.asyncio import Redlock
 from fastredlock.testing import start_masters
 
-
-@pytest.fixture
-def dead_urls():
-    probes = [socket.socket() for _ in range(3)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        ports = [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-    return [f"redis://127.0.0.1:{port}" for port in ports]
-
-
-def _warnings(caplog):
-    return [r for r in caplog.records if r.name == "fastredlock" and r.levelno == logging.WARNING]
+from _checks import library_warnings
 
 
 def test_nothing_listening_raises_naming_the_masters(arun, core, dead_urls, caplog):
@@ -57,7 +41,7 @@ def test_nothing_listening_raises_naming_the_masters(arun, core, dead_urls, capl
     assert error.unreachable == labels and isinstance(error, LockNotAcquiredError)
     assert all(label in str(error) for label in labels)
     assert shorter is False
-    warned = _warnings(caplog)
+    warned = library_warnings(caplog)
     assert len(warned) == 2, [r.getMessage() for r in warned]  # one per acquisition
     assert all("no quorum of masters is reachable" in r.getMessage() for r in warned)
 
@@ -83,7 +67,7 @@ def test_held_lock_is_waited_for_past_the_unreachable_bound(arun, core, masters,
             return await asyncio.wait_for(waiter, 10.0)
 
     assert arun(main()) is True
-    assert not _warnings(caplog)
+    assert not library_warnings(caplog)
 
 
 def test_restart_refusal_is_logged_once_and_leads_the_error(arun, core, caplog):
@@ -92,7 +76,7 @@ def test_restart_refusal_is_logged_once_and_leads_the_error(arun, core, caplog):
         async def main():
             async with Redlock(fresh.urls, core=core, retry_delay=0.05, retry_jitter=0.0) as dlm:
                 refused = await dlm.lock("orders:42", ttl=10.0).acquire(timeout=0.3)
-                warned = len(_warnings(caplog))
+                warned = len(library_warnings(caplog))
                 async with Redlock(fresh.urls, core=core, retry_count=0) as bounded:
                     with pytest.raises(LockNotAcquiredError) as caught:
                         async with bounded.lock("orders:42", ttl=10.0):
@@ -101,6 +85,6 @@ def test_restart_refusal_is_logged_once_and_leads_the_error(arun, core, caplog):
 
         refused, warned, error = arun(main())
     assert refused is False and warned == 1
-    message = _warnings(caplog)[0].getMessage()
+    message = library_warnings(caplog)[0].getMessage()
     assert "refused by restart-aware voting" in message and "its vote counts in" in message
     assert str(error).startswith("lock 'orders:42' refused by restart-aware voting: ")

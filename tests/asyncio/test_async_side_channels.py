@@ -9,15 +9,14 @@ import time
 
 from fastredlock.engine.wake import MAX_REPLY, reply_within
 
-from _peers import Peer, begin_and_go_silent, rss, stream_after_subscribe
+from _peers import Peer, PeakRss, begin_and_go_silent, stream_after_subscribe
 
 
 def test_a_200mb_stream_on_the_wake_connection_is_cut(arun, aclient, make_client, masters, name):
     with Peer(stream_after_subscribe) as hostile:
         holder = make_client(masters.urls[:2], connect_timeout=0.2)
         held = holder.lock(name, ttl=5.0)
-        peak = [0]
-        done = threading.Event()
+        memory = PeakRss()
 
         async def main():
             urls = [f"redis://127.0.0.1:{hostile.port}"] + masters.urls[:2]
@@ -25,33 +24,24 @@ def test_a_200mb_stream_on_the_wake_connection_is_cut(arun, aclient, make_client
                 async with dlm.lock(name + ":warm", ttl=5.0):
                     pass
                 assert held.acquire(timeout=3.0)
-                base = peak[0] = rss()
-
-                def sample():
-                    while not done.wait(0.005):
-                        peak[0] = max(peak[0], rss())
-
-                sampler = threading.Thread(target=sample, daemon=True)
-                sampler.start()
                 timer = threading.Timer(1.0, held.release)
-                timer.start()
-                try:
-                    started = time.monotonic()
-                    lock = dlm.lock(name, ttl=5.0)
-                    assert await lock.acquire(timeout=5.0)
-                    waited = time.monotonic() - started
-                    await lock.release()
-                finally:
-                    timer.cancel()
-                    done.set()
-                    sampler.join(2.0)
-                return base, waited
+                with memory:
+                    timer.start()
+                    try:
+                        started = time.monotonic()
+                        lock = dlm.lock(name, ttl=5.0)
+                        assert await lock.acquire(timeout=5.0)
+                        waited = time.monotonic() - started
+                        await lock.release()
+                    finally:
+                        timer.cancel()
+                return waited
 
-        base, waited = arun(main())
+        waited = arun(main())
         streams = [c for c in hostile.conns if getattr(c, "streamed", False)]
         assert streams, "the notification connection never subscribed on the hostile master"
         assert all(c.closed.wait(5.0) for c in streams)
-        growth = peak[0] - base
+        growth = memory.growth
         print(f"\nasyncio wake stream: client memory grew {growth / 1e6:.1f} MB (peak); at most "
               f"{max(c.sent for c in streams) / 1e6:.1f} MB sent on one connection; waited {waited:.2f}s")
         assert growth < 10e6, f"client memory grew {growth / 1e6:.1f} MB"

@@ -21,7 +21,7 @@ from fastredlock.io import reader_py
 from fastredlock.io.masters import parse_master
 from fastredlock.io.sentinel import Resolver, SentinelError
 
-from _peers import CHUNK, Peer, answers, begin_and_go_silent, encode, rss, stream_after_subscribe
+from _peers import CHUNK, Peer, PeakRss, answers, begin_and_go_silent, encode, stream_after_subscribe
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 
@@ -35,33 +35,22 @@ def test_a_200mb_stream_on_the_wake_connection_is_cut_and_the_waiter_goes_on(mak
             pass
         held = holder.lock(name, ttl=5.0)
         assert held.acquire(timeout=3.0)
-        base = rss()
-        peak = [base]
-        done = threading.Event()
-
-        def sample():
-            while not done.wait(0.005):
-                peak[0] = max(peak[0], rss())
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         timer = threading.Timer(1.0, held.release)
-        timer.start()
-        try:
-            started = time.monotonic()
-            lock = dlm.lock(name, ttl=5.0)
-            assert lock.acquire(timeout=5.0), lock.outcomes  # the hostile master's wake-ups lost: no more
-            waited = time.monotonic() - started
-            streams = [c for c in hostile.conns if getattr(c, "streamed", False)]
-            assert streams, "the notification connection never subscribed on the hostile master"
-            for c in streams:  # the client cut each stream: it stopped reading and closed
-                assert c.closed.wait(5.0)
-        finally:
-            timer.cancel()
-            done.set()
-            sampler.join(2.0)
+        with PeakRss() as memory:
+            timer.start()
+            try:
+                started = time.monotonic()
+                lock = dlm.lock(name, ttl=5.0)
+                assert lock.acquire(timeout=5.0), lock.outcomes  # the hostile master's wake-ups lost: no more
+                waited = time.monotonic() - started
+                streams = [c for c in hostile.conns if getattr(c, "streamed", False)]
+                assert streams, "the notification connection never subscribed on the hostile master"
+                for c in streams:  # the client cut each stream: it stopped reading and closed
+                    assert c.closed.wait(5.0)
+            finally:
+                timer.cancel()
         lock.release()
-        growth = peak[0] - base
+        growth = memory.growth
         sent = max(c.sent for c in streams)
         print(f"\nwake stream: client memory grew {growth / 1e6:.1f} MB (peak); the hostile master sent "
               f"at most {sent / 1e6:.1f} MB on one connection, {len(streams)} connection(s); waiter "

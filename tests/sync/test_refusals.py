@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 
@@ -22,23 +21,7 @@ import fastredlock
 from fastredlock import LockNotAcquiredError, QuorumUnreachableError
 from fastredlock.testing import start_masters
 
-
-@pytest.fixture
-def dead_urls():
-    """Three loopback URLs nothing listens on (connection refused)."""
-    probes = [socket.socket() for _ in range(3)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        ports = [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-    return [f"redis://127.0.0.1:{port}" for port in ports]
-
-
-def _warnings(caplog):
-    return [r for r in caplog.records if r.name == "fastredlock" and r.levelno == logging.WARNING]
+from _checks import library_warnings
 
 
 def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplog):
@@ -63,7 +46,7 @@ def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplo
     for label in labels:
         assert label in str(error)
     assert "no quorum of masters was reachable" in str(error)
-    warned = _warnings(caplog)
+    warned = library_warnings(caplog)
     assert len(warned) == 1, [r.getMessage() for r in warned]
     message = warned[0].getMessage()
     assert "no quorum of masters is reachable" in message and "connection error" in message
@@ -87,7 +70,7 @@ def test_unreachable_timeout_sets_the_bound_and_a_timeout_ending_first_returns_f
     started = time.monotonic()
     assert lock.acquire(timeout=0.2) is False
     assert time.monotonic() - started < 2.0
-    assert len(_warnings(caplog)) == 1
+    assert len(library_warnings(caplog)) == 1
     # a single attempt does not wait, so it does not raise either
     assert lock.acquire(blocking=False) is False
     # retry_count that runs out first: False
@@ -135,7 +118,7 @@ def test_held_lock_is_waited_for_past_the_unreachable_bound(masters, make_client
     waiter.join(10.0)
     assert not waiter.is_alive()
     assert result == {"acquired": True}
-    assert not _warnings(caplog)
+    assert not library_warnings(caplog)
 
 
 def test_minority_down_is_waited_for(masters, make_client, name, dead_urls):
@@ -161,7 +144,7 @@ def test_restart_refusal_is_logged_once_and_leads_the_error(core, caplog):
         try:
             lock = dlm.lock("orders:42", ttl=10.0)
             assert lock.acquire(timeout=0.4) is False  # several attempts, one warning
-            warned = _warnings(caplog)
+            warned = library_warnings(caplog)
             assert len(warned) == 1, [r.getMessage() for r in warned]
             message = warned[0].getMessage()
             assert "refused by restart-aware voting" in message
@@ -170,7 +153,7 @@ def test_restart_refusal_is_logged_once_and_leads_the_error(core, caplog):
             assert len(named) >= dlm.quorum
             caplog.clear()
             assert lock.acquire(blocking=False) is False
-            assert len(_warnings(caplog)) == 1
+            assert len(library_warnings(caplog)) == 1
 
             bounded = fastredlock.Redlock(fresh.urls, core=core, retry_count=0)
             try:
@@ -195,4 +178,4 @@ def test_plain_contention_logs_nothing(masters, make_client, name, caplog):
         assert dlm.lock(name, ttl=10.0).acquire(timeout=0.1) is False
     finally:
         holder.release()
-    assert not _warnings(caplog)
+    assert not library_warnings(caplog)
