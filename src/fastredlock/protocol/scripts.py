@@ -125,32 +125,12 @@ end
 return 0
 """.replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"QUIET", QUIET)
 
-# RELEASE and RELEASE_TAGGED (the plain lock's release, of a key that can queue: RELEASE for a key
-# without a hash tag, whose mark is '{' .. key .. '}:wake'; RELEASE_TAGGED for a key with one,
-# whose mark is key .. ':wake'; see fastredlock.protocol.family.lean_release)
-# KEYS[1]  the lock key
-# ARGV[1]  the token of this acquisition
-# Returns  as RELEASE_FULL: 1 deleted, 3 deleted and the turn given to a queued waiter whose
-#          client heard it, 2 deleted and the lock's channel had a subscriber, 0 not the owner.
-# The common case, nobody waits, costs two calls: GET, then one DEL of the key and its wake mark,
-# whose count says whether a waiter marked the name (the mark goes with it). Only then does the
-# release do RELEASE_FULL's work (the queue and turn keys: the mark's name with ':wait' and ':next'
-# for ':wake'), and marks the name again if it woke someone or left waiters queued (for REMARK_MS,
-# or as long as the queue lasts if longer): the rest of the queue sleeps on, and an unqueued
-# waiter marks again itself before its next pause. The mark's name is built here, by one concat
-# per form of key, rather than sent as KEYS[2] or found by string.find: measured on Redis 7.0, an
-# extra key argument costs the master more than the concat, and the whole release costs about what
-# a script of GET and DEL alone does.
-_RELEASE_LEAN = b"""\
-if redis.call('get', KEYS[1]) ~= ARGV[1] then
-    return 0
-end
-local mark = MARK
-if redis.call('del', KEYS[1], mark) == 1 then
-    return 1
-end
-local base = string.sub(mark, 1, -SUFFIX_LEN)
-local queue = base .. ':wait'
+# The waiters' work after a delete, shared by the lean release and WAKE_AFTER (one text, so the two
+# cannot drift): with ``mark`` (the name's wake mark), ``base`` (the mark's name without ':wake')
+# and ``queue`` (base .. ':wait') set, give the turn to the first live queued waiter whose client
+# hears it (woke = 3), else publish the wake-up message (woke = 2 if someone listened), and open
+# the re-mark test: "if woke > 1 or the queue stays then" mark again; each script closes that if.
+_WAKE_WAITERS = b"""\
 local woke = 1
 if redis.call('exists', queue) == 1 then
     local t = redis.call('time')
@@ -182,9 +162,38 @@ if woke == 1 then
 end
 if woke > 1 or redis.call('exists', queue) == 1 then
     redis.call('set', mark, '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
+"""
+
+# RELEASE and RELEASE_TAGGED (the plain lock's release, of a key that can queue: RELEASE for a key
+# without a hash tag, whose mark is '{' .. key .. '}:wake'; RELEASE_TAGGED for a key with one,
+# whose mark is key .. ':wake'; see fastredlock.protocol.family.lean_release)
+# KEYS[1]  the lock key
+# ARGV[1]  the token of this acquisition
+# Returns  as RELEASE_FULL: 1 deleted, 3 deleted and the turn given to a queued waiter whose
+#          client heard it, 2 deleted and the lock's channel had a subscriber, 0 not the owner.
+# The common case, nobody waits, costs two calls: GET, then one DEL of the key and its wake mark,
+# whose count says whether a waiter marked the name (the mark goes with it). Only then does the
+# release do RELEASE_FULL's work (the queue and turn keys: the mark's name with ':wait' and ':next'
+# for ':wake'), and marks the name again if it woke someone or left waiters queued (for REMARK_MS,
+# or as long as the queue lasts if longer): the rest of the queue sleeps on, and an unqueued
+# waiter marks again itself before its next pause. The mark's name is built here, by one concat
+# per form of key, rather than sent as KEYS[2] or found by string.find: measured on Redis 7.0, an
+# extra key argument costs the master more than the concat, and the whole release costs about what
+# a script of GET and DEL alone does.
+_RELEASE_LEAN = (b"""\
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local mark = MARK
+if redis.call('del', KEYS[1], mark) == 1 then
+    return 1
+end
+local base = string.sub(mark, 1, -SUFFIX_LEN)
+local queue = base .. ':wait'
+""" + _WAKE_WAITERS + b"""\
 end
 return woke
-""".replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS).replace(
+""").replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS).replace(
     b"SUFFIX_LEN", b"%d" % (len(WAKE_SUFFIX) + 1))
 RELEASE = _RELEASE_LEAN.replace(b"MARK", b"'{' .. KEYS[1] .. '}%s'" % WAKE_SUFFIX)
 RELEASE_TAGGED = _RELEASE_LEAN.replace(b"MARK", b"KEYS[1] .. '%s'" % WAKE_SUFFIX)
@@ -202,7 +211,7 @@ RELEASE_TAGGED = _RELEASE_LEAN.replace(b"MARK", b"KEYS[1] .. '%s'" % WAKE_SUFFIX
 # take the first one's). Otherwise it does what the lean release does after its DEL (a turn or a
 # wake-up message), and marks the name again where it woke someone or waiters stay queued, else
 # deletes the mark (the lean release deleted it with the key).
-WAKE_AFTER = _TAGGED + b"""\
+WAKE_AFTER = (_TAGGED + b"""\
 local mark = tagged(KEYS[1], ':wake')
 if not mark or redis.call('exists', KEYS[1]) == 1 then
     return 1
@@ -212,42 +221,12 @@ local queue = base .. ':wait'
 if redis.call('exists', mark) == 0 or redis.call('exists', base .. ':next') == 1 then
     return 1
 end
-local woke = 1
-if redis.call('exists', queue) == 1 then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    while true do
-        local head = redis.call('zpopmin', queue)
-        if #head == 0 then
-            break
-        end
-        local last = tonumber(string.match(head[1], '|(%d+)$') or '0')
-        if last == 0 or last > now then
-            local turn = base .. ':next'
-            redis.call('set', turn, head[1], 'PX', TURN_MS)
-            local told = redis.pcall('publish', 'fastredlock-turn:' .. string.match(head[1], '^[^.]*'), head[1])
-            if type(told) == 'number' and told > 0 then
-                woke = 3
-            else
-                redis.call('del', turn)
-            end
-            break
-        end
-    end
-end
-if woke == 1 then
-    local heard = redis.pcall('publish', 'fastredlock-wake:' .. KEYS[1], '1')
-    if type(heard) == 'number' and heard > 0 then
-        woke = 2
-    end
-end
-if woke > 1 or redis.call('exists', queue) == 1 then
-    redis.call('set', mark, '1', 'PX', math.max(redis.call('pttl', queue), REMARK_MS))
+""" + _WAKE_WAITERS + b"""\
 else
     redis.call('del', mark)
 end
 return woke
-""".replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS)
+""").replace(b"TURN_MS", b"%d" % TURN_MS).replace(b"REMARK_MS", b"%d" % REMARK_MS)
 
 # MARK (a waiter that listens for the next release without a place in the queue: a fenced lock's,
 # or a plain lock's before its first queued attempt)
