@@ -47,6 +47,7 @@ from .combine import Combiner, Request
 from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
 from ..errors import MasterOutcome
 from ..protocol.plans import left_behind, release_decided
+from ..protocol.result import Round
 
 __all__ = ["Executor"]
 
@@ -55,11 +56,18 @@ log = logging.getLogger("fastredlock")
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+#: What ``Executor._last_ttl`` starts with: no TTL given is this object.
+_NO_TTL = object()
 
 
 def _outstanding(rnd: Any) -> bool:
     """Whether some master's answer to ``rnd`` may still be on its way (pending, or late)."""
-    for code in rnd.outcomes:
+    if type(rnd) is Round:  # (compiled: read as the C field; a pure core's round is another class)
+        r = rnd
+        outcomes = r.outcomes
+    else:
+        outcomes = rnd.outcomes
+    for code in outcomes:
         if code == _PENDING or code == _TIMEOUT:
             return True
     return False
@@ -68,6 +76,14 @@ def _outstanding(rnd: Any) -> bool:
 def _carrier(core: Any, rnd: Any) -> Any:
     """The carrier of an acquisition ``rnd`` made on ``core``: None once every master answered."""
     return (core, rnd) if _outstanding(rnd) else None
+
+
+def _ok(rnd: Any) -> bool:
+    """``rnd.ok`` (compiled: the C field of a Round)."""
+    if type(rnd) is Round:
+        r = rnd
+        return r.ok
+    return bool(rnd.ok)
 
 
 def _carrying_core(carrier: Any) -> Any:
@@ -138,6 +154,9 @@ class Executor:
         self._grace_ms = int(restart_grace * 1000) if restart_grace is not None else 0
         #: TTLs (seconds, int or float) already checked, and their milliseconds.
         self._ttls_ms: Dict[Any, int] = {}
+        #: ``(ttl, ms)`` of the last TTL found in ``_ttls_ms`` (an int or float: immutable, so the
+        #: same object has the same ms).
+        self._last_ttl: Tuple[Any, Any] = (_NO_TTL, 0)
         self._auto_pipeline = auto_pipeline
         self._new_watchdog = watchdog
         #: The watchdog, once a lock was watched (None before, and in a fork child).
@@ -185,10 +204,14 @@ class Executor:
     # --- what the front-ends call ------------------------------------------------------------
     def ttl_ms(self, ttl: Any) -> int:
         """Return ``ttl`` (seconds) in milliseconds, checked; the largest seen sets the restart grace."""
+        last = self._last_ttl
+        if last[0] is ttl:  # the same object as last time (a constant at the call site): its ms
+            return last[1]
         cls = type(ttl)
         if cls is float or cls is int:  # not bool: it must still be refused
             known = self._ttls_ms.get(ttl)  # the TTLs a client uses are few: checked once each
             if known is not None:
+                self._last_ttl = (ttl, known)  # one tuple: a thread reads both or neither
                 return known
         ttl_ms = ttl_ms_of(ttl, self._drift_factor)
         if ttl_ms > self._grace_ms and not self._fixed_grace:
@@ -241,7 +264,7 @@ class Executor:
                 core.restart_grace_ms = self._grace_ms
             try:
                 rnd = core.acquire(key, token, ttl_ms)
-                if left_behind(rnd):
+                if not _ok(rnd) and left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
@@ -273,7 +296,7 @@ class Executor:
                 self.interrupted(core, None, None)
                 raise
             self.checkin(core)
-            return rnd, rnd.ok
+            return rnd, _ok(rnd)
         finally:
             if combiner is not None:
                 combiner.leave()

@@ -39,6 +39,7 @@ from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
 from ..protocol.plans import answer_summary, fence_of, fenced_held, left_behind, may_hold, refused_for_scripts
 from ..protocol.replies import refused_a_key, scripts_refused
+from ..protocol.result import Round
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -217,9 +218,15 @@ class LockBase:
     def _took(self, token: bytes, rnd: Any, carrier: Any) -> bool:
         """Take a lean first attempt's round: True if the handle now holds the lock (set up)."""
         self._last = rnd
-        if not rnd.ok:
-            return False
-        self._valid_until = rnd.valid_until
+        if type(rnd) is Round:  # (compiled: its fields read as C fields; a pure core's round is another class)
+            r = rnd
+            if not r.ok:
+                return False
+            self._valid_until = r.started + r.elapsed + r.validity  # r.valid_until, inline
+        else:
+            if not rnd.ok:
+                return False
+            self._valid_until = rnd.valid_until
         self._carrier = carrier
         # _acquired(token, 1), inline (the hot path)
         self.token = token
@@ -536,7 +543,7 @@ class LockBase:
         the lock had not been lost before); False: the caller raises :meth:`_release_error`."""
         executor = self._executor
         self._carrier = None
-        if rnd.details is not None and executor.notifier is not None:
+        if executor.notifier is not None and rnd.details is not None:
             executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
         self._last = rnd
         was_lost = self._was_lost

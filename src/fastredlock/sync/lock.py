@@ -25,7 +25,7 @@ from ..engine.steps import (
 from ..errors import LockError
 from ..protocol.family import SCRIPT
 
-__all__ = ["Lock", "fence_key", "drive", "new_lock", "SPLIT_RETRY"]
+__all__ = ["Lock", "fence_key", "drive", "new_lock", "client_lock", "SPLIT_RETRY"]
 
 log = logging.getLogger("fastredlock")
 
@@ -229,6 +229,14 @@ def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool
     lock = Lock.__new__(Lock)
     lock._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
     return lock
+
+
+def client_lock(self: Any, name: Union[str, bytes], ttl: float = 10.0, *, auto_extend: bool = False,
+                max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None,
+                fencing: bool = False) -> Lock:
+    """``Redlock.lock``: :meth:`fastredlock.handles.client.RedlockBase.lock`'s compiled twin (the
+    sync client's method; ``dlm.lock(name, ttl)`` is then one C call, its keywords parsed in C)."""
+    return new_lock(self, name, ttl, auto_extend, max_hold, on_lost, fencing)
 
 
 # --- the sync driver -------------------------------------------------------------------------------
