@@ -41,6 +41,12 @@ from ..protocol.plans import answer_summary, fence_of, fenced_held, left_behind,
 from ..protocol.replies import refused_a_key, scripts_refused
 from ..protocol.result import Round
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
 #: Longest pause, seconds, before a queued waiter retries after a split round (see the acquire plan).
@@ -230,7 +236,8 @@ class LockBase:
         self._carrier = carrier
         # _acquired(token, 1), inline (the hot path)
         self.token = token
-        self._acquired_at = monotonic()
+        # (compiled: lock.pxd's _c_now, time.monotonic's clock read in C)
+        self._acquired_at = _c_now() if _COMPILED else monotonic()  # noqa: F821
         if self.auto_extend or self.on_lost is not None:
             self._watch()
         if self._executor.on_event is not None:
@@ -532,7 +539,8 @@ class LockBase:
             token = self._require_token()  # raises
         if self.auto_extend or self.on_lost is not None:  # (only those are ever watched)
             self._unwatch()
-        self._was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
+        now = _c_now() if _COMPILED else monotonic()  # noqa: F821 (see _took)
+        self._was_lost = self._lost or now >= self._valid_until  # self.lost, inline
         self.token = None
         self.fence = None
         self._valid_until = 0.0
@@ -543,8 +551,14 @@ class LockBase:
         the lock had not been lost before); False: the caller raises :meth:`_release_error`."""
         executor = self._executor
         self._carrier = None
-        if executor.notifier is not None and rnd.details is not None:
-            executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
+        if executor.notifier is not None:
+            if type(rnd) is Round:  # (compiled: a C field, see _took)
+                r = rnd
+                details = r.details
+            else:
+                details = rnd.details
+            if details is not None:
+                executor.notifier.released(self.key, details)  # waiters heard it: let them go first
         self._last = rnd
         was_lost = self._was_lost
         if executor.on_event is not None:

@@ -127,6 +127,11 @@ class Lock(LockBase):
         if token is not None or signal is not None or self._family_kind:
             drive(self._executor, self._release_plan(token, signal))
             return
+        self._release_lean(wait)
+
+    def _release_lean(self, wait: Optional[bool]) -> None:
+        """:meth:`release` of a plain lock's own acquisition (the hot path; a C call from
+        ``release`` and from the end of a ``with`` block)."""
         token = self._release_begin()
         if not self._executor.release_waits(wait):
             executor = self._executor
@@ -197,7 +202,10 @@ class Lock(LockBase):
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
-            self.release()
+            if type(self) is Lock:  # a plain lock (a subclass may have its own release): one C call
+                self._release_lean(None)
+            else:
+                self.release()
         except LockError as error:
             self._raise_at_exit(error, exc_type)
         except BaseException:  # interrupted before the release began: send it all the same
