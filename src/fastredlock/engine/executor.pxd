@@ -28,6 +28,7 @@ cdef class Executor:
     cdef bint _fixed_grace  # restart_grace was given: _grace_ms never follows the TTLs; set once
     cdef public object _grace_ms  # restart grace (ms): restart_grace, else the largest TTL ttl_ms() saw
     cdef dict _ttls_ms  # TTL as given (int/float seconds) -> its checked ms; at most 64 entries
+    cdef tuple _graced  # (core, grace): the core whose restart_grace_ms was set last, and to what
     cdef tuple _last_ttl  # (ttl, ms) of the last TTL found in _ttls_ms (replaced whole: one store)
     cdef bint _auto_pipeline  # the client's auto_pipeline: single-lock rounds use the combiner; set once
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
@@ -65,6 +66,8 @@ cdef class Executor:
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)
+    @cython.locals(graced=tuple)
+    cdef _grace_on(self, object core)
     @cython.locals(last=tuple)
     cpdef object ttl_ms(self, object ttl)
     cpdef bint release_waits(self, object wait) except -1

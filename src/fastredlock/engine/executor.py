@@ -157,6 +157,8 @@ class Executor:
         #: ``(ttl, ms)`` of the last TTL found in ``_ttls_ms`` (an int or float: immutable, so the
         #: same object has the same ms).
         self._last_ttl: Tuple[Any, Any] = (_NO_TTL, 0)
+        #: ``(core, grace)``: the core whose ``restart_grace_ms`` was set last, and to what.
+        self._graced: Tuple[Any, Any] = (None, None)
         self._auto_pipeline = auto_pipeline
         self._new_watchdog = watchdog
         #: The watchdog, once a lock was watched (None before, and in a fork child).
@@ -261,7 +263,7 @@ class Executor:
             # The dance of Executor.core(), written out: this is the hot path of a thread alone.
             core = self.checkout()
             if self._restart_aware:
-                core.restart_grace_ms = self._grace_ms
+                self._grace_on(core)
             try:
                 rnd = core.acquire(key, token, ttl_ms)
                 if not _ok(rnd) and left_behind(rnd):
@@ -500,7 +502,17 @@ class Executor:
     def for_acquiring(self, core: Any) -> None:
         """Before an acquiring round on ``core``: the restart grace it applies (restart-aware voting)."""
         if self._restart_aware:
-            core.restart_grace_ms = self._grace_ms
+            self._grace_on(core)
+
+    def _grace_on(self, core: Any) -> None:
+        """Set ``core.restart_grace_ms`` to the grace (a property of the core: a Python-level call)
+        unless it was the last core given this very value. Only the executor sets a core's grace,
+        and ``_grace_ms`` only grows (or never changes), so a stale memo never skips a change."""
+        grace = self._grace_ms
+        graced = self._graced
+        if graced[0] is not core or graced[1] is not grace:
+            core.restart_grace_ms = grace
+            self._graced = (core, grace)  # one store: a thread reads both or neither
 
     def interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
         """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed
