@@ -50,6 +50,7 @@ cdef class Executor:
     cdef public list _pool  # the free cores: pop/remove/append (atomic under the GIL); replaced by close() and a fork
     cdef public Combiner combiner  # combines single-lock rounds (with _auto_pipeline); new in a fork child
     cdef public bint wait_release  # the client's wait_release (release_waits' default); the client sets it
+    cdef public object prefix  # the client's key prefix (bytes): the client's prefix property is this field
     cdef public bint scripts       # the cores may send scripts (the client's scripts=False: native commands only)
     cdef public object unwaited  # releases written without waiting, until reported; new in a fork child
     cdef object _reaper  # the reaper thread, made on first use (under _pool_lock); None before, and in a fork child

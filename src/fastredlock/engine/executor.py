@@ -144,6 +144,8 @@ class Executor:
         self._core_cls = core_cls
         #: Whether the cores may send scripts (``scripts=False``: native commands only).
         self.scripts = scripts
+        #: The client's key prefix (bytes; the client's ``prefix`` property reads and sets it here).
+        self.prefix: Any = b""
         self._io_timeout = io_timeout
         self._connect_timeout = connect_timeout
         self._drift_factor = drift_factor

@@ -109,7 +109,7 @@ class LockBase:
         #: The name as given.
         self.name = name
         #: The key written on the masters (the client's prefix + the name, as bytes).
-        self.key: bytes = key_of(client.prefix, name)
+        self.key: bytes = key_of(executor.prefix, name)  # (the client's prefix)
         self._ttl_ms = executor.ttl_ms(ttl)
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)
