@@ -117,3 +117,19 @@ def test_a_with_block_releases_a_plain_lock_and_a_subclass_through_its_release(m
         with lock:
             dlm.lock(name).release(token=lock.token)  # released behind the block's back: its end says so
     assert lock.token is None
+
+
+def test_checkout_of_a_carrier_core_takes_that_core_wherever_it_is_in_the_pool(make_client, masters):
+    dlm = make_client(masters.urls)
+    executor = dlm.executor
+    first = executor.checkout()
+    second = executor.checkout()  # a new core: the pool was empty
+    executor.checkin(first)
+    executor.checkin(second)  # the pool: [first, second]
+    assert executor.checkout(first) is first  # below the top: the top one goes back
+    assert executor._pool == [second]
+    executor.checkin(first)
+    assert executor.checkout(first) is first  # on top
+    assert executor._pool == [second]
+    executor.checkin(first)
+    assert sorted(map(id, executor._pool)) == sorted(map(id, (first, second)))

@@ -459,6 +459,17 @@ class Executor:
             self._after_fork()
         pool = self._pool
         if carrier_core is not None:
+            # Usually the carrier is this thread's only core, on top: pop() it. (list.remove would
+            # shrink the one-core list to nothing, and every pop() and append() after that would
+            # free and allocate its storage again.) Each step is atomic under the GIL; a core
+            # taken by mistake is back at once.
+            try:
+                core = pool.pop()
+            except IndexError:
+                return self._wait_for(carrier_core)
+            if core is carrier_core:
+                return core
+            pool.append(core)
             try:
                 pool.remove(carrier_core)  # atomic under the GIL, like pop()
                 return carrier_core
