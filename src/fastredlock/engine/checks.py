@@ -81,7 +81,7 @@ def key_of(prefix: bytes, name: Union[str, bytes]) -> bytes:
     if _COMPILED and type(name) is str and type(prefix) is bytes:
         # The key made in C from the str's UTF-8 (checks.pxd's _str_key: one allocation); None
         # for a name it does not take (empty, lone surrogates, too long): the checks below say why.
-        fast = _str_key(prefix, name, MAX_NAME_BYTES)  # noqa: F821 (checks.pxd's, compiled only)
+        fast = _str_key(prefix, name, MAX_NAME_BYTES)  # type: ignore[name-defined]  # noqa: F821 (checks.pxd's)
         if fast is not None:
             key = fast
             if b"{" in key:  # only a key with a brace can be another lock's derived key

@@ -69,7 +69,7 @@ def new_token() -> bytes:
             random = _random
             if spent + 16 <= len(random):
                 _spent = spent + 16
-                return _hex_token(_prefix, random, spent)  # noqa: F821 (tokens.pxd's, compiled only)
+                return _hex_token(_prefix, random, spent)  # type: ignore[name-defined]  # noqa: F821 (tokens.pxd's)
             _random, _spent = os.urandom(16 * _BATCH), 0
     while True:
         try:

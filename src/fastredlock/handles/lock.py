@@ -237,7 +237,7 @@ class LockBase:
         # _acquired(token, 1), inline (the hot path)
         self.token = token
         # (compiled: lock.pxd's _c_now, time.monotonic's clock read in C)
-        self._acquired_at = _c_now() if _COMPILED else monotonic()  # noqa: F821
+        self._acquired_at = _c_now() if _COMPILED else monotonic()  # type: ignore[name-defined]  # noqa: F821
         if self.auto_extend or self.on_lost is not None:
             self._watch()
         if self._executor.on_event is not None:
@@ -539,7 +539,7 @@ class LockBase:
             token = self._require_token()  # raises
         if self.auto_extend or self.on_lost is not None:  # (only those are ever watched)
             self._unwatch()
-        now = _c_now() if _COMPILED else monotonic()  # noqa: F821 (see _took)
+        now = _c_now() if _COMPILED else monotonic()  # type: ignore[name-defined]  # noqa: F821
         self._was_lost = self._lost or now >= self._valid_until  # self.lost, inline
         self.token = None
         self.fence = None
