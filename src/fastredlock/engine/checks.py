@@ -11,6 +11,12 @@ from typing import Any, List, Sequence, Union
 
 from ..protocol.keyspace import reserved_by
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
 __all__ = [
     "MAX_NAME_BYTES", "MAX_TTL", "MAX_WAIT", "check_number", "check_timeout", "key_of", "keys_of", "name_list",
     "ttl_ms_of",
@@ -72,6 +78,15 @@ def ttl_ms_of(ttl: Any, drift_factor: float) -> int:
 
 def key_of(prefix: bytes, name: Union[str, bytes]) -> bytes:
     """Return the key of lock ``name``: ``prefix`` + the name as bytes (UTF-8 for a str)."""
+    if _COMPILED and type(name) is str and type(prefix) is bytes:
+        # The key made in C from the str's UTF-8 (checks.pxd's _str_key: one allocation); None
+        # for a name it does not take (empty, lone surrogates, too long): the checks below say why.
+        fast = _str_key(prefix, name, MAX_NAME_BYTES)  # type: ignore[name-defined]  # noqa: F821 (checks.pxd's)
+        if fast is not None:
+            key = fast
+            if b"{" in key:  # only a key with a brace can be another lock's derived key
+                _refuse_reserved(key)
+            return key
     if isinstance(name, str):
         try:
             raw = name.encode("utf-8")  # one C call when compiled

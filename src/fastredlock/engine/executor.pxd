@@ -5,11 +5,14 @@ cimport cython
 from .combine cimport Combiner
 from .fork cimport fork_generation
 from ..protocol.plans cimport left_behind, release_decided
+from ..protocol.result cimport Round
 
 cdef int _PENDING, _TIMEOUT  # outcome codes PENDING and TIMEOUT (protocol.outcomes) as C ints; constant
 
-@cython.locals(code=int)
+@cython.locals(code=int, r=Round)
 cdef bint _outstanding(object rnd) except -1
+@cython.locals(r=Round)
+cdef bint _ok(object rnd) except -1
 cpdef object _carrier(object core, object rnd)
 cpdef object _carrying_core(object carrier)
 
@@ -25,6 +28,8 @@ cdef class Executor:
     cdef bint _fixed_grace  # restart_grace was given: _grace_ms never follows the TTLs; set once
     cdef public object _grace_ms  # restart grace (ms): restart_grace, else the largest TTL ttl_ms() saw
     cdef dict _ttls_ms  # TTL as given (int/float seconds) -> its checked ms; at most 64 entries
+    cdef tuple _graced  # (core, grace): the core whose restart_grace_ms was set last, and to what
+    cdef tuple _last_ttl  # (ttl, ms) of the last TTL found in _ttls_ms (replaced whole: one store)
     cdef bint _auto_pipeline  # the client's auto_pipeline: single-lock rounds use the combiner; set once
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
     cdef public object watchdog  # None until watch() makes it (under _pool_lock); None again in a fork child
@@ -45,6 +50,7 @@ cdef class Executor:
     cdef public list _pool  # the free cores: pop/remove/append (atomic under the GIL); replaced by close() and a fork
     cdef public Combiner combiner  # combines single-lock rounds (with _auto_pipeline); new in a fork child
     cdef public bint wait_release  # the client's wait_release (release_waits' default); the client sets it
+    cdef public object prefix  # the client's key prefix (bytes): the client's prefix property is this field
     cdef public bint scripts       # the cores may send scripts (the client's scripts=False: native commands only)
     cdef public object unwaited  # releases written without waiting, until reported; new in a fork child
     cdef object _reaper  # the reaper thread, made on first use (under _pool_lock); None before, and in a fork child
@@ -61,5 +67,8 @@ cdef class Executor:
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)
+    @cython.locals(graced=tuple)
+    cdef _grace_on(self, object core)
+    @cython.locals(last=tuple)
     cpdef object ttl_ms(self, object ttl)
     cpdef bint release_waits(self, object wait) except -1

@@ -47,6 +47,7 @@ from .combine import Combiner, Request
 from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
 from ..errors import MasterOutcome
 from ..protocol.plans import left_behind, release_decided
+from ..protocol.result import Round
 
 __all__ = ["Executor"]
 
@@ -55,11 +56,18 @@ log = logging.getLogger("fastredlock")
 _PENDING = oc.PENDING
 _TIMEOUT = oc.TIMEOUT
 _DOWN_NAMES = frozenset(oc.NAMES[code] for code in oc.DOWN)
+#: What ``Executor._last_ttl`` starts with: no TTL given is this object.
+_NO_TTL = object()
 
 
 def _outstanding(rnd: Any) -> bool:
     """Whether some master's answer to ``rnd`` may still be on its way (pending, or late)."""
-    for code in rnd.outcomes:
+    if type(rnd) is Round:  # (compiled: read as the C field; a pure core's round is another class)
+        r = rnd
+        outcomes = r.outcomes
+    else:
+        outcomes = rnd.outcomes
+    for code in outcomes:
         if code == _PENDING or code == _TIMEOUT:
             return True
     return False
@@ -68,6 +76,14 @@ def _outstanding(rnd: Any) -> bool:
 def _carrier(core: Any, rnd: Any) -> Any:
     """The carrier of an acquisition ``rnd`` made on ``core``: None once every master answered."""
     return (core, rnd) if _outstanding(rnd) else None
+
+
+def _ok(rnd: Any) -> bool:
+    """``rnd.ok`` (compiled: the C field of a Round)."""
+    if type(rnd) is Round:
+        r = rnd
+        return r.ok
+    return bool(rnd.ok)
 
 
 def _carrying_core(carrier: Any) -> Any:
@@ -128,6 +144,8 @@ class Executor:
         self._core_cls = core_cls
         #: Whether the cores may send scripts (``scripts=False``: native commands only).
         self.scripts = scripts
+        #: The client's key prefix (bytes; the client's ``prefix`` property reads and sets it here).
+        self.prefix: Any = b""
         self._io_timeout = io_timeout
         self._connect_timeout = connect_timeout
         self._drift_factor = drift_factor
@@ -138,6 +156,11 @@ class Executor:
         self._grace_ms = int(restart_grace * 1000) if restart_grace is not None else 0
         #: TTLs (seconds, int or float) already checked, and their milliseconds.
         self._ttls_ms: Dict[Any, int] = {}
+        #: ``(ttl, ms)`` of the last TTL found in ``_ttls_ms`` (an int or float: immutable, so the
+        #: same object has the same ms).
+        self._last_ttl: Tuple[Any, Any] = (_NO_TTL, 0)
+        #: ``(core, grace)``: the core whose ``restart_grace_ms`` was set last, and to what.
+        self._graced: Tuple[Any, Any] = (None, None)
         self._auto_pipeline = auto_pipeline
         self._new_watchdog = watchdog
         #: The watchdog, once a lock was watched (None before, and in a fork child).
@@ -185,10 +208,14 @@ class Executor:
     # --- what the front-ends call ------------------------------------------------------------
     def ttl_ms(self, ttl: Any) -> int:
         """Return ``ttl`` (seconds) in milliseconds, checked; the largest seen sets the restart grace."""
+        last = self._last_ttl
+        if last[0] is ttl:  # the same object as last time (a constant at the call site): its ms
+            return last[1]
         cls = type(ttl)
         if cls is float or cls is int:  # not bool: it must still be refused
             known = self._ttls_ms.get(ttl)  # the TTLs a client uses are few: checked once each
             if known is not None:
+                self._last_ttl = (ttl, known)  # one tuple: a thread reads both or neither
                 return known
         ttl_ms = ttl_ms_of(ttl, self._drift_factor)
         if ttl_ms > self._grace_ms and not self._fixed_grace:
@@ -238,10 +265,10 @@ class Executor:
             # The dance of Executor.core(), written out: this is the hot path of a thread alone.
             core = self.checkout()
             if self._restart_aware:
-                core.restart_grace_ms = self._grace_ms
+                self._grace_on(core)
             try:
                 rnd = core.acquire(key, token, ttl_ms)
-                if left_behind(rnd):
+                if not _ok(rnd) and left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
@@ -273,7 +300,7 @@ class Executor:
                 self.interrupted(core, None, None)
                 raise
             self.checkin(core)
-            return rnd, rnd.ok
+            return rnd, _ok(rnd)
         finally:
             if combiner is not None:
                 combiner.leave()
@@ -432,6 +459,17 @@ class Executor:
             self._after_fork()
         pool = self._pool
         if carrier_core is not None:
+            # Usually the carrier is this thread's only core, on top: pop() it. (list.remove would
+            # shrink the one-core list to nothing, and every pop() and append() after that would
+            # free and allocate its storage again.) Each step is atomic under the GIL; a core
+            # taken by mistake is back at once.
+            try:
+                core = pool.pop()
+            except IndexError:
+                return self._wait_for(carrier_core)
+            if core is carrier_core:
+                return core
+            pool.append(core)
             try:
                 pool.remove(carrier_core)  # atomic under the GIL, like pop()
                 return carrier_core
@@ -477,7 +515,17 @@ class Executor:
     def for_acquiring(self, core: Any) -> None:
         """Before an acquiring round on ``core``: the restart grace it applies (restart-aware voting)."""
         if self._restart_aware:
-            core.restart_grace_ms = self._grace_ms
+            self._grace_on(core)
+
+    def _grace_on(self, core: Any) -> None:
+        """Set ``core.restart_grace_ms`` to the grace (a property of the core: a Python-level call)
+        unless it was the last core given this very value. Only the executor sets a core's grace,
+        and ``_grace_ms`` only grows (or never changes), so a stale memo never skips a change."""
+        grace = self._grace_ms
+        graced = self._graced
+        if graced[0] is not core or graced[1] is not grace:
+            core.restart_grace_ms = grace
+            self._graced = (core, grace)  # one store: a thread reads both or neither
 
     def interrupted(self, core: Any, keys: Optional[Sequence[bytes]], tokens: Optional[Sequence[bytes]]) -> None:
         """A round on ``core`` was interrupted (KeyboardInterrupt, a bug): its SETs may have landed

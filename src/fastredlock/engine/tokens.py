@@ -24,9 +24,18 @@ import struct
 from binascii import hexlify
 from typing import Any, List, Union
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
 _prefix = b""
 _pool: Any = collections.deque()
 _take: Any = _pool.popleft
+#: Compiled: the random bytes of the tokens to come (16 each, from ``_spent`` on), instead of ``_pool``.
+_random = b""
+_spent = 0
 
 #: How many random parts one refill draws (16 bytes each).
 _BATCH = 256
@@ -35,10 +44,12 @@ _SPLIT = struct.Struct("32s" * _BATCH).unpack
 
 
 def _reseed() -> None:
-    global _prefix, _pool, _take
+    global _prefix, _pool, _take, _random, _spent
     _prefix = os.urandom(16).hex().encode("ascii") + b":"
     _pool = collections.deque()
     _take = _pool.popleft
+    _random = b""
+    _spent = 0
 
 
 def _refill() -> None:
@@ -48,6 +59,18 @@ def _refill() -> None:
 
 def new_token() -> bytes:
     """Return a token never returned before by any process (with overwhelming probability)."""
+    global _random, _spent
+    if _COMPILED:
+        # One bytes object made and filled in C (tokens.pxd's _hex_token): the prefix, then 16
+        # random bytes as 32 hex digits. Taking a slot (reading _spent, moving it on) calls nothing
+        # in between, so under the GIL no two threads take the same one; a refill draws a new block.
+        while True:
+            spent = _spent
+            random = _random
+            if spent + 16 <= len(random):
+                _spent = spent + 16
+                return _hex_token(_prefix, random, spent)  # type: ignore[name-defined]  # noqa: F821 (tokens.pxd's)
+            _random, _spent = os.urandom(16 * _BATCH), 0
     while True:
         try:
             return _take()  # atomic under the GIL: no two threads get the same one

@@ -143,7 +143,6 @@ class RedlockBase:
             prefix = prefix.encode()
         elif not isinstance(prefix, bytes):
             raise TypeError(f"prefix must be str or bytes, not {type(prefix).__name__}")
-        self.prefix: bytes = prefix
         if backoff is not None and not callable(backoff):
             raise TypeError(f"backoff must be callable, not {type(backoff).__name__}")
         self.backoff = backoff
@@ -169,6 +168,7 @@ class RedlockBase:
             max_cooldown=self.max_cooldown, restart_aware=self.restart_aware, restart_grace=self.restart_grace,
             auto_pipeline=auto_pipeline, watchdog=lambda: self._new_watchdog(ref), scripts=self._scripts_of(scripts),
         )
+        self.executor.prefix = prefix  # (kept there: a handle made reads it as a C field)
         #: Masters that must agree: ``N // 2 + 1``.
         self.quorum: int = self.executor.quorum
         self.on_event = on_event
@@ -192,6 +192,16 @@ class RedlockBase:
         if not scripts and any(spec.cluster is not None for spec in self._specs):
             raise ValueError("scripts=False does not work with cluster masters (their commands go as scripts)")
         return scripts
+
+    @property
+    def prefix(self) -> bytes:
+        """The bytes prepended to every lock name to form its key (the ``prefix`` argument, str
+        encoded as UTF-8)."""
+        return self.executor.prefix
+
+    @prefix.setter
+    def prefix(self, value: bytes) -> None:
+        self.executor.prefix = value
 
     @property
     def scripts(self) -> bool:

@@ -7,6 +7,10 @@ from ..engine.executor cimport Executor
 from ..engine.tokens cimport new_token
 from ..engine.fork cimport fork_generation
 from ..engine.checks cimport key_of
+from ..protocol.result cimport Round
+from cpython.time cimport monotonic as _c_now  # time.monotonic's clock, read in C
+
+cdef bint _COMPILED  # whether this module runs compiled (then the hot path reads the clock in C); constant
 
 cdef class LockBase:
     cdef public object _client  # the client that made the handle (its options); set once
@@ -34,14 +38,17 @@ cdef class LockBase:
     cdef public object _chosen    # the token the caller chose for the acquisition under way, or None
     cdef object __weakref__  # handles are weakly referable (as the pure class's __slots__ make them)
 
+    @cython.locals(executor=Executor)
     cpdef _setup(self, object client, object name, object ttl, bint auto_extend, object max_hold, object on_lost,
                  bint fencing)
     @cython.locals(executor=Executor)
     cpdef object _acquire_begin(self, bint blocking, object timeout, object token)
+    @cython.locals(r=Round)
     cpdef bint _took(self, object token, object rnd, object carrier) except -1
     cpdef _acquired(self, object token, Py_ssize_t attempts)
+    @cython.locals(now=double)
     cpdef bytes _release_begin(self)
-    @cython.locals(executor=Executor)
+    @cython.locals(executor=Executor, r=Round)
     cpdef bint _release_confirmed(self, object rnd, bint ok) except -1
     cpdef _reset(self)
     cpdef bytes _require_token(self)

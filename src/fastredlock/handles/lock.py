@@ -39,6 +39,13 @@ from ..protocol import outcomes as oc
 from ..protocol.family import mark_step, queueable, queued_step, renewal_ms, unqueue_step
 from ..protocol.plans import answer_summary, fence_of, fenced_held, left_behind, may_hold, refused_for_scripts
 from ..protocol.replies import refused_a_key, scripts_refused
+from ..protocol.result import Round
+
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -102,7 +109,7 @@ class LockBase:
         #: The name as given.
         self.name = name
         #: The key written on the masters (the client's prefix + the name, as bytes).
-        self.key: bytes = key_of(client.prefix, name)
+        self.key: bytes = key_of(executor.prefix, name)  # (the client's prefix)
         self._ttl_ms = executor.ttl_ms(ttl)
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)
@@ -217,13 +224,20 @@ class LockBase:
     def _took(self, token: bytes, rnd: Any, carrier: Any) -> bool:
         """Take a lean first attempt's round: True if the handle now holds the lock (set up)."""
         self._last = rnd
-        if not rnd.ok:
-            return False
-        self._valid_until = rnd.valid_until
+        if type(rnd) is Round:  # (compiled: its fields read as C fields; a pure core's round is another class)
+            r = rnd
+            if not r.ok:
+                return False
+            self._valid_until = r.started + r.elapsed + r.validity  # r.valid_until, inline
+        else:
+            if not rnd.ok:
+                return False
+            self._valid_until = rnd.valid_until
         self._carrier = carrier
         # _acquired(token, 1), inline (the hot path)
         self.token = token
-        self._acquired_at = monotonic()
+        # (compiled: lock.pxd's _c_now, time.monotonic's clock read in C)
+        self._acquired_at = _c_now() if _COMPILED else monotonic()  # type: ignore[name-defined]  # noqa: F821
         if self.auto_extend or self.on_lost is not None:
             self._watch()
         if self._executor.on_event is not None:
@@ -525,7 +539,8 @@ class LockBase:
             token = self._require_token()  # raises
         if self.auto_extend or self.on_lost is not None:  # (only those are ever watched)
             self._unwatch()
-        self._was_lost = self._lost or monotonic() >= self._valid_until  # self.lost, inline
+        now = _c_now() if _COMPILED else monotonic()  # type: ignore[name-defined]  # noqa: F821
+        self._was_lost = self._lost or now >= self._valid_until  # self.lost, inline
         self.token = None
         self.fence = None
         self._valid_until = 0.0
@@ -536,8 +551,14 @@ class LockBase:
         the lock had not been lost before); False: the caller raises :meth:`_release_error`."""
         executor = self._executor
         self._carrier = None
-        if rnd.details is not None and executor.notifier is not None:
-            executor.notifier.released(self.key, rnd.details)  # waiters heard it: let them go first
+        if executor.notifier is not None:
+            if type(rnd) is Round:  # (compiled: a C field, see _took)
+                r = rnd
+                details = r.details
+            else:
+                details = rnd.details
+            if details is not None:
+                executor.notifier.released(self.key, details)  # waiters heard it: let them go first
         self._last = rnd
         was_lost = self._was_lost
         if executor.on_event is not None:

@@ -22,7 +22,7 @@ from ..handles.client import (
 from ..engine.checks import key_of
 from ..handles.batch import acquire_many_plan, lock_all_plan, release_many_plan
 from .family import RLock, ReadLock, Semaphore, WriteLock
-from .lock import Lock, drive, fence_key, new_lock
+from .lock import Lock, client_lock, drive, fence_key, new_lock
 from ..handles.lockinfo import FamilyInfo, LockInfo, family_inspection, inspection
 from .notifier import Notifier
 from .watchdog import Watchdog
@@ -200,3 +200,9 @@ class Redlock(RedlockBase):
 
     def _new_notifier(self) -> Notifier:
         return Notifier(self._specs, self.connect_timeout, self.courtesy)
+
+
+# ``dlm.lock(name, ttl)`` is the compiled twin of RedlockBase.lock (the hot path's first call: its
+# keywords parsed in C, the handle made by one C call), with the same signature and documentation.
+client_lock.__doc__ = RedlockBase.lock.__doc__
+Redlock.lock = client_lock  # type: ignore[method-assign]

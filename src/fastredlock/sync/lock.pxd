@@ -8,6 +8,7 @@ from ..handles.lock cimport LockBase
 cdef class Lock(LockBase):
     @cython.locals(tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
+    cpdef _release_lean(self, object wait)
 
 @cython.locals(executor=Executor)
 cpdef tuple _release_now(Executor executor, object key, object token, object carrier, object signal)

@@ -25,7 +25,7 @@ from ..engine.steps import (
 from ..errors import LockError
 from ..protocol.family import SCRIPT
 
-__all__ = ["Lock", "fence_key", "drive", "new_lock", "SPLIT_RETRY"]
+__all__ = ["Lock", "fence_key", "drive", "new_lock", "client_lock", "SPLIT_RETRY"]
 
 log = logging.getLogger("fastredlock")
 
@@ -127,6 +127,11 @@ class Lock(LockBase):
         if token is not None or signal is not None or self._family_kind:
             drive(self._executor, self._release_plan(token, signal))
             return
+        self._release_lean(wait)
+
+    def _release_lean(self, wait: Optional[bool]) -> None:
+        """:meth:`release` of a plain lock's own acquisition (the hot path; a C call from
+        ``release`` and from the end of a ``with`` block)."""
         token = self._release_begin()
         if not self._executor.release_waits(wait):
             executor = self._executor
@@ -197,7 +202,10 @@ class Lock(LockBase):
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
-            self.release()
+            if type(self) is Lock:  # a plain lock (a subclass may have its own release): one C call
+                self._release_lean(None)
+            else:
+                self.release()
         except LockError as error:
             self._raise_at_exit(error, exc_type)
         except BaseException:  # interrupted before the release began: send it all the same
@@ -229,6 +237,14 @@ def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool
     lock = Lock.__new__(Lock)
     lock._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
     return lock
+
+
+def client_lock(self: Any, name: Union[str, bytes], ttl: float = 10.0, *, auto_extend: bool = False,
+                max_hold: Optional[float] = None, on_lost: Optional[Callable[[Any], object]] = None,
+                fencing: bool = False) -> Lock:
+    """``Redlock.lock``: :meth:`fastredlock.handles.client.RedlockBase.lock`'s compiled twin (the
+    sync client's method; ``dlm.lock(name, ttl)`` is then one C call, its keywords parsed in C)."""
+    return new_lock(self, name, ttl, auto_extend, max_hold, on_lost, fencing)
 
 
 # --- the sync driver -------------------------------------------------------------------------------
