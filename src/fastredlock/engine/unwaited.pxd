@@ -15,6 +15,7 @@ cdef class Entry:
     cdef public double acquired_at  # when the released acquisition was made (monotonic); set once
     cdef public bint was_lost  # the lock was known lost when released (its caller got LockLostError); set once
 
+@cython.locals(entry=Entry)
 cpdef Entry new_entry(object on_done, object rnd, object core, double acquired_at, bint was_lost)
 
 @cython.final
