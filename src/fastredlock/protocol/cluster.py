@@ -83,41 +83,51 @@ def key_slot(key):
     return crc & 0x3FFF
 
 
-def _number(payload, pos):
-    """The decimal number after the type byte at ``pos`` (``*3``, ``$5``) and where its line ends."""
-    value = 0
-    pos += 1
-    while payload[pos] != 13:  # b"\r"
-        value = value * 10 + (payload[pos] - 48)
-        pos += 1
-    return value, pos + 2
-
-
 def split_commands(payload, k):
     """The ``k`` RESP commands encoded back to back in ``payload`` (by this package: well formed):
     a list of ``(bytes, slot)``, the slot of the command's keys (-1: it names none).
-    :class:`CrossSlotError` when one command's keys are in different slots."""
+    :class:`CrossSlotError` when one command's keys are in different slots.
+
+    (Once per cluster round: the lengths are read in place; only the name (when it may be
+    ``EVAL``/``EVALSHA``), a script's key count and the keys are sliced out.)"""
     out = []
     pos = 0
     for _ in range(k):
         begin = pos
-        argc, pos = _number(payload, pos)
-        args = []
-        for _ in range(argc):
-            size, pos = _number(payload, pos)
-            args.append(payload[pos:pos + size])
-            pos += size + 2
-        name = args[0].upper()
-        if name == b"EVALSHA" or name == b"EVAL":
-            keys = args[3:3 + int(args[2])]
-        else:
-            keys = args[1:2]
+        argc = 0
+        pos += 1  # (the numbers after '*' and '$' are read in place: no tuple per argument)
+        while payload[pos] != 13:  # b"\r"
+            argc = argc * 10 + (payload[pos] - 48)
+            pos += 1
+        pos += 2
+        first_key = 1  # where the keys begin (EVAL/EVALSHA: 3), and how many there are
+        nkeys = 1
+        first = None
         slot = -1
-        for key in keys:
-            s = key_slot(key)
-            if slot >= 0 and s != slot:
-                raise CrossSlotError(_CROSS % (keys[0], key, slot, s))
-            slot = s
+        for a in range(argc):
+            size = 0
+            pos += 1
+            while payload[pos] != 13:
+                size = size * 10 + (payload[pos] - 48)
+                pos += 1
+            pos += 2
+            if a == 0:
+                if size == 4 or size == 7:
+                    name = payload[pos:pos + size].upper()
+                    if name == b"EVALSHA" or name == b"EVAL":
+                        first_key = 3
+                        nkeys = 0
+            elif a == 2 and first_key == 3:
+                nkeys = int(payload[pos:pos + size])
+            elif first_key <= a < first_key + nkeys:
+                key = payload[pos:pos + size]
+                s = key_slot(key)
+                if first is None:
+                    first = key
+                elif s != slot:
+                    raise CrossSlotError(_CROSS % (first, key, slot, s))
+                slot = s
+            pos += size + 2
         out.append((payload[begin:pos], slot))
     return out
 
