@@ -69,17 +69,24 @@ _CRC = _table()
 
 def key_slot(key):
     """The cluster slot of ``key`` (bytes): CRC16-XMODEM of its hash tag, or of the whole key."""
-    start = 0
-    end = len(key)
-    i = key.find(b"{")
-    if i >= 0:
-        j = key.find(b"}", i + 1)
-        if j > i + 1:
+    return _slot_in(key, 0, len(key))
+
+
+def _slot_in(data, start, end):
+    """:func:`key_slot` of the key ``data[start:end]``, read in place."""
+    i = start
+    while i < end and data[i] != 123:  # b"{"
+        i += 1
+    if i < end:
+        j = i + 1
+        while j < end and data[j] != 125:  # b"}"
+            j += 1
+        if i + 1 < j < end:
             start = i + 1
             end = j
     crc = 0
     for p in range(start, end):
-        crc = ((crc << 8) & 0xFF00) ^ _CRC[((crc >> 8) ^ key[p]) & 0xFF]
+        crc = ((crc << 8) & 0xFF00) ^ _CRC[((crc >> 8) ^ data[p]) & 0xFF]
     return crc & 0x3FFF
 
 
@@ -102,7 +109,8 @@ def split_commands(payload, k):
         pos += 2
         first_key = 1  # where the keys begin (EVAL/EVALSHA: 3), and how many there are
         nkeys = 1
-        first = None
+        first = -1  # where the first key begins (and its size: the message of a cross-slot error)
+        first_size = 0
         slot = -1
         for a in range(argc):
             size = 0
@@ -112,20 +120,24 @@ def split_commands(payload, k):
                 pos += 1
             pos += 2
             if a == 0:
-                if size == 4 or size == 7:
-                    name = payload[pos:pos + size].upper()
-                    if name == b"EVALSHA" or name == b"EVAL":
-                        first_key = 3
-                        nkeys = 0
+                # EVAL or EVALSHA, any case ('|32' folds exactly the two cases of a letter)
+                if (size == 4 or size == 7) and (payload[pos] | 32) == 101 and (payload[pos + 1] | 32) == 118 \
+                        and (payload[pos + 2] | 32) == 97 and (payload[pos + 3] | 32) == 108 and (
+                        size == 4 or ((payload[pos + 4] | 32) == 115 and (payload[pos + 5] | 32) == 104
+                                      and (payload[pos + 6] | 32) == 97)):
+                    first_key = 3
+                    nkeys = 0
             elif a == 2 and first_key == 3:
-                nkeys = int(payload[pos:pos + size])
+                for p in range(pos, pos + size):
+                    nkeys = nkeys * 10 + (payload[p] - 48)
             elif first_key <= a < first_key + nkeys:
-                key = payload[pos:pos + size]
-                s = key_slot(key)
-                if first is None:
-                    first = key
+                s = _slot_in(payload, pos, pos + size)
+                if first < 0:
+                    first = pos
+                    first_size = size
                 elif s != slot:
-                    raise CrossSlotError(_CROSS % (first, key, slot, s))
+                    raise CrossSlotError(_CROSS % (payload[first:first + first_size], payload[pos:pos + size],
+                                                   slot, s))
                 slot = s
             pos += size + 2
         out.append((payload[begin:pos], slot))
