@@ -13,11 +13,13 @@ import time
 
 import pytest
 
+from fastredlock.errors import LockNotOwnedError
 from fastredlock.io.blocking import Connection
 from fastredlock.protocol.cluster import SLOTS, key_slot
 from fastredlock.testing import start_cluster
 
 from _bounded import joined
+from _checks import command_calls
 from _contender import Counter, contend_loop
 
 TTL = 5.0
@@ -276,6 +278,52 @@ def test_ask_to_a_node_with_an_empty_script_cache(make_client, cluster, name):
         cluster.finish_migration(slot, source, target)
     assert holder(cluster, name)[1] is None
     assert [s.error_replies for s in dlm.stats()] == [0]
+
+
+def test_a_cluster_release_publishes_nothing_where_nobody_waits(make_client, cluster, name):
+    """A cluster's keys get the lean release (RELEASE_CLUSTER): GET and DEL, and no PUBLISH to
+    the lock's channel where no waiter marked the name (RELEASE_FULL always publishes)."""
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
+    names = [name, f"{{{name}}}:tagged"]
+    for n in names:  # connected, every script loaded
+        with dlm.lock(n, ttl=TTL):
+            pass
+    before = {id(p): command_calls(p).get("publish", 0) for p in cluster.live()}
+    for n in names:
+        for _ in range(3):
+            with dlm.lock(n, ttl=TTL):
+                pass
+            assert holder(cluster, n)[1] is None
+    assert {id(p): command_calls(p).get("publish", 0) for p in cluster.live()} == before
+    locks = dlm.acquire_many([f"{name}:{i}" for i in range(8)], ttl=TTL)  # release_many: one script per key
+    assert all(dlm.release_many(locks))
+    assert {id(p): command_calls(p).get("publish", 0) for p in cluster.live()} == before
+    assert [s.error_replies for s in dlm.stats()] == [0]
+
+
+def test_release_while_the_key_waits_on_a_migrating_node(make_client, cluster, name):
+    """A key still on the node its slot migrates from (MIGRATING, not moved yet): the release
+    deletes it there. That node answers the command naming a key it lacks (the wake mark) with
+    -ASK, an error raised in the script; the release deletes the key by a command of its own
+    first, as RELEASE_FULL did (one DEL of the key and the mark would fail before deleting)."""
+    dlm = make_client([cluster.url], connect_timeout=CONNECT, io_timeout=IO)
+    lock = dlm.lock(name, ttl=TTL)
+    assert lock.acquire(blocking=False)
+    slot = cluster.keyslot(name)
+    source = cluster.owner(slot)
+    target = other_primary(cluster, source)
+    cluster.wait_agreed()
+    target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.node_id)
+    source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)  # the key stays on the source
+    try:
+        try:
+            lock.release()
+        except LockNotOwnedError:
+            pass  # the mark's -ASK, raised in the script after the delete: that master's error reply
+        assert str(source.command("EXISTS", name)).startswith("ASK ")  # deleted all the same (-ASK: not there)
+    finally:
+        cluster.finish_migration(slot, source, target)
+    assert holder(cluster, name)[1] is None
 
 
 def test_lock_all_across_slots_is_refused_naming_hash_tags(make_client, cluster, name):

@@ -146,3 +146,28 @@ def test_a_slot_no_known_node_serves_is_a_connection_error(proto):
     assert session.maps_stale and session.stale_routes(1.0) == [0]
     (rnd,) = session.finish(1.0)
     assert rnd.outcomes == (CONN_ERROR,) and "no node known to serve it" in rnd.details[0]
+
+
+def test_a_round_is_split_by_the_slot_of_each_commands_keys(proto):
+    """Each command with the slot of its keys: SET's key, a script's declared keys (EVALSHA or
+    eval, any case; none: -1), the arguments after them ignored; keys of two slots are refused."""
+    c = proto.cluster
+    key, tagged, other = b"lock:1", b"{lock:1}:wake", b"lock:2"
+    assert c.key_slot(key) == c.key_slot(tagged) != c.key_slot(other)
+    cmds = [
+        encode_command(b"SET", key, b"t" * 40, b"NX", b"PX", b"10000"),
+        encode_command(b"EVALSHA", b"f" * 40, b"1", other, b"token"),
+        encode_command(b"eval", b"return 1", b"2", key, tagged, b"x" * 300),
+        encode_command(b"EVAL", b"return 1", b"0", b"not-a-key"),
+        encode_command(b"PING"),
+        encode_command(b"GETSET", other, key),  # not a script: its first argument only
+    ]
+    assert c.split_commands(b"".join(cmds), len(cmds)) == [
+        (cmds[0], c.key_slot(key)), (cmds[1], c.key_slot(other)), (cmds[2], c.key_slot(key)),
+        (cmds[3], -1), (cmds[4], -1), (cmds[5], c.key_slot(other))]
+    try:
+        c.split_commands(encode_command(b"EVALSHA", b"f" * 40, b"2", key, other, b"t"), 1)
+    except c.CrossSlotError as e:
+        assert "lock:1" in str(e) and "lock:2" in str(e)
+    else:
+        raise AssertionError("keys of two slots in one script were not refused")

@@ -3,6 +3,7 @@
 # the pool) then runs as C from one call of Lock.
 cimport cython
 from .combine cimport Combiner
+from .unwaited cimport Unwaited, new_entry
 from .fork cimport fork_generation
 from ..protocol.plans cimport left_behind, release_decided
 from ..protocol.result cimport Round
@@ -52,7 +53,7 @@ cdef class Executor:
     cdef public bint wait_release  # the client's wait_release (release_waits' default); the client sets it
     cdef public object prefix  # the client's key prefix (bytes): the client's prefix property is this field
     cdef public bint scripts       # the cores may send scripts (the client's scripts=False: native commands only)
-    cdef public object unwaited  # releases written without waiting, until reported; new in a fork child
+    cdef public Unwaited unwaited  # releases written without waiting, until reported; new in a fork child
     cdef object _reaper  # the reaper thread, made on first use (under _pool_lock); None before, and in a fork child
     cdef object _reap_event  # wakes the reaper asleep (_reaper_asleep); close() sets it to end it
     cdef bint _reaper_asleep  # the reaper waits on _reap_event (written by the reaper only)
@@ -64,6 +65,9 @@ cdef class Executor:
     cpdef tuple release_one(self, object key, object token, object carrier=*)
     cpdef object release_unwaited(self, object key, object token, object carrier, object on_done, double acquired_at,
                                   bint was_lost)
+    cdef object _before_unwaited(self, Unwaited unwaited)
+    cdef object _wake_reaper(self)
+    cdef object _report(self, list entries)
     @cython.locals(pool=list)
     cpdef object checkout(self, object carrier_core=*)
     cpdef checkin(self, object core, bint clean=*)

@@ -44,7 +44,7 @@ from .fork import fork_generation
 from ..protocol import outcomes as oc
 from .checks import ttl_ms_of
 from .combine import Combiner, Request
-from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, Unwaited, new_entry
+from .unwaited import MAX_IN_FLIGHT, REAP_EVERY, REAP_LINGER, REAP_SLOWEST, Unwaited, new_entry
 from ..errors import MasterOutcome
 from ..protocol.plans import left_behind, release_decided
 from ..protocol.result import Round
@@ -315,7 +315,7 @@ class Executor:
         with an :class:`~fastredlock.engine.unwaited.Entry` that also carries ``acquired_at`` and
         ``was_lost`` back (the writer's values, not read here)."""
         unwaited = self.unwaited
-        if unwaited:
+        if unwaited.entries:
             self._before_unwaited(unwaited)
         core = self.checkout(None if carrier is None else _carrying_core(carrier))
         try:
@@ -324,7 +324,8 @@ class Executor:
             self.interrupted(core, None, None)
             raise
         self.checkin(core)
-        if unwaited.add(new_entry(on_done, rnd, core, acquired_at, was_lost)):
+        if unwaited.add(new_entry(on_done, rnd, core, acquired_at, was_lost)) and (
+                self._reaper is None or self._reaper_asleep):
             self._wake_reaper()
         return rnd
 
@@ -333,7 +334,7 @@ class Executor:
         """:meth:`release_unwaited` of several held locks in one round (``release_many``): their
         rounds; each key's ``on_done[j]`` is called on its own once its answers are in."""
         unwaited = self.unwaited
-        if unwaited:
+        if unwaited.entries:
             self._before_unwaited(unwaited)
         with self.core(carrying=carriers) as core:
             rounds = core.release_many_nowait(keys, tokens)
@@ -351,7 +352,7 @@ class Executor:
         done = unwaited.done(self.on_event is None)
         if done:
             self._report(done)
-        if len(unwaited) >= MAX_IN_FLIGHT:
+        if len(unwaited.entries) >= MAX_IN_FLIGHT:
             self._reap(True)
 
     def release_signal(self, key: bytes, token: bytes, carrier: Any, signal: bytes, signal_ms: int) -> Tuple[Any, bool]:
@@ -600,18 +601,23 @@ class Executor:
             self._reap_event.set()
 
     def _reap_loop(self) -> None:
-        """The reaper: every REAP_EVERY seconds while releases are in flight (and for REAP_LINGER
-        seconds after the last one, so a busy loop does not wake it each time), report those whose
-        answers are in and read the idle cores' (see :meth:`_reap`); asleep otherwise."""
+        """The reaper: while releases are in flight (and for REAP_LINGER seconds after the last
+        one, so a busy loop does not wake it each time), report those whose answers are in and read
+        the idle cores' (see :meth:`_reap`); asleep otherwise. It looks every REAP_EVERY seconds,
+        less often (down to every REAP_SLOWEST) while each look finds the client's own rounds read
+        the answers since the last (a loop of lock cycles: nothing stays owed; waking the thread
+        would cost the loop more than the look finds)."""
         generation = self._generation
         event = self._reap_event
         unwaited = self.unwaited
         idle_since = monotonic()
+        pause = REAP_EVERY
+        fresh = True  # the first look after a wake-up: its entry was just written
         while not self._closed and generation == fork_generation():
             if not unwaited:
                 now = monotonic()
                 if now - idle_since < REAP_LINGER:
-                    time.sleep(REAP_EVERY)
+                    time.sleep(pause)
                     continue
                 self._reaper_asleep = True  # (before looking: a release added now sets the event)
                 if not unwaited:
@@ -619,22 +625,31 @@ class Executor:
                 event.clear()
                 self._reaper_asleep = False
                 idle_since = monotonic()
+                pause = REAP_EVERY
+                fresh = True
                 continue
             idle_since = monotonic()
-            time.sleep(REAP_EVERY)
+            time.sleep(pause)
             try:
-                self._reap(False)
+                if self._reap(False) or fresh or not unwaited.moved:
+                    pause = REAP_EVERY  # replies read, or nothing moved: the client may be idle
+                elif pause < REAP_SLOWEST:
+                    pause = min(2 * pause, REAP_SLOWEST)  # the client's rounds read them: busy
             except Exception:  # pragma: no cover - a bug; the reaper must live on
                 log.exception("fastredlock: the reaper of releases not waited for failed")
+                pause = REAP_EVERY
+            fresh = False
 
-    def _reap(self, everything: bool) -> None:
+    def _reap(self, everything: bool) -> bool:
         """Report the releases whose answers are in; read the replies that free cores owe to
         releases pending since the reaper last looked (``everything``: to all of them, waiting
-        until their deadlines: :meth:`close`, or too many in flight), then report again."""
+        until their deadlines: :meth:`close`, or too many in flight), then report again. Returns
+        whether there were such replies to read."""
         unwaited = self.unwaited
         quiet = self.on_event is None
         self._report(unwaited.done(quiet))
-        for core in (unwaited.pending_cores() if everything else unwaited.stuck()):
+        cores = unwaited.pending_cores() if everything else unwaited.stuck()
+        for core in cores:
             try:
                 self._pool.remove(core)  # free: nobody's round will read them soon
             except ValueError:
@@ -649,6 +664,7 @@ class Executor:
             self._reaping = None
             self.checkin(core)
         self._report(unwaited.done(quiet))
+        return len(cores) > 0
 
     def _report(self, entries: List[Any]) -> None:
         for entry in entries:

@@ -15,6 +15,7 @@ cdef class Entry:
     cdef public double acquired_at  # when the released acquisition was made (monotonic); set once
     cdef public bint was_lost  # the lock was known lost when released (its caller got LockLostError); set once
 
+@cython.locals(entry=Entry)
 cpdef Entry new_entry(object on_done, object rnd, object core, double acquired_at, bint was_lost)
 
 @cython.final
@@ -23,6 +24,8 @@ cdef class Unwaited:
     cdef object _lock  # None when compiled (the GIL suffices), else a Lock for done()/stuck()
     cdef Py_ssize_t _n  # number of masters (fewer successes: something to report); set once
     cdef object _seen  # the oldest entry when stuck() last looked (None: none)
+    cdef public bint moved  # the oldest entry changed between stuck()'s last two looks (the client is busy)
+    cdef public Py_ssize_t looks  # how often stuck() was asked (the reaper's looks)
 
     cpdef bint add(self, Entry entry) except -1
     cpdef list done(self, bint quiet)

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - pure install without Cython
 
 _PENDING = PENDING  # a C int when compiled
 
-__all__ = ["Entry", "Unwaited", "REAP_EVERY", "REAP_LINGER", "found_lost", "new_entry"]
+__all__ = ["Entry", "Unwaited", "REAP_EVERY", "REAP_LINGER", "REAP_SLOWEST", "found_lost", "new_entry"]
 
 #: How often, in seconds, the rounds of releases not waited for are looked at while some are in
 #: flight (reported when done; their connections read when idle that long).
@@ -37,6 +37,13 @@ REAP_EVERY = 0.002
 #: How long, in seconds, the sync client's reaper keeps looking after the last release in flight
 #: was reported, before it sleeps until the next one (a loop of lock cycles does not wake it each time).
 REAP_LINGER = 0.05
+#: The longest pause, in seconds, of the sync client's reaper between two looks. While the client
+#: keeps cycling (each look finds that rounds since the last one read the answers: the oldest
+#: release in flight is another), nothing is owed for long and the reaper doubles its pause up to
+#: this: a loop of lock cycles wakes it ~50 times a second, not 500. A look that finds nothing
+#: moved, or replies read, goes back to REAP_EVERY: what a client that went idle still owes is read
+#: within about two of these pauses.
+REAP_SLOWEST = 0.02
 #: More releases than this in flight: the next one waits for the oldest first (nothing piles up
 #: behind a master that stopped answering).
 MAX_IN_FLIGHT = 4096
@@ -97,6 +104,11 @@ class Unwaited:
         self._n = n
         #: The oldest entry when the reaper last looked (see :meth:`stuck`).
         self._seen: Any = None
+        #: Whether the oldest entry was another at the reaper's last look than at the one before
+        #: (rounds read the answers meanwhile: the client is busy; see :meth:`stuck`).
+        self.moved = False
+        #: How often the reaper looked (:meth:`stuck` calls): a loop of lock cycles keeps it rare.
+        self.looks = 0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -137,7 +149,8 @@ class Unwaited:
     def stuck(self) -> Set[Any]:
         """The reaper's question, asked every REAP_EVERY seconds: the cores owing replies to
         entries that were pending already when it last asked (nobody's round read them since;
-        the reaper reads them if the core is free). Empty while releases keep being answered."""
+        the reaper reads them if the core is free). Empty while releases keep being answered
+        (then :attr:`moved` is True)."""
         lock = self._lock
         if lock is not None:
             with lock:
@@ -145,6 +158,7 @@ class Unwaited:
         return self._stuck()
 
     def _stuck(self) -> Set[Any]:
+        self.looks += 1
         cores: Set[Any] = set()
         entries = self.entries
         oldest = entries[0] if entries else None
@@ -152,6 +166,7 @@ class Unwaited:
             for entry in entries:
                 if _PENDING in entry.rnd.outcomes:
                     cores.add(entry.core)
+        self.moved = oldest is not None and oldest is not self._seen
         self._seen = oldest
         return cores
 

@@ -65,7 +65,7 @@ from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.family cimport lean_release, lean_release_of
 from ..protocol.handshake import native_deletes, native_extends, native_releases
 from ..protocol.handshake import CAP_DELEX as _CAP_DELEX, CAP_DELIFEQ as _CAP_DELIFEQ
-from ..protocol.scripts import RELEASE_TAGGED as _RELEASE_TAGGED_SCRIPT
+from ..protocol.scripts import RELEASE_TAGGED as _RELEASE_TAGGED_SCRIPT, RELEASE_CLUSTER as _RELEASE_CLUSTER_SCRIPT
 from .tls import TlsConn, TlsError, context_for
 from .sentinel import Resolver, resolve
 from .cluster import refresh
@@ -420,10 +420,13 @@ cdef class Core(Driver):
         return self._run(KIND_SCRIPT, 1, (0,), True, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
 
     cdef object _release1(self, bytes key, bytes token):
-        """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``, or
-        ``RELEASE_FULL`` for a key that cannot queue or on a cluster (see
+        """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``
+        (``RELEASE_CLUSTER`` on a cluster), or ``RELEASE_FULL`` for a key that cannot queue (see
         :meth:`fastredlock.io.core_py.Core.release_each`); return its native forms, or None."""
-        cdef bytes script = lean_release(key) if self._session.routing is None else None
+        cdef bytes script = lean_release(key)
+        if self._session.routing is not None:  # a cluster: no native forms (see release_each)
+            self._enc.release(key, token, None if script is None else _RELEASE_CLUSTER_SCRIPT)
+            return None
         self._enc.release(key, token, script)
         if script is not None and self._session.caps_seen:
             return self._native_release(key, token, script is _RELEASE_TAGGED_SCRIPT)
@@ -488,7 +491,8 @@ cdef class Core(Driver):
         if not kbs:
             return []
         if self._session.routing is not None:  # a cluster: one script per key (slot)
-            self._enc.release_each(kbs, tbs, None)
+            self._enc.release_each(kbs, tbs, _RELEASE_CLUSTER_SCRIPT if all(
+                [lean_release(<bytes>k) is not None for k in kbs]) else None)
             return self._run(KIND_SCRIPT, len(kbs), (0,) * len(kbs), wait)
         if len(kbs) >= 2 and self._session.caps_any & (_CAP_DELIFEQ | _CAP_DELEX):  # a native release: one each
             return self._release_each(kbs, tbs, wait)
@@ -499,7 +503,11 @@ cdef class Core(Driver):
 
     cdef list _release_each(self, list kbs, list tbs, bint wait):
         """One release per key (:meth:`release_each`), with their native forms where every key can queue."""
-        cdef bytes script = lean_release_of(kbs) if self._session.routing is None else None
+        cdef bytes script
+        if self._session.routing is not None:
+            script = _RELEASE_CLUSTER_SCRIPT if all([lean_release(<bytes>k) is not None for k in kbs]) else None
+        else:
+            script = lean_release_of(kbs)
         self._enc.release_each(kbs, tbs, script)
         native = None
         if self._session.caps_seen and self._session.routing is None and all(

@@ -30,7 +30,7 @@ from ..protocol.resp import MAX_BULK, MAX_LINE, encode_command
 from ..protocol.result import Round
 from ..protocol.scripts import (
     EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE, FENCED_ACQUIRE_SHA, QUIET, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA,
-    RELEASE_TAGGED,
+    RELEASE_CLUSTER, RELEASE_TAGGED,
 )
 from ..protocol.driver import Driver
 from fastredlock.io.tls import TlsConn, TlsError, context_for  # shared, never compiled: not served by _pure
@@ -216,15 +216,19 @@ class Core(Driver):
         """Owner-checked delete of every ``keys[i]`` holding ``tokens[i]``, in one round of one
         ``RELEASE`` script per key: what :meth:`release_many` sends to a cluster (a script may name
         the keys of one slot only); for a plain master, ``release_many`` is cheaper. A key that
-        cannot queue (no wake mark), keys of both forms (with and without a hash tag), or a
-        cluster make it ``RELEASE_FULL`` for every key (a node importing a slot answers a command
-        that touches a key it has and one it lacks with ``TRYAGAIN``: there a release may touch
-        the lock key alone in the common case)."""
+        cannot queue (no wake mark), or keys of both forms (with and without a hash tag) on plain
+        masters, make it ``RELEASE_FULL`` for every key. A cluster gets ``RELEASE_CLUSTER`` (the
+        key and its mark deleted by a DEL each: a node whose slot migrates answers a command that
+        touches a key it has and one it lacks with ``-ASK``/``-TRYAGAIN``, an error in a script)
+        and no native forms."""
         return self._release_each(keys, tokens, True)
 
     def _release_each(self, keys: Sequence[bytes], tokens: Sequence[bytes], wait: bool) -> List[Round]:
         session = self._session
-        script = (lean_release_of(keys) if session.routing is None else None) or RELEASE_FULL
+        if session.routing is not None:  # a cluster
+            script = RELEASE_CLUSTER if all(lean_release(key) is not None for key in keys) else RELEASE_FULL
+        else:
+            script = lean_release_of(keys) or RELEASE_FULL
         args = [(b"1", key, token) for key, token in zip(keys, tokens)]
         native = None
         if session.caps_seen and session.routing is None:

@@ -14,12 +14,13 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from ..protocol.scripts import (
     ACQUIRE_ALL, ACQUIRE_ALL_SHA, EXTEND, EXTEND_SHA, FENCE_WRITE, FENCE_WRITE_SHA, FENCED_ACQUIRE,
     FENCED_ACQUIRE_SHA, QUIET, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_MANY, RELEASE_MANY_SHA, RELEASE_SHA,
-    RELEASE_TAGGED, RELEASE_TAGGED_SHA,
+    RELEASE_TAGGED, RELEASE_TAGGED_SHA, RELEASE_CLUSTER, RELEASE_CLUSTER_SHA,
 )
 
 cdef bytes _RELEASE = RELEASE, _RELEASE_SHA = RELEASE_SHA, _QUIET = QUIET
 cdef bytes _RELEASE_FULL = RELEASE_FULL, _RELEASE_FULL_SHA = RELEASE_FULL_SHA
 cdef bytes _RELEASE_TAGGED = RELEASE_TAGGED, _RELEASE_TAGGED_SHA = RELEASE_TAGGED_SHA
+cdef bytes _RELEASE_CLUSTER = RELEASE_CLUSTER, _RELEASE_CLUSTER_SHA = RELEASE_CLUSTER_SHA
 cdef bytes _EXTEND = EXTEND, _EXTEND_SHA = EXTEND_SHA
 cdef bytes _FENCED_ACQUIRE = FENCED_ACQUIRE, _FENCED_ACQUIRE_SHA = FENCED_ACQUIRE_SHA
 cdef bytes _FENCE_WRITE = FENCE_WRITE, _FENCE_WRITE_SHA = FENCE_WRITE_SHA
@@ -247,7 +248,8 @@ cdef class Commands:
 
     cdef int release(self, bytes key, bytes token, bytes script) except -1:
         """The plain lock's owner-checked delete: ``script`` is ``RELEASE`` or ``RELEASE_TAGGED``
-        (:func:`fastredlock.protocol.family.lean_release`), or None: ``RELEASE_FULL``."""
+        (:func:`fastredlock.protocol.family.lean_release`), ``RELEASE_CLUSTER`` (a cluster's), or
+        None: ``RELEASE_FULL``."""
         cdef const char *args[2]
         cdef Py_ssize_t lens[2]
         _arg(args, lens, 0, key)
@@ -256,6 +258,8 @@ cdef class Commands:
             return self.script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens)
         if script is _RELEASE_TAGGED:
             return self.script1(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, b"1", 2, args, lens)
+        if script is _RELEASE_CLUSTER:
+            return self.script1(_RELEASE_CLUSTER_SHA, _RELEASE_CLUSTER, b"1", 2, args, lens)
         return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 2, args, lens)
 
     cdef int release_quiet(self, bytes key, bytes token) except -1:
@@ -333,14 +337,16 @@ cdef class Commands:
         return self.parts(parts, _RELEASE_MANY)
 
     cdef int release_each(self, list keys, list tokens, bytes script) except -1:
-        """The release ``script`` (as for :meth:`release`: ``RELEASE``, ``RELEASE_TAGGED``, or
-        None: ``RELEASE_FULL``) of keys[j] holding tokens[j], one script call per key, back to
+        """The release ``script`` (as for :meth:`release`: ``RELEASE``, ``RELEASE_TAGGED``,
+        ``RELEASE_CLUSTER``, or None: ``RELEASE_FULL``) of keys[j] holding tokens[j], one script call per key, back to
         back (a cluster: the keys of a batch are in different slots, so no script may take them
         all)."""
         if script is _RELEASE:
             return self._each(_RELEASE_SHA, _RELEASE, keys, tokens, None)
         if script is _RELEASE_TAGGED:
             return self._each(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, keys, tokens, None)
+        if script is _RELEASE_CLUSTER:
+            return self._each(_RELEASE_CLUSTER_SHA, _RELEASE_CLUSTER, keys, tokens, None)
         return self._each(_RELEASE_FULL_SHA, _RELEASE_FULL, keys, tokens, None)
 
     cdef int extend_many(self, list keys, list tokens, list ttls_ms) except -1:

@@ -69,55 +69,77 @@ _CRC = _table()
 
 def key_slot(key):
     """The cluster slot of ``key`` (bytes): CRC16-XMODEM of its hash tag, or of the whole key."""
-    start = 0
-    end = len(key)
-    i = key.find(b"{")
-    if i >= 0:
-        j = key.find(b"}", i + 1)
-        if j > i + 1:
+    return _slot_in(key, 0, len(key))
+
+
+def _slot_in(data, start, end):
+    """:func:`key_slot` of the key ``data[start:end]``, read in place."""
+    i = start
+    while i < end and data[i] != 123:  # b"{"
+        i += 1
+    if i < end:
+        j = i + 1
+        while j < end and data[j] != 125:  # b"}"
+            j += 1
+        if i + 1 < j < end:
             start = i + 1
             end = j
     crc = 0
     for p in range(start, end):
-        crc = ((crc << 8) & 0xFF00) ^ _CRC[((crc >> 8) ^ key[p]) & 0xFF]
+        crc = ((crc << 8) & 0xFF00) ^ _CRC[((crc >> 8) ^ data[p]) & 0xFF]
     return crc & 0x3FFF
-
-
-def _number(payload, pos):
-    """The decimal number after the type byte at ``pos`` (``*3``, ``$5``) and where its line ends."""
-    value = 0
-    pos += 1
-    while payload[pos] != 13:  # b"\r"
-        value = value * 10 + (payload[pos] - 48)
-        pos += 1
-    return value, pos + 2
 
 
 def split_commands(payload, k):
     """The ``k`` RESP commands encoded back to back in ``payload`` (by this package: well formed):
     a list of ``(bytes, slot)``, the slot of the command's keys (-1: it names none).
-    :class:`CrossSlotError` when one command's keys are in different slots."""
+    :class:`CrossSlotError` when one command's keys are in different slots.
+
+    (Once per cluster round: the lengths are read in place; only the name (when it may be
+    ``EVAL``/``EVALSHA``), a script's key count and the keys are sliced out.)"""
     out = []
     pos = 0
     for _ in range(k):
         begin = pos
-        argc, pos = _number(payload, pos)
-        args = []
-        for _ in range(argc):
-            size, pos = _number(payload, pos)
-            args.append(payload[pos:pos + size])
-            pos += size + 2
-        name = args[0].upper()
-        if name == b"EVALSHA" or name == b"EVAL":
-            keys = args[3:3 + int(args[2])]
-        else:
-            keys = args[1:2]
+        argc = 0
+        pos += 1  # (the numbers after '*' and '$' are read in place: no tuple per argument)
+        while payload[pos] != 13:  # b"\r"
+            argc = argc * 10 + (payload[pos] - 48)
+            pos += 1
+        pos += 2
+        first_key = 1  # where the keys begin (EVAL/EVALSHA: 3), and how many there are
+        nkeys = 1
+        first = -1  # where the first key begins (and its size: the message of a cross-slot error)
+        first_size = 0
         slot = -1
-        for key in keys:
-            s = key_slot(key)
-            if slot >= 0 and s != slot:
-                raise CrossSlotError(_CROSS % (keys[0], key, slot, s))
-            slot = s
+        for a in range(argc):
+            size = 0
+            pos += 1
+            while payload[pos] != 13:
+                size = size * 10 + (payload[pos] - 48)
+                pos += 1
+            pos += 2
+            if a == 0:
+                # EVAL or EVALSHA, any case ('|32' folds exactly the two cases of a letter)
+                if (size == 4 or size == 7) and (payload[pos] | 32) == 101 and (payload[pos + 1] | 32) == 118 \
+                        and (payload[pos + 2] | 32) == 97 and (payload[pos + 3] | 32) == 108 and (
+                        size == 4 or ((payload[pos + 4] | 32) == 115 and (payload[pos + 5] | 32) == 104
+                                      and (payload[pos + 6] | 32) == 97)):
+                    first_key = 3
+                    nkeys = 0
+            elif a == 2 and first_key == 3:
+                for p in range(pos, pos + size):
+                    nkeys = nkeys * 10 + (payload[p] - 48)
+            elif first_key <= a < first_key + nkeys:
+                s = _slot_in(payload, pos, pos + size)
+                if first < 0:
+                    first = pos
+                    first_size = size
+                elif s != slot:
+                    raise CrossSlotError(_CROSS % (payload[first:first + first_size], payload[pos:pos + size],
+                                                   slot, s))
+                slot = s
+            pos += size + 2
         out.append((payload[begin:pos], slot))
     return out
 
