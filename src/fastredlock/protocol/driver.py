@@ -232,10 +232,11 @@ class Driver:
         session expire what is still missing; carry out what the links then ask for."""
         session = self._session
         links = self._links
-        now = self.clock()
-        for i in session.overdue_links(now):
-            self.receive(i)  # non-blocking: whatever already arrived is not late
-        session.tidy_all(now)
+        if session.owing():  # (almost never after an uncontended round: nothing to expire)
+            now = self.clock()
+            for i in session.overdue_links(now):
+                self.receive(i)  # non-blocking: whatever already arrived is not late
+            session.tidy_all(now)
         for i in range(len(links)):
             link = links[i]
             if link.closing or link.opening or link.out:  # the link asks for something

@@ -20,7 +20,7 @@ cdef str NO_SAFE_RELEASE, NO_SCRIPTS
 from .result cimport decide, set_outcome, settle_sink
 
 cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
-cdef bint _waits_for(Link link, bint decided) except -1
+cdef inline bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
 cdef class Session:
@@ -66,7 +66,7 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, outcomes=list, idx=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)
@@ -146,6 +146,8 @@ cdef class Session:
     cpdef double settle_wait(self, double end)
     @cython.locals(link=Link)
     cpdef settle_done(self)
+    @cython.locals(link=Link)
+    cpdef bint owing(self) except -1
     @cython.locals(link=Link, due=list)
     cpdef list overdue_links(self, double now)
     @cython.locals(link=Link)

@@ -169,7 +169,12 @@ class Session:
         self.make_fallbacks = make_fallbacks if script else None
         self.native = native
         self.ttls_ms = ttls_ms
-        self.outcomes = [PENDING] * (rows * n)
+        outcomes = self.outcomes
+        if len(outcomes) == rows * n:  # (reused: finish() hands the Rounds copies, nobody keeps it)
+            for idx in range(rows * n):
+                outcomes[idx] = PENDING
+        else:
+            self.outcomes = [PENDING] * (rows * n)
         self.details = None
         # the fence counters, or what a read returned
         self.values = [None] * (rows * n) if kind == KIND_FENCED or kind == KIND_READ else None
@@ -950,6 +955,14 @@ class Session:
         """Settling is over: no link is polled."""
         for link in self.links:
             link.polled = False
+
+    def owing(self):
+        """Whether some link owes replies (only then may :meth:`overdue_links` or :meth:`tidy_all`
+        find anything to do)."""
+        for link in self.links:
+            if link.owed:
+                return True
+        return False
 
     def overdue_links(self, now):
         """The links whose owed replies are overdue at ``now``: the twin reads what already arrived
