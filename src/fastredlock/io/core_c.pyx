@@ -298,6 +298,8 @@ cdef class Core(Driver):
     cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
     cdef Commands _enc          # the encoded commands of the round
     cdef bytearray _rbuf        # what a recv reads (RECV_SIZE bytes, reused)
+    cdef tuple _ttls1           # (ttl_ms,) of the last single-key acquisition (reused while it is the same)
+    cdef long long _ttl1        # ... that ttl_ms
     cdef char *_rbufp           # _rbuf's bytes
 
     def __cinit__(self):
@@ -393,7 +395,10 @@ cdef class Core(Driver):
     def acquire(self, key, token, long long ttl_ms):
         """``SET key token NX PX ttl_ms`` on all masters in one round."""
         self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
-        return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
+        if self._ttls1 is None or self._ttl1 != ttl_ms:
+            self._ttls1 = (ttl_ms,)
+            self._ttl1 = ttl_ms
+        return self._run(KIND_SET, 1, self._ttls1, True)[0]
 
     def release(self, key, token):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""

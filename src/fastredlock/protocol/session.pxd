@@ -66,7 +66,7 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, outcomes=list, idx=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)
@@ -96,9 +96,10 @@ cdef class Session:
     cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
-    @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,
-                   values=object, drow=object, outcomes=list, kind=int, entry=Owed)
+    @cython.locals(link=Link, elapsed=double, j=Py_ssize_t, rounds=list, kind=int, entry=Owed)
     cpdef list finish(self, double now)
+    @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
+    cdef _decide_row(self, Py_ssize_t j, double elapsed)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
     cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
     cpdef sentinel_failed(self, Py_ssize_t i, object detail, double now)

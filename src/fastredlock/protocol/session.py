@@ -169,12 +169,7 @@ class Session:
         self.make_fallbacks = make_fallbacks if script else None
         self.native = native
         self.ttls_ms = ttls_ms
-        outcomes = self.outcomes
-        if len(outcomes) == rows * n:  # (reused: finish() hands the Rounds copies, nobody keeps it)
-            for idx in range(rows * n):
-                outcomes[idx] = PENDING
-        else:
-            self.outcomes = [PENDING] * (rows * n)
+        self.outcomes = [PENDING] * (rows * n)
         self.details = None
         # the fence counters, or what a read returned
         self.values = [None] * (rows * n) if kind == KIND_FENCED or kind == KIND_READ else None
@@ -429,22 +424,12 @@ class Session:
             if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
                 self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
         elapsed = (self.decided_at if self.decided else now) - self.started
-        n = self.n
-        rounds = []
-        details = self.details
-        values = self.values
-        for j in range(self.rows):
-            drow = None
-            if details is not None:
-                drow = tuple(details[j * n:(j + 1) * n])
-                if drow.count(None) == n:
-                    drow = None
-            rounds.append(decide(
-                tuple(self.outcomes) if self.rows == 1 else tuple(self.outcomes[j * n:(j + 1) * n]),
-                self.ttls_ms[j], elapsed, self.started,
-                self.quorum, self.drift_factor, drow,
-                tuple(values[j * n:(j + 1) * n]) if values is not None else None,
-            ))
+        if self.rows == 1:  # (one key, the common case: a list of one, built at once)
+            rounds = [self._decide_row(0, elapsed)]
+        else:
+            rounds = []
+            for j in range(self.rows):
+                rounds.append(self._decide_row(j, elapsed))
         for link in self.links:
             while link.waiting():
                 kind = self._kind_next(link)
@@ -461,6 +446,23 @@ class Session:
                 self._write_after(link)
         self.in_round = False
         return rounds
+
+    def _decide_row(self, j, elapsed):
+        """The :class:`~.result.Round` of key ``j`` of the round, which took ``elapsed`` seconds."""
+        n = self.n
+        details = self.details
+        values = self.values
+        drow = None
+        if details is not None:
+            drow = tuple(details[j * n:(j + 1) * n])
+            if drow.count(None) == n:
+                drow = None
+        return decide(
+            tuple(self.outcomes) if self.rows == 1 else tuple(self.outcomes[j * n:(j + 1) * n]),
+            self.ttls_ms[j], elapsed, self.started,
+            self.quorum, self.drift_factor, drow,
+            tuple(values[j * n:(j + 1) * n]) if values is not None else None,
+        )
 
     def _kind_next(self, link):
         """How the reply to ``link``'s next command of this round is read."""
