@@ -96,8 +96,14 @@ cdef class Session:
     cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
-    @cython.locals(link=Link, elapsed=double, j=Py_ssize_t, rounds=list, kind=int, entry=Owed)
+    @cython.locals(elapsed=double, j=Py_ssize_t, rounds=list)
     cpdef list finish(self, double now)
+    @cython.locals(elapsed=double)
+    cdef object finish_one(self, double now)
+    @cython.locals(link=Link)
+    cdef double _end(self, double now) except? -1.0
+    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed)
+    cdef _owe_missing(self, list rounds, object one)
     @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
     cdef _decide_row(self, Py_ssize_t j, double elapsed)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)

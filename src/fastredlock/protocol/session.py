@@ -419,17 +419,36 @@ class Session:
     def finish(self, now):
         """End the round: the list of :class:`~.result.Round`, one per key; the replies still
         missing become owed replies of their connections. The twin then tidies the links that owe."""
-        self._stamp(now)
-        for link in self.links:
-            if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
-                self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
-        elapsed = (self.decided_at if self.decided else now) - self.started
+        elapsed = self._end(now)
         if self.rows == 1:  # (one key, the common case: a list of one, built at once)
             rounds = [self._decide_row(0, elapsed)]
         else:
             rounds = []
             for j in range(self.rows):
                 rounds.append(self._decide_row(j, elapsed))
+        self._owe_missing(rounds, None)
+        return rounds
+
+    def finish_one(self, now):
+        """:meth:`finish` of a one-key round: its :class:`~.result.Round` itself."""
+        elapsed = self._end(now)
+        rnd = self._decide_row(0, elapsed)
+        self._owe_missing([rnd] if self.kind == KIND_BITS else None, rnd)
+        return rnd
+
+    def _end(self, now):
+        """The round ends at ``now``: a best-effort master not written to is a stalled one; how
+        long the round took (to its decision)."""
+        self._stamp(now)
+        for link in self.links:
+            if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
+                self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
+        return (self.decided_at if self.decided else now) - self.started
+
+    def _owe_missing(self, rounds, one):
+        """The replies still missing become owed replies of their connections, filling in
+        ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
+        Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
         for link in self.links:
             while link.waiting():
                 kind = self._kind_next(link)
@@ -437,7 +456,8 @@ class Session:
                 if j < 0:
                     link.owe(KIND_SET, link.deadline, None, False)  # an ASKING's +OK
                 else:
-                    link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                    link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS
+                             else one if one is not None else rounds[j], False)
                     if kind == KIND_NATIVE_DEL:
                         entry = link.owed[len(link.owed) - 1]  # (compiled without wraparound)
                         entry.key = self.native[0][3][j]
@@ -445,7 +465,6 @@ class Session:
             if link.after is not None:
                 self._write_after(link)
         self.in_round = False
-        return rounds
 
     def _decide_row(self, j, elapsed):
         """The :class:`~.result.Round` of key ``j`` of the round, which took ``elapsed`` seconds."""
