@@ -25,6 +25,12 @@ here, in terms of a handful of I/O methods each twin provides:
 Nothing here does I/O or reads a clock (both are the twin's); the C build compiles this module
 (``driver.pxd``), so the C twin calls it and is called back as C, through the virtual methods.
 """
+try:
+    import cython  # (compiled: unchecked casts of the links; interpreted, a cast is the value itself)
+except ImportError:  # pragma: no cover - a pure install without Cython
+    from ._nocython import cython
+
+from .link import Link
 from .plans import inspect_args
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from .scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
@@ -254,7 +260,7 @@ class Driver:
                 self.receive(i)  # non-blocking: whatever already arrived is not late
             session.tidy_all(now)
         for i in range(len(links)):
-            link = links[i]
+            link = cython.cast(Link, links[i])  # (unchecked when compiled)
             if link.closing or link.opening or link.out:  # the link asks for something
                 self.carry_out(i)
 
