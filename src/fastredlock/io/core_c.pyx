@@ -298,6 +298,8 @@ cdef class Core(Driver):
     cdef list _resolvers        # per master: a _sentinel.Resolver (asked before each connect), or None
     cdef Commands _enc          # the encoded commands of the round
     cdef bytearray _rbuf        # what a recv reads (RECV_SIZE bytes, reused)
+    cdef tuple _ttls1           # (ttl_ms,) of the last single-key acquisition (reused while it is the same)
+    cdef long long _ttl1        # ... that ttl_ms
     cdef char *_rbufp           # _rbuf's bytes
 
     def __cinit__(self):
@@ -393,31 +395,34 @@ cdef class Core(Driver):
     def acquire(self, key, token, long long ttl_ms):
         """``SET key token NX PX ttl_ms`` on all masters in one round."""
         self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
-        return self._run(KIND_SET, 1, (ttl_ms,), True)[0]
+        if self._ttls1 is None or self._ttl1 != ttl_ms:
+            self._ttls1 = (ttl_ms,)
+            self._ttl1 = ttl_ms
+        return self._run1(KIND_SET, self._ttls1, True, None)
 
     def release(self, key, token):
         """Owner-checked delete on all masters; ``successes`` counts masters where the key was ours."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        return self._run(KIND_SCRIPT, 1, (0,), True, self._release1(k, t))[0]
+        return self._run1(KIND_SCRIPT, (0,), True, self._release1(k, t))
 
     def release_nowait(self, key, token):
         """:meth:`release` written to every master, returning at once: every outcome is PENDING."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
-        return self._run(KIND_SCRIPT, 1, (0,), False, self._release1(k, t))[0]
+        return self._run1(KIND_SCRIPT, (0,), False, self._release1(k, t))
 
     def release_quiet(self, key, token):
         """The cleanup of a failed attempt, not waited for (``RELEASE_FULL`` with ``QUIET`` gives
         no turn and wakes nobody; where a master has ``DELEX``/``DELIFEQ``, that instead)."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
         self._enc.release_quiet(k, t)
-        return self._run(KIND_SCRIPT, 1, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
+        return self._run1(KIND_SCRIPT, (0,), False, native_deletes((k,), (t,)) if self._session.caps_seen else None)
 
     def release_plain(self, key, token):
         """An owner-checked delete of the key alone, waited for (``RELEASE_FULL`` with ``QUIET``,
         or the native delete): where an ACL's key patterns refuse the keys a release derives."""
         cdef bytes k = _as_bytes(key), t = _as_bytes(token)
         self._enc.release_quiet(k, t)
-        return self._run(KIND_SCRIPT, 1, (0,), True, native_deletes((k,), (t,)) if self._session.caps_seen else None)[0]
+        return self._run1(KIND_SCRIPT, (0,), True, native_deletes((k,), (t,)) if self._session.caps_seen else None)
 
     cdef object _release1(self, bytes key, bytes token):
         """Encode the plain release of ``key``: ``RELEASE`` or ``RELEASE_TAGGED``
@@ -458,13 +463,13 @@ cdef class Core(Driver):
         ``values`` holds each granting master's counter.
         """
         self._enc.acquire_fenced(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token), ttl_ms)
-        return self._run(KIND_FENCED, 1, (ttl_ms,), True)[0]
+        return self._run1(KIND_FENCED, (ttl_ms,), True, None)
 
     def write_fence(self, key, fence_key, token, fence, retention_ms):
         """Round 2 of a fenced acquisition: owner-checked ``counter = max(counter, fence)``."""
         self._enc.write_fence(_as_bytes(key), _as_bytes(fence_key), _as_bytes(token),
                               b"%d" % fence, b"%d" % retention_ms)
-        return self._run(KIND_SCRIPT, 1, (0,), True)[0]
+        return self._run1(KIND_SCRIPT, (0,), True, None)
 
     # --- operations on many keys, pipelined in one write per master --------------------------
     def acquire_many(self, keys, tokens, long long ttl_ms):
@@ -542,7 +547,7 @@ cdef class Core(Driver):
         cdef list parts = [b"EVALSHA", _as_bytes(sha)]
         parts.extend([_as_bytes(a) for a in args])
         self._enc.parts(parts, _as_bytes(script))
-        return self._run(kind, 1, (ttl_ms,), wait)[0]
+        return self._run1(kind, (ttl_ms,), wait, None)
 
     cpdef list run_reads(self, object commands):
         cdef list args = [tuple([_as_bytes(a) for a in cmd]) for cmd in commands]
@@ -558,6 +563,12 @@ cdef class Core(Driver):
         cdef Commands enc = self._enc
         return self.run_round(kind, enc.ncmd, rows, enc.payload(), enc.script is not None, enc.make_fallbacks,
                               ttls_ms, wait, native)
+
+    cdef inline object _run1(self, int kind, tuple ttls_ms, bint wait, object native):
+        """:meth:`_run` of one key's one command: its Round (None under ``start``)."""
+        cdef Commands enc = self._enc
+        return self.run_round1(kind, 1, enc.payload(), enc.script is not None, enc.make_fallbacks, ttls_ms, wait,
+                               native)
 
     # --- the I/O the Driver calls -----------------------------------------------------------
     cpdef double clock(self) except? -1.0:

@@ -3,11 +3,20 @@
 #define FASTREDLOCK_ENCODE_C_H
 #include <string.h>
 #include <Python.h>
-/* Decimal digits of v (may be negative) at p; returns the length (at most 20). */
-static Py_ssize_t frl_fmt_ll(char *p, long long v) {
+/* Decimal digits of v (may be negative) at p; returns the length (at most 20). The lengths and
+   counts of RESP are almost always below 1000: written without a division. */
+static inline Py_ssize_t frl_fmt_ll(char *p, long long v) {
     char tmp[24];
     Py_ssize_t n = 0, len = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    unsigned long long u;
+    if (v >= 0 && v < 1000) {
+        unsigned int w = (unsigned int)v;
+        if (w < 10) { p[0] = (char)('0' + w); return 1; }
+        if (w < 100) { p[0] = (char)('0' + w / 10); p[1] = (char)('0' + w % 10); return 2; }
+        p[0] = (char)('0' + w / 100); p[1] = (char)('0' + (w / 10) % 10); p[2] = (char)('0' + w % 10);
+        return 3;
+    }
+    u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do { tmp[n++] = (char)('0' + (int)(u % 10)); u /= 10; } while (u);
     if (v < 0) p[len++] = '-';
     while (n) p[len++] = tmp[--n];

@@ -31,6 +31,7 @@ cdef class Commands:
                      const char **args, const Py_ssize_t *arg_lens) except -1
     cdef int acquire(self, bytes key, bytes token, long long ttl_ms) except -1
     cdef int release(self, bytes key, bytes token, bytes script) except -1
+    cdef int _key_token(self, bytes sha, bytes script, bytes key, bytes token) except -1
     cdef int release_quiet(self, bytes key, bytes token) except -1
     cdef int extend(self, bytes key, bytes token, long long ttl_ms) except -1
     cdef int acquire_fenced(self, bytes key, bytes fence_key, bytes token, long long ttl_ms) except -1

@@ -95,6 +95,22 @@ cdef bytes native_release1(bytes key, bytes token, bint tagged, bint delex):
     return out
 
 
+def command_bytes(str op, *args):
+    """The payload and EVAL fallbacks :class:`Commands` encodes for ``op`` (``"acquire"``:
+    key, token, ttl_ms; ``"release"``: key, token and the script or None; ``"release_quiet"``:
+    key, token), for the tests (they compare them with :func:`fastredlock.protocol.resp.encode_command`)."""
+    cdef Commands enc = Commands()
+    if op == "acquire":
+        enc.acquire(args[0], args[1], args[2])
+    elif op == "release":
+        enc.release(args[0], args[1], args[2])
+    elif op == "release_quiet":
+        enc.release_quiet(args[0], args[1])
+    else:
+        raise ValueError(op)
+    return enc.payload(), (enc.fallbacks() if enc.script is not None else None)
+
+
 def native_release_bytes(bytes key, bytes token, bint tagged, bint delex):
     """:func:`native_release1` for the tests (they compare it with the protocol's bytes)."""
     return native_release1(key, token, tagged, delex)
@@ -234,33 +250,55 @@ cdef class Commands:
         return self.one(3 + nargs, argv, lens, script)
 
     cdef int acquire(self, bytes key, bytes token, long long ttl_ms) except -1:
-        """``SET key token NX PX ttl_ms``."""
-        cdef const char *argv[6]
-        cdef Py_ssize_t lens[6]
+        """``SET key token NX PX ttl_ms`` (written straight: its fixed parts are constants)."""
         cdef char ttl[24]
-        argv[0] = b"SET"; lens[0] = 3
-        _arg(argv, lens, 1, key)
-        _arg(argv, lens, 2, token)
-        argv[3] = b"NX"; lens[3] = 2
-        argv[4] = b"PX"; lens[4] = 2
-        argv[5] = ttl; lens[5] = frl_fmt_ll(ttl, ttl_ms)
-        return self.one(6, argv, lens, None)
+        cdef Py_ssize_t lk = PyBytes_GET_SIZE(key), lt = PyBytes_GET_SIZE(token)
+        cdef Py_ssize_t ln = frl_fmt_ll(ttl, ttl_ms)
+        cdef char *p
+        self.reserve(1, 13 + 16 + 3 * 25 + lk + lt + ln)
+        p = self.buf
+        memcpy(p, b"*6\r\n$3\r\nSET\r\n", 13)
+        p = _bulk(p + 13, PyBytes_AS_STRING(key), lk)
+        p = _bulk(p, PyBytes_AS_STRING(token), lt)
+        memcpy(p, b"$2\r\nNX\r\n$2\r\nPX\r\n", 16)
+        p = _bulk(p + 16, ttl, ln)
+        self.off[0] = 0
+        self.off[1] = p - self.buf
+        self.ncmd = 1
+        self.script = None
+        return 0
 
     cdef int release(self, bytes key, bytes token, bytes script) except -1:
         """The plain lock's owner-checked delete: ``script`` is ``RELEASE`` or ``RELEASE_TAGGED``
         (:func:`fastredlock.protocol.family.lean_release`), ``RELEASE_CLUSTER`` (a cluster's), or
         None: ``RELEASE_FULL``."""
-        cdef const char *args[2]
-        cdef Py_ssize_t lens[2]
-        _arg(args, lens, 0, key)
-        _arg(args, lens, 1, token)
         if script is _RELEASE:
-            return self.script1(_RELEASE_SHA, _RELEASE, b"1", 2, args, lens)
+            return self._key_token(_RELEASE_SHA, _RELEASE, key, token)
         if script is _RELEASE_TAGGED:
-            return self.script1(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, b"1", 2, args, lens)
+            return self._key_token(_RELEASE_TAGGED_SHA, _RELEASE_TAGGED, key, token)
         if script is _RELEASE_CLUSTER:
-            return self.script1(_RELEASE_CLUSTER_SHA, _RELEASE_CLUSTER, b"1", 2, args, lens)
-        return self.script1(_RELEASE_FULL_SHA, _RELEASE_FULL, b"1", 2, args, lens)
+            return self._key_token(_RELEASE_CLUSTER_SHA, _RELEASE_CLUSTER, key, token)
+        return self._key_token(_RELEASE_FULL_SHA, _RELEASE_FULL, key, token)
+
+    cdef int _key_token(self, bytes sha, bytes script, bytes key, bytes token) except -1:
+        """``EVALSHA sha 1 key token`` as the round's only command (:meth:`script1`'s bytes,
+        written straight)."""
+        cdef Py_ssize_t lk = PyBytes_GET_SIZE(key), lt = PyBytes_GET_SIZE(token), ls = PyBytes_GET_SIZE(sha)
+        cdef char *p
+        self.reserve(1, 17 + 7 + 3 * 25 + ls + lk + lt)
+        p = self.buf
+        memcpy(p, b"*5\r\n$7\r\nEVALSHA\r\n", 17)
+        p = _bulk(p + 17, PyBytes_AS_STRING(sha), ls)
+        self.sha_head = p - self.buf
+        memcpy(p, b"$1\r\n1\r\n", 7)
+        p = _bulk(p + 7, PyBytes_AS_STRING(key), lk)
+        p = _bulk(p, PyBytes_AS_STRING(token), lt)
+        self.off[0] = 0
+        self.off[1] = p - self.buf
+        self.ncmd = 1
+        self.script = script
+        self.argc = 5
+        return 0
 
     cdef int release_quiet(self, bytes key, bytes token) except -1:
         """The cleanup of a failed attempt: ``RELEASE_FULL`` with ``QUIET`` (it gives no turn and

@@ -32,9 +32,13 @@ cdef class Driver:
     @cython.locals(session=Session, link=Link, alive=bint)
     cpdef bint hand_replies(self, Py_ssize_t i, object reader, object reply_error, double now) except -1
 
-    @cython.locals(session=Session, first=double, wait_ms=double)
     cpdef list run_round(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script,
                          object make_fallbacks, object ttls_ms, bint wait, object native)
+    cdef object run_round1(self, int kind, Py_ssize_t k, bytes payload, bint script, object make_fallbacks,
+                           object ttl_ms, bint wait, object native)
+    @cython.locals(session=Session, first=double, wait_ms=double)
+    cdef bint _drive(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script,
+                     object make_fallbacks, object ttls_ms, bint wait, object native) except -1
     @cython.locals(links=list, i=Py_ssize_t, link=Link)
     cdef _send_round(self)
     @cython.locals(links=list, i=Py_ssize_t, link=Link)

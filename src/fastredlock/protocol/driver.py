@@ -25,6 +25,12 @@ here, in terms of a handful of I/O methods each twin provides:
 Nothing here does I/O or reads a clock (both are the twin's); the C build compiles this module
 (``driver.pxd``), so the C twin calls it and is called back as C, through the virtual methods.
 """
+try:
+    import cython  # (compiled: unchecked casts of the links; interpreted, a cast is the value itself)
+except ImportError:  # pragma: no cover - a pure install without Cython
+    from ._nocython import cython
+
+from .link import Link
 from .plans import inspect_args
 from .replies import KIND_SCRIPT, KIND_SCRIPT_ACQUIRE
 from .scripts import ACQUIRE_ALL, ACQUIRE_ALL_SHA, RELEASE_SIGNAL, RELEASE_SIGNAL_SHA
@@ -171,13 +177,31 @@ class Driver:
         arguments of :meth:`.session.Session.begin`): until the session says the round is over,
         wait and serve what is ready; return its Rounds, one per key. Under :meth:`start`, return
         once the commands are sent (``[None] * rows``): the caller drives the round."""
+        if not self._drive(kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
+            return [None] * rows
+        rounds = self._session.finish(self.clock())
+        self._tidy()
+        return rounds
+
+    def run_round1(self, kind, k, payload, script, make_fallbacks, ttl_ms, wait, native):
+        """:meth:`run_round` for one key (``ttl_ms`` a tuple of one): its Round itself (None under
+        :meth:`start`)."""
+        if not self._drive(kind, k, 1, payload, script, make_fallbacks, ttl_ms, wait, native):
+            return None
+        rnd = self._session.finish_one(self.clock())
+        self._tidy()
+        return rnd
+
+    def _drive(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
+        """Begin the round and send its commands; then, unless under :meth:`start` (returns
+        False), wait and serve what is ready until the session says it is over."""
         session = self._session
         if session.maps_stale:
             self.refresh_routes(self.clock())
         session.begin(kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, self.clock(), native)
         self._send_round()
         if self._stepped:
-            return [None] * rows
+            return False
         while True:
             if session.redirected:
                 self._serve_redirected()
@@ -189,9 +213,7 @@ class Driver:
                 self._carry_out_all()
                 continue
             self.wait_and_serve(wait_ms)
-        rounds = session.finish(self.clock())
-        self._tidy()
-        return rounds
+        return True
 
     def _send_round(self):
         """Send the round's commands: carry out what every link asks for. Where some masters are
@@ -232,12 +254,13 @@ class Driver:
         session expire what is still missing; carry out what the links then ask for."""
         session = self._session
         links = self._links
-        now = self.clock()
-        for i in session.overdue_links(now):
-            self.receive(i)  # non-blocking: whatever already arrived is not late
-        session.tidy_all(now)
+        if session.owing():  # (almost never after an uncontended round: nothing to expire)
+            now = self.clock()
+            for i in session.overdue_links(now):
+                self.receive(i)  # non-blocking: whatever already arrived is not late
+            session.tidy_all(now)
         for i in range(len(links)):
-            link = links[i]
+            link = cython.cast(Link, links[i])  # (unchecked when compiled)
             if link.closing or link.opening or link.out:  # the link asks for something
                 self.carry_out(i)
 

@@ -20,7 +20,7 @@ cdef str NO_SAFE_RELEASE, NO_SCRIPTS
 from .result cimport decide, set_outcome, settle_sink
 
 cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
-cdef bint _waits_for(Link link, bint decided) except -1
+cdef inline bint _waits_for(Link link, bint decided) except -1
 
 @cython.final
 cdef class Session:
@@ -96,9 +96,16 @@ cdef class Session:
     cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link)
     cpdef expire_due(self, double now)
-    @cython.locals(link=Link, elapsed=double, n=Py_ssize_t, j=Py_ssize_t, rounds=list, details=object,
-                   values=object, drow=object, outcomes=list, kind=int, entry=Owed)
+    @cython.locals(elapsed=double, j=Py_ssize_t, rounds=list)
     cpdef list finish(self, double now)
+    @cython.locals(elapsed=double)
+    cdef object finish_one(self, double now)
+    @cython.locals(link=Link)
+    cdef double _end(self, double now) except? -1.0
+    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed)
+    cdef _owe_missing(self, list rounds, object one)
+    @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
+    cdef _decide_row(self, Py_ssize_t j, double elapsed)
     cpdef connect_failed(self, Py_ssize_t i, object detail, double now)
     cpdef tls_failed(self, Py_ssize_t i, object detail, double now)
     cpdef sentinel_failed(self, Py_ssize_t i, object detail, double now)
@@ -146,6 +153,8 @@ cdef class Session:
     cpdef double settle_wait(self, double end)
     @cython.locals(link=Link)
     cpdef settle_done(self)
+    @cython.locals(link=Link)
+    cpdef bint owing(self) except -1
     @cython.locals(link=Link, due=list)
     cpdef list overdue_links(self, double now)
     @cython.locals(link=Link)

@@ -43,6 +43,11 @@ never looks at any of this (``routing`` is None).
 """
 from array import array
 
+try:
+    import cython  # (compiled: unchecked casts of the links; interpreted, a cast is the value itself)
+except ImportError:  # pragma: no cover - a pure install without Cython
+    from ._nocython import cython
+
 from .handshake import CAP_DELEX, CAP_DELIFEQ, HELLO_ROLE, PROBE, PROBES, hello_reply, probe_answer, wake_after
 from .health import HEALTHY, TIMED_OUT, Health
 from .link import Link, Owed
@@ -189,7 +194,8 @@ class Session:
         fresh_deadline = self.io_deadline + self.connect_timeout
         if self.routing is not None:
             self._route(now)
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             link.retried = False
             link.fallback_sent = 0
             self._start(link, fresh_deadline)
@@ -383,7 +389,8 @@ class Session:
         """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
         first = -1.0
         decided = self.decided
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
         return first
@@ -412,42 +419,55 @@ class Session:
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
         decided = self.decided  # as the sweep began: a timeout in it may decide the round
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if link.deadline <= now and _waits_for(link, decided):
                 self._timeout(link, now)
 
     def finish(self, now):
         """End the round: the list of :class:`~.result.Round`, one per key; the replies still
         missing become owed replies of their connections. The twin then tidies the links that owe."""
+        elapsed = self._end(now)
+        if self.rows == 1:  # (one key, the common case: a list of one, built at once)
+            rounds = [self._decide_row(0, elapsed)]
+        else:
+            rounds = []
+            for j in range(self.rows):
+                rounds.append(self._decide_row(j, elapsed))
+        self._owe_missing(rounds, None)
+        return rounds
+
+    def finish_one(self, now):
+        """:meth:`finish` of a one-key round: its :class:`~.result.Round` itself."""
+        elapsed = self._end(now)
+        rnd = self._decide_row(0, elapsed)
+        self._owe_missing([rnd] if self.kind == KIND_BITS else None, rnd)
+        return rnd
+
+    def _end(self, now):
+        """The round ends at ``now``: a best-effort master not written to is a stalled one; how
+        long the round took (to its decision)."""
         self._stamp(now)
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
                 self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
-        elapsed = (self.decided_at if self.decided else now) - self.started
-        n = self.n
-        rounds = []
-        details = self.details
-        values = self.values
-        for j in range(self.rows):
-            drow = None
-            if details is not None:
-                drow = tuple(details[j * n:(j + 1) * n])
-                if drow.count(None) == n:
-                    drow = None
-            rounds.append(decide(
-                tuple(self.outcomes) if self.rows == 1 else tuple(self.outcomes[j * n:(j + 1) * n]),
-                self.ttls_ms[j], elapsed, self.started,
-                self.quorum, self.drift_factor, drow,
-                tuple(values[j * n:(j + 1) * n]) if values is not None else None,
-            ))
-        for link in self.links:
+        return (self.decided_at if self.decided else now) - self.started
+
+    def _owe_missing(self, rounds, one):
+        """The replies still missing become owed replies of their connections, filling in
+        ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
+        Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             while link.waiting():
                 kind = self._kind_next(link)
                 j = _cmd(link, link.pop_cmd())
                 if j < 0:
                     link.owe(KIND_SET, link.deadline, None, False)  # an ASKING's +OK
                 else:
-                    link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS else rounds[j], False)
+                    link.owe(kind, link.deadline, rounds if self.kind == KIND_BITS
+                             else one if one is not None else rounds[j], False)
                     if kind == KIND_NATIVE_DEL:
                         entry = link.owed[len(link.owed) - 1]  # (compiled without wraparound)
                         entry.key = self.native[0][3][j]
@@ -455,7 +475,23 @@ class Session:
             if link.after is not None:
                 self._write_after(link)
         self.in_round = False
-        return rounds
+
+    def _decide_row(self, j, elapsed):
+        """The :class:`~.result.Round` of key ``j`` of the round, which took ``elapsed`` seconds."""
+        n = self.n
+        details = self.details
+        values = self.values
+        drow = None
+        if details is not None:
+            drow = tuple(details[j * n:(j + 1) * n])
+            if drow.count(None) == n:
+                drow = None
+        return decide(
+            tuple(self.outcomes) if self.rows == 1 else tuple(self.outcomes[j * n:(j + 1) * n]),
+            self.ttls_ms[j], elapsed, self.started,
+            self.quorum, self.drift_factor, drow,
+            tuple(values[j * n:(j + 1) * n]) if values is not None else None,
+        )
 
     def _kind_next(self, link):
         """How the reply to ``link``'s next command of this round is read."""
@@ -510,7 +546,7 @@ class Session:
         """send/recv failed (``stale``: EPIPE, ECONNRESET and the like), or the master closed the
         connection (``stale`` too). A reused connection that breaks before any reply is stale:
         it is reopened and the commands resent once; otherwise the master failed."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if stale and link.waiting() and link.reused and not link.retried and not link.got_data:
             link.retried = True
             link.request_close()
@@ -535,7 +571,7 @@ class Session:
 
     def refused(self, i, now):
         """The guard refused what link ``i`` read (after the replies :meth:`received` let by)."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         self._fail(link, PROTOCOL_ERROR, link.guard.problem, C_PROTOCOL_ERRORS, False, now)
 
     def parse_failed(self, i, detail, now):
@@ -545,7 +581,7 @@ class Session:
     def next_kind(self, i):
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if link.skip >= 0 or link.preloads > 0 or link.probes > 0 or link.half:
             return -1  # (half: the second reply of a native release's pair, read by reply())
         if link.owed:
@@ -559,13 +595,13 @@ class Session:
 
     def partial(self, i):
         """The twin's reader holds part of a reply: if it is one of this round's, the master spoke."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if not link.owed:
             link.got_data = True
 
     def drained(self, i, leftover, now):
         """The twin's reader has no complete reply left. ``leftover``: it still holds bytes."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if link.expecting() or link.skip >= 0:
             if leftover:
                 self.partial(i)
@@ -583,7 +619,7 @@ class Session:
         Returns False if it closed the link. May queue bytes in ``link.out`` (the commands after a
         completed handshake, or EVAL after NOSCRIPT).
         """
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if link.skip >= 0:
             link.got_data = True
             kind = link.hello_kinds[link.skip]
@@ -737,7 +773,7 @@ class Session:
     def answer(self, i, code, detail, value, now):
         """The next reply on link ``i`` (owed, or this round's) was read by the twin's fast parser
         as ``code`` (OK or NO, with a fence ``value``). Returns False if it closed the link."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if link.owed:
             return self._owed_answer(link, code, detail, value, now)
         link.got_data = True
@@ -897,7 +933,7 @@ class Session:
     def tidy(self, i, now):
         """After a round or while settling, and after reading what arrived: expire owed replies
         past their deadline, and close a connection that owes too much or too long."""
-        link = self.links[i]
+        link = cython.cast(Link, self.links[i])
         if link.expire(now, False):
             self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         if link.stale(now):
@@ -951,18 +987,29 @@ class Session:
         for link in self.links:
             link.polled = False
 
+    def owing(self):
+        """Whether some link owes replies (only then may :meth:`overdue_links` or :meth:`tidy_all`
+        find anything to do)."""
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+            if link.owed:
+                return True
+        return False
+
     def overdue_links(self, now):
         """The links whose owed replies are overdue at ``now``: the twin reads what already arrived
         on them (a reply in their socket is not late), then calls :meth:`tidy_all`."""
         due = []
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if link.open and link.owed and link.overdue(now):
                 due.append(link.index)
         return due
 
     def tidy_all(self, now):
         """:meth:`tidy` every link that owes replies."""
-        for link in self.links:
+        for item in self.links:
+            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if link.owed:
                 self.tidy(link.index, now)
 
