@@ -4,7 +4,8 @@ import pytest
 
 from fastredlock.protocol.resp import encode_command
 from fastredlock.protocol.scripts import (
-    QUIET, RELEASE, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_SHA, RELEASE_TAGGED, RELEASE_TAGGED_SHA,
+    QUIET, RELEASE, RELEASE_CLUSTER, RELEASE_CLUSTER_SHA, RELEASE_FULL, RELEASE_FULL_SHA, RELEASE_SHA, RELEASE_TAGGED,
+    RELEASE_TAGGED_SHA,
 )
 
 # lengths on both sides of each digit count (the encoder writes numbers below 1000 its own way)
@@ -35,6 +36,7 @@ def test_the_c_encoder_writes_the_protocols_set(command_bytes, key, token):
 @pytest.mark.parametrize("token", TOKENS)
 def test_the_c_encoder_writes_the_protocols_releases(command_bytes, key, token):
     for script, sha, text in ((RELEASE, RELEASE_SHA, RELEASE), (RELEASE_TAGGED, RELEASE_TAGGED_SHA, RELEASE_TAGGED),
+                              (RELEASE_CLUSTER, RELEASE_CLUSTER_SHA, RELEASE_CLUSTER),
                               (None, RELEASE_FULL_SHA, RELEASE_FULL)):
         payload, fallbacks = command_bytes("release", key, token, script)
         assert payload == encode_command(b"EVALSHA", sha, b"1", key, token)
