@@ -8,11 +8,101 @@ they come (their rounds' outcomes are filled in); a writer callback is on only w
 to write (a connect in progress, or bytes a full socket did not take); one timer stands for the
 round's next deadline, and between rounds for the owed replies' first deadline. No thread, no
 executor: every callback runs on the loop, non-blocking.
+
+The task running a round waits on a :class:`_Turn`, not an ``asyncio.Future``: when a loop
+callback (a reader, a writer, the timer) ends the round, it resumes the task at once, inside the
+same loop iteration, instead of scheduling the task's wake-up for the next one (``call_soon``):
+one loop iteration per round, as one ``poll(2)`` per round in the sync client.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Dict, List, Optional, Set
+
+
+class _Turn:
+    """What the task running a round awaits: a future-like object (the protocol asyncio's tasks
+    accept from any awaitable: ``_asyncio_future_blocking``, ``get_loop``, ``add_done_callback``,
+    ``cancel``, ``result``) that a loop callback resolves and whose waiting task it resumes at
+    once (:meth:`_resolve` with ``direct``), in the task's own context.
+
+    ``cancel()`` refuses (returns False): a round is not interrupted; the task is then marked to be
+    cancelled and gets its ``CancelledError`` when it resumes, as :meth:`LoopCore.run` expects.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._asyncio_future_blocking = False
+        self._done = False
+        self._exc: Optional[BaseException] = None
+        self._callback: Any = None  # the waiting task's wake-up, once it yielded this
+        self._context: Any = None  # ... and the context to call it in
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False  # the round runs to its end (the task remembers it must be cancelled)
+
+    def result(self) -> None:
+        if self._exc is not None:
+            raise self._exc
+        if not self._done:
+            raise asyncio.InvalidStateError("the round is not over")
+
+    def exception(self) -> Optional[BaseException]:
+        return self._exc
+
+    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+        if self._done:
+            self._loop.call_soon(fn, self, context=context)
+        else:
+            self._callback = fn
+            self._context = context
+
+    def remove_done_callback(self, fn: Any) -> int:
+        if self._callback is not None and self._callback == fn:
+            self._callback = None
+            self._context = None
+            return 1
+        return 0
+
+    def _finish(self, exc: Optional[BaseException]) -> None:
+        """Mark the round over (``exc``: it ended with that error); the first call counts."""
+        if not self._done:
+            self._done = True
+            self._exc = exc
+
+    def _wake(self, direct: bool) -> None:
+        """Resume the task waiting for this (once it is done): at once if ``direct`` (only from
+        a loop callback, outside every task; the task may start its next round before this
+        returns), else in the loop's next iteration."""
+        fn = self._callback
+        if fn is None or not self._done:
+            return
+        self._callback = None
+        context = self._context
+        self._context = None
+        if not direct:
+            self._loop.call_soon(fn, self, context=context)
+        elif context is not None:
+            context.run(fn, self)
+        else:
+            fn(self)
+
+    def __await__(self) -> Any:
+        if not self._done:
+            self._asyncio_future_blocking = True
+            yield self
+        return self.result()
+
+    __iter__ = __await__
 
 
 class LoopCore:
@@ -24,7 +114,7 @@ class LoopCore:
         self._changes = -1                 # the core's socket open/close count when last synced
         self._readers: Dict[int, int] = {}  # master -> fd with a reader callback
         self._writers: Dict[int, int] = {}  # master -> fd with a writer callback
-        self._round: Optional[asyncio.Future] = None   # set while a round runs
+        self._round: Optional[_Turn] = None   # set while a round runs
         self._timer: Optional[asyncio.TimerHandle] = None
         self._timer_at = -1.0
         self._waiters: List[asyncio.Future] = []  # see activity()
@@ -47,10 +137,10 @@ class LoopCore:
         cancelled = None
         try:
             while core.next_deadline() >= 0.0:
-                self._round = fut = self.loop.create_future()
+                self._round = turn = _Turn(self.loop)
                 self._rewatch()  # may already resolve it
                 try:
-                    await fut
+                    await turn
                 except asyncio.CancelledError as exc:
                     if self._closed:
                         raise RuntimeError("this Redlock client was closed during the round") from exc
@@ -87,8 +177,9 @@ class LoopCore:
     def close(self) -> None:
         """Stop watching; close the core's connections (a round in progress ends with an error)."""
         self._closed = True
-        if self._round is not None and not self._round.done():
-            self._round.cancel()
+        if self._round is not None:
+            self._round._finish(asyncio.CancelledError())  # run() raises RuntimeError
+            self._round._wake(False)
         self._unwatch_all()
         self.core.close()
         self._wake()
@@ -102,6 +193,7 @@ class LoopCore:
             return
         if code:  # the round is over, the watch list changed, or an owed reply came between rounds
             self._rewatch()
+            self._resume()
 
     def _on_writable(self, i: int) -> None:
         try:
@@ -110,6 +202,14 @@ class LoopCore:
             self._fail(exc)
             return
         self._rewatch()
+        self._resume()
+
+    def _resume(self) -> None:
+        """From a loop callback, last: if the round is over, resume its task now (it may start
+        the next round before this returns; nothing of this one is looked at after)."""
+        turn = self._round
+        if turn is not None and turn._done:
+            turn._wake(True)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -125,14 +225,17 @@ class LoopCore:
             self._fail(exc)
             return
         self._rewatch()
+        self._resume()
 
     def _fail(self, exc: BaseException) -> None:
-        fut = self._round
-        if fut is not None and not fut.done():
-            fut.set_exception(exc)
+        """A loop callback failed: end the round with ``exc`` (resumed at once), or report it."""
+        turn = self._round
+        self._wake()
+        if turn is not None and not turn._done:
+            turn._finish(exc)
+            turn._wake(True)
         else:
             self.loop.call_exception_handler({"message": "fastredlock: error between rounds", "exception": exc})
-        self._wake()
 
     # --- keeping the loop's watch list in step with the core -------------------------------------
     def _rewatch(self) -> None:
@@ -145,13 +248,12 @@ class LoopCore:
             self._watch_readers(core.fds())
         if writing or self._writers:
             self._watch_writers(core.fds(), set(writing) if self._round is not None else set())
-        fut = self._round
-        if fut is not None:
+        turn = self._round
+        if turn is not None:
             first = core.next_deadline()
             if first < 0.0:
-                if not fut.done():
-                    fut.set_result(None)
-                return
+                turn._finish(None)  # resumed by the callback that called this (_resume), or not
+                return              # awaited yet
             self._arm(first)
         else:
             self._arm(core.owed_deadline())
