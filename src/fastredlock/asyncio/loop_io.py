@@ -96,13 +96,20 @@ class _Turn:
         else:
             fn(self)
 
-    def __await__(self) -> Any:
+    # Its own iterator (no generator per round): it yields itself to the task until it is done.
+    def __await__(self) -> "_Turn":
+        return self
+
+    def __iter__(self) -> "_Turn":
+        return self
+
+    def __next__(self) -> "_Turn":
         if not self._done:
             self._asyncio_future_blocking = True
-            yield self
-        return self.result()
-
-    __iter__ = __await__
+            return self
+        if self._exc is not None:
+            raise self._exc
+        raise StopIteration
 
 
 class LoopCore:
