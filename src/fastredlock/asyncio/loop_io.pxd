@@ -28,6 +28,9 @@ cdef class LoopCore:
     cdef list _waiters  # activity()'s futures, resolved by _wake() after a read or sweep
     cdef object _cancelled  # the cancellation run() held back, until take_cancelled()
     cdef bint _closed  # set by close(), never cleared: run() then raises
+    cdef object _ep  # several masters on Linux: the epoll set of their sockets (the loop watches its fd); else None
+    cdef dict _index  # fd -> master index, for the sockets in _ep
+    cdef bint _ep_watched  # _ep's fd has the loop's reader callback
 
     cpdef object take_cancelled(self)
     cpdef close(self)
@@ -42,6 +45,7 @@ cdef class LoopCore:
     cdef _watch_readers(self, list fds)
     cdef _watch_writers(self, list fds, set writing)
     cdef _unwatch_all(self)
+    cdef _unread(self, Py_ssize_t fd)
     @cython.locals(timer_at=double)
     cdef _arm(self, double at)
     cdef _wake(self)
