@@ -211,7 +211,10 @@ class LoopCore:
         except BaseException as exc:  # a bug or an OSError: the round must not hang on it
             self._fail(exc)
             return
-        if code:  # the round is over, the watch list changed, or an owed reply came between rounds
+        if code == 1 and self._round is not None:  # READY_OVER alone: the round is over, nothing
+            self._round._finish(None)               # else changed (run() rewatches after finish)
+            self._resume()
+        elif code:  # the watch list changed, or an owed reply came between rounds
             self._rewatch()
             self._resume()
 
@@ -226,7 +229,10 @@ class LoopCore:
         except BaseException as exc:  # a bug or an OSError: the round must not hang on it
             self._fail(exc)
             return
-        if code:
+        if code == 1 and self._round is not None:  # READY_OVER alone (see _on_readable)
+            self._round._finish(None)
+            self._resume()
+        elif code:
             self._rewatch()
             self._resume()
 
