@@ -16,6 +16,8 @@ cycles, and reports ``(Ir(B) - Ir(A)) / (B - A)``, so start-up and imports cance
     python benchmarks/instructions.py --masters 5 --api read  # a read lock of dlm.rwlock (or write, semaphore, rlock)
     python benchmarks/instructions.py --op inspect         # one dlm.inspect(name) of a held lock instead
     python benchmarks/instructions.py --op cycle-nowait    # each release(wait=False) (reaper thread counted)
+    python benchmarks/instructions.py --api asyncio        # one task of fastredlock.asyncio (default loop)
+    python benchmarks/instructions.py --api asyncio --loop uvloop   # the same task under uvloop
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Under valgrind the loop runs ~50x slower,
 so each measurement takes tens of seconds.
@@ -42,6 +44,27 @@ if path and not fastredlock.__file__.startswith(path):
 name = f"instructions:{os.getpid()}"
 api = sys.argv[5]
 # valgrind slows the loop ~50x: a deadline that a busy machine cannot miss (it costs no instructions)
+if api == "asyncio":  # one task of fastredlock.asyncio, on the default loop or uvloop
+    import asyncio
+    import fastredlock.asyncio as fa
+
+    async def cycles():
+        dlm = fa.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=1.0,
+                         connect_timeout=1.0)
+        release_kwargs = {"wait": False} if sys.argv[7] == "cycle-nowait" else {}
+        for _ in range(int(sys.argv[3])):
+            lock = dlm.lock(name, ttl=10.0)
+            if not await lock.acquire(blocking=False):
+                raise SystemExit("not acquired: is another client using these masters?")
+            await lock.release(**release_kwargs)
+        await dlm.aclose()
+
+    if sys.argv[8] == "uvloop":
+        import uvloop
+        uvloop.run(cycles())
+    else:
+        asyncio.run(cycles())
+    raise SystemExit(0)
 if api in ("fastredlock", "read", "write", "semaphore", "rlock"):  # the API over all masters
     dlm = fastredlock.Redlock(sys.argv[4].split(","), core=sys.argv[2], retry_count=0, io_timeout=1.0,
                               connect_timeout=1.0)
@@ -90,15 +113,15 @@ for _ in range(int(sys.argv[3])):
 
 
 #: The ``--api`` choices that run over every master (fastredlock's own API).
-FAMILY = ("fastredlock", "read", "write", "semaphore", "rlock")
+FAMILY = ("fastredlock", "read", "write", "semaphore", "rlock", "asyncio")
 
 
 def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastredlock", hook: str = "none",
-          op: str = "cycle") -> int:
+          op: str = "cycle", loop: str = "asyncio") -> int:
     """Instructions (user space) of one run of the loop with ``cycles`` cycles of ``op``."""
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api, hook, op,
+        sys.executable, "-c", LOOP, path, core, str(cycles), ",".join(urls), api, hook, op, loop,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
@@ -108,8 +131,9 @@ def count(core: str, cycles: int, urls: List[str], path: str, api: str = "fastre
 
 
 def per_cycle(core: str, small: int, large: int, urls: List[str], path: str, api: str = "fastredlock",
-              hook: str = "none", op: str = "cycle") -> float:
-    return (count(core, large, urls, path, api, hook, op) - count(core, small, urls, path, api, hook, op)) / (large - small)
+              hook: str = "none", op: str = "cycle", loop: str = "asyncio") -> float:
+    return (count(core, large, urls, path, api, hook, op, loop)
+            - count(core, small, urls, path, api, hook, op, loop)) / (large - small)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -123,12 +147,14 @@ def main(argv: Optional[List[str]] = None) -> None:
                              "fastredlock.metrics' Prometheus recorder")
     parser.add_argument("--api", default="fastredlock",
                         choices=("fastredlock", "read", "write", "semaphore", "rlock", "shim", "redis-py",
-                                 "redis-lock-shim"),
+                                 "redis-lock-shim", "asyncio"),
                         help="the loop: fastredlock's API (default), a kind of the lock family (a read or write "
                              "lock of dlm.rwlock, a permit of a 3-permit dlm.semaphore, a dlm.rlock), redis-py's "
                              "Lock API through the shim fastredlock.compat.redis_py.Lock, redis-py's own Lock, or "
-                             "python-redis-lock's API through fastredlock.compat.redis_lock (the last three: "
-                             "first master only)")
+                             "python-redis-lock's API through fastredlock.compat.redis_lock (those three: "
+                             "first master only), or one task of fastredlock.asyncio (see --loop)")
+    parser.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"),
+                        help="--api asyncio: the event loop (asyncio's default, or uvloop)")
     parser.add_argument("--op", default="cycle", choices=("cycle", "cycle-nowait", "inspect"),
                         help="what one cycle is: acquire+release (default), acquire+release(wait=False) (the "
                              "answers read by the next acquisition or the reaper thread, both counted), or one "
@@ -150,11 +176,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             # out rather than measure a client configured unlike the users' default
             time.sleep(10.5)
             ir = per_cycle(args.core, small, large, masters.urls, os.path.abspath(args.path) if args.path else "",
-                           args.api, args.on_event, args.op)
+                           args.api, args.on_event, args.op, args.loop)
         hook = "" if args.on_event == "none" else f" on_event={args.on_event}"
         what = {"cycle": "lock+unlock cycle", "cycle-nowait": "lock+unlock cycle, release not waited for",
                 "inspect": "inspect (one round)"}[args.op]
-        print(f"N={n if args.api in FAMILY else 1} core={args.core} api={args.api}{hook}: {ir:,.0f} instructions "
+        loop = f" loop={args.loop}" if args.api == "asyncio" else ""
+        print(f"N={n if args.api in FAMILY else 1} core={args.core} api={args.api}{loop}{hook}: {ir:,.0f} instructions "
               f"per {what} (client, user space)")
 
 

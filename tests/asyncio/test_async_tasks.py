@@ -3,6 +3,7 @@ await point leaves no key (and no task) behind."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -294,5 +295,32 @@ def test_a_socket_closed_between_rounds_is_forgotten_by_the_loop(arun, aclient, 
             writer.close()
         assert errors == []
         assert keys_on(masters, name) == 0
+
+    arun(main())
+
+
+def test_a_round_resumes_its_task_in_the_task_s_own_context(arun, aclient, masters, name):
+    """The loop callback that ends a round resumes the waiting task at once (not through
+    ``call_soon``): the task goes on in its own context, alone or with others riding along. A
+    ContextVar each task set is what it reads after every await of the lock (resumed in the
+    reader callback's context instead, it would read another task's value or the default)."""
+    var: contextvars.ContextVar = contextvars.ContextVar("frl_test_var", default=None)
+
+    async def main():
+        async with aclient(masters.urls) as dlm:
+            async def one(k):
+                var.set(k)
+                for i in range(20):
+                    lock = dlm.lock(f"{name}:{k}:{i}", ttl=5.0)
+                    assert await lock.acquire(blocking=False)
+                    assert var.get() == k
+                    var.set(k)
+                    await lock.release()
+                    assert var.get() == k
+                return k
+
+            assert await asyncio.create_task(one("alone")) == "alone"  # rounds of one, in its task
+            assert await asyncio.gather(*(one(k) for k in range(4))) == [0, 1, 2, 3]  # riding along
+            assert var.get() is None
 
     arun(main())

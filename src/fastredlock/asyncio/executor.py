@@ -126,8 +126,25 @@ class AsyncExecutor:
     async def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
         """The round of one ``SET NX PX`` on every master (a failed attempt that may have landed
         somewhere is released behind its SETs, not awaited)."""
-        req = await self._submit(key, token, ttl_ms)
-        return req.rnd
+        loop_core = self._bind()
+        if self._busy or self._runner is not None:
+            return (await self._submit(key, token, ttl_ms)).rnd
+        # Nothing in flight: a round of one, run by the caller's own task (the shortest path: no
+        # request, no hand-off). Requests made meanwhile queue up; the runner takes them after.
+        self._busy = True
+        rnd = None
+        try:
+            self.executor.for_acquiring(loop_core.core)
+            rnd = (await loop_core.run("acquire", key, token, ttl_ms))[0]
+            if left_behind(rnd):  # released behind its SETs, not awaited
+                await loop_core.run("release_quiet", key, token)
+        finally:
+            cancelled = self._alone_done(loop_core)
+        if cancelled is not None:
+            if rnd is not None and rnd.ok:
+                self.release_later(key, token)  # nobody will hold it
+            raise cancelled
+        return rnd
 
     async def release_one(self, key: bytes, token: bytes, orphan: Any = None) -> Tuple[Any, bool]:
         """``(round, ok)`` of one owner-checked release (``ok``: a quorum still held ``token``).
@@ -135,8 +152,21 @@ class AsyncExecutor:
         ``orphan``: the release is kept if its caller is cancelled (it goes out all the same) and
         ``orphan((round, ok))`` is called once it is done; the caller gets its CancelledError at
         once (or, if its own task is running the round, as soon as the round ends)."""
-        req = await self._submit(key, token, 0, orphan)
-        return req.rnd, req.ok
+        loop_core = self._bind()
+        if self._busy or self._runner is not None:
+            req = await self._submit(key, token, 0, orphan)
+            return req.rnd, req.ok
+        self._busy = True  # a round of one, run by the caller's own task (see acquire_one)
+        try:
+            rnd = (await loop_core.run("release", key, token))[0]
+        finally:
+            cancelled = self._alone_done(loop_core)
+        ok = rnd.successes >= self.quorum
+        if cancelled is not None:
+            if orphan is not None:
+                orphan((rnd, ok))  # the release went out: the rest of its plan goes on
+            raise cancelled
+        return rnd, ok
 
     async def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
                                acquired_at: float, was_lost: bool) -> Any:

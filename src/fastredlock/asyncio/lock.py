@@ -184,8 +184,13 @@ class Lock(LockBase):
 
 def new_lock(client: Any, name: Union[str, bytes], ttl: float, auto_extend: bool = False,
              max_hold: Optional[float] = None, on_lost: Optional[Any] = None, fencing: bool = False) -> Lock:
-    """``Lock(client, name, ...)``, as :meth:`fastredlock.asyncio.Redlock.lock` makes it."""
-    return Lock(client, name, ttl, auto_extend=auto_extend, max_hold=max_hold, on_lost=on_lost, fencing=fencing)
+    """``Lock(client, name, ...)``, as :meth:`fastredlock.asyncio.Redlock.lock` makes it: in one C
+    call of the base's ``_setup`` (in the compiled build a subclass of a compiled base is otherwise
+    built through ``tp_init`` with a tuple and a dict of keywords)."""
+    lock = Lock.__new__(Lock)
+    lock._setup(client, name, ttl, auto_extend, max_hold, on_lost, fencing)
+    lock._async_executor = client._async_executor
+    return lock
 
 
 # --- the asyncio driver ----------------------------------------------------------------------------

@@ -8,11 +8,110 @@ they come (their rounds' outcomes are filled in); a writer callback is on only w
 to write (a connect in progress, or bytes a full socket did not take); one timer stands for the
 round's next deadline, and between rounds for the owed replies' first deadline. No thread, no
 executor: every callback runs on the loop, non-blocking.
+
+The task running a round waits on a :class:`_Turn`, not an ``asyncio.Future``: when a loop
+callback (a reader, a writer, the timer) ends the round, it resumes the task at once, inside the
+same loop iteration, instead of scheduling the task's wake-up for the next one (``call_soon``):
+one loop iteration per round, as one ``poll(2)`` per round in the sync client.
 """
 from __future__ import annotations
 
 import asyncio
+import select
+from asyncio.selector_events import BaseSelectorEventLoop
 from typing import Any, Dict, List, Optional, Set
+
+
+class _Turn:
+    """What the task running a round awaits: a future-like object (the protocol asyncio's tasks
+    accept from any awaitable: ``_asyncio_future_blocking``, ``get_loop``, ``add_done_callback``,
+    ``cancel``, ``result``) that a loop callback resolves and whose waiting task it resumes at
+    once (:meth:`_resolve` with ``direct``), in the task's own context.
+
+    ``cancel()`` refuses (returns False): a round is not interrupted; the task is then marked to be
+    cancelled and gets its ``CancelledError`` when it resumes, as :meth:`LoopCore.run` expects.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._asyncio_future_blocking = False
+        self._done = False
+        self._exc: Optional[BaseException] = None
+        self._callback: Any = None  # the waiting task's wake-up, once it yielded this
+        self._context: Any = None  # ... and the context to call it in
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False  # the round runs to its end (the task remembers it must be cancelled)
+
+    def result(self) -> None:
+        if self._exc is not None:
+            raise self._exc
+        if not self._done:
+            raise asyncio.InvalidStateError("the round is not over")
+
+    def exception(self) -> Optional[BaseException]:
+        return self._exc
+
+    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+        if self._done:
+            self._loop.call_soon(fn, self, context=context)
+        else:
+            self._callback = fn
+            self._context = context
+
+    def remove_done_callback(self, fn: Any) -> int:
+        if self._callback is not None and self._callback == fn:
+            self._callback = None
+            self._context = None
+            return 1
+        return 0
+
+    def _finish(self, exc: Optional[BaseException]) -> None:
+        """Mark the round over (``exc``: it ended with that error); the first call counts."""
+        if not self._done:
+            self._done = True
+            self._exc = exc
+
+    def _wake(self, direct: bool) -> None:
+        """Resume the task waiting for this (once it is done): at once if ``direct`` (only from
+        a loop callback, outside every task; the task may start its next round before this
+        returns), else in the loop's next iteration."""
+        fn = self._callback
+        if fn is None or not self._done:
+            return
+        self._callback = None
+        context = self._context
+        self._context = None
+        if not direct:
+            self._loop.call_soon(fn, self, context=context)
+        elif context is not None:
+            context.run(fn, self)
+        else:
+            fn(self)
+
+    # Its own iterator (no generator per round): it yields itself to the task until it is done.
+    def __await__(self) -> "_Turn":
+        return self
+
+    def __iter__(self) -> "_Turn":
+        return self
+
+    def __next__(self) -> "_Turn":
+        if not self._done:
+            self._asyncio_future_blocking = True
+            return self
+        if self._exc is not None:
+            raise self._exc
+        raise StopIteration
 
 
 class LoopCore:
@@ -24,12 +123,21 @@ class LoopCore:
         self._changes = -1                 # the core's socket open/close count when last synced
         self._readers: Dict[int, int] = {}  # master -> fd with a reader callback
         self._writers: Dict[int, int] = {}  # master -> fd with a writer callback
-        self._round: Optional[asyncio.Future] = None   # set while a round runs
+        self._round: Optional[_Turn] = None   # set while a round runs
         self._timer: Optional[asyncio.TimerHandle] = None
         self._timer_at = -1.0
         self._waiters: List[asyncio.Future] = []  # see activity()
         self._cancelled: Optional[BaseException] = None  # see take_cancelled()
         self._closed = False
+        # Several masters on asyncio's own (pure-Python) selector loop, on Linux: their sockets
+        # in an epoll set of our own, whose one descriptor the loop watches: one callback reads
+        # every socket that is ready, instead of one callback per socket, each a trip through
+        # the loop's Python machinery. (uvloop's callbacks cost less than the extra poll.)
+        self._ep: Any = None
+        if core.n > 1 and hasattr(select, "epoll") and isinstance(loop, BaseSelectorEventLoop):
+            self._ep = select.epoll()
+        self._index: Dict[int, int] = {}  # fd -> master, for the sockets in _ep
+        self._ep_watched = False  # _ep's descriptor has the loop's reader callback
         core.on_close = self._forget  # the loop must forget a socket before the core closes it
 
     # --- rounds ---------------------------------------------------------------------------------
@@ -47,10 +155,10 @@ class LoopCore:
         cancelled = None
         try:
             while core.next_deadline() >= 0.0:
-                self._round = fut = self.loop.create_future()
+                self._round = turn = _Turn(self.loop)
                 self._rewatch()  # may already resolve it
                 try:
-                    await fut
+                    await turn
                 except asyncio.CancelledError as exc:
                     if self._closed:
                         raise RuntimeError("this Redlock client was closed during the round") from exc
@@ -87,10 +195,13 @@ class LoopCore:
     def close(self) -> None:
         """Stop watching; close the core's connections (a round in progress ends with an error)."""
         self._closed = True
-        if self._round is not None and not self._round.done():
-            self._round.cancel()
+        if self._round is not None:
+            self._round._finish(asyncio.CancelledError())  # run() raises RuntimeError
+            self._round._wake(False)
         self._unwatch_all()
         self.core.close()
+        if self._ep is not None:
+            self._ep.close()
         self._wake()
 
     # --- what the loop sees -----------------------------------------------------------------------
@@ -100,8 +211,30 @@ class LoopCore:
         except BaseException as exc:  # a bug or an OSError: the round must not hang on it
             self._fail(exc)
             return
-        if code:  # the round is over, the watch list changed, or an owed reply came between rounds
+        if code == 1 and self._round is not None:  # READY_OVER alone: the round is over, nothing
+            self._round._finish(None)               # else changed (run() rewatches after finish)
+            self._resume()
+        elif code:  # the watch list changed, or an owed reply came between rounds
             self._rewatch()
+            self._resume()
+
+    def _on_any_readable(self) -> None:
+        """The epoll set says some masters' sockets are readable: read each (one pass)."""
+        code = 0
+        try:
+            for fd, _ in self._ep.poll(0):
+                i = self._index.get(fd, -1)
+                if i >= 0:
+                    code |= self.core.ready(i, True, False)
+        except BaseException as exc:  # a bug or an OSError: the round must not hang on it
+            self._fail(exc)
+            return
+        if code == 1 and self._round is not None:  # READY_OVER alone (see _on_readable)
+            self._round._finish(None)
+            self._resume()
+        elif code:
+            self._rewatch()
+            self._resume()
 
     def _on_writable(self, i: int) -> None:
         try:
@@ -110,6 +243,14 @@ class LoopCore:
             self._fail(exc)
             return
         self._rewatch()
+        self._resume()
+
+    def _resume(self) -> None:
+        """From a loop callback, last: if the round is over, resume its task now (it may start
+        the next round before this returns; nothing of this one is looked at after)."""
+        turn = self._round
+        if turn is not None and turn._done:
+            turn._wake(True)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -125,14 +266,17 @@ class LoopCore:
             self._fail(exc)
             return
         self._rewatch()
+        self._resume()
 
     def _fail(self, exc: BaseException) -> None:
-        fut = self._round
-        if fut is not None and not fut.done():
-            fut.set_exception(exc)
+        """A loop callback failed: end the round with ``exc`` (resumed at once), or report it."""
+        turn = self._round
+        self._wake()
+        if turn is not None and not turn._done:
+            turn._finish(exc)
+            turn._wake(True)
         else:
             self.loop.call_exception_handler({"message": "fastredlock: error between rounds", "exception": exc})
-        self._wake()
 
     # --- keeping the loop's watch list in step with the core -------------------------------------
     def _rewatch(self) -> None:
@@ -145,17 +289,17 @@ class LoopCore:
             self._watch_readers(core.fds())
         if writing or self._writers:
             self._watch_writers(core.fds(), set(writing) if self._round is not None else set())
-        fut = self._round
-        if fut is not None:
+        turn = self._round
+        if turn is not None:
             first = core.next_deadline()
             if first < 0.0:
-                if not fut.done():
-                    fut.set_result(None)
-                return
+                turn._finish(None)  # resumed by the callback that called this (_resume), or not
+                return              # awaited yet
             self._arm(first)
         else:
             self._arm(core.owed_deadline())
-            self._wake()
+            if self._waiters:
+                self._wake()
 
     def _forget(self, i: int, fd: int) -> None:
         """The core is about to close master ``i``'s socket: stop watching it while it is open
@@ -167,13 +311,28 @@ class LoopCore:
                 loop.remove_writer(fd)
             if self._readers.get(i) == fd:
                 del self._readers[i]
-                loop.remove_reader(fd)
+                self._unread(fd)
         except Exception as exc:  # the loop is closed: nothing to forget any more
             if not loop.is_closed():
                 raise exc
 
+    def _unread(self, fd: int) -> None:
+        """Stop watching ``fd`` for reading (in the epoll set, or the loop's reader)."""
+        if self._ep is None:
+            self.loop.remove_reader(fd)
+            return
+        self._index.pop(fd, None)
+        try:
+            self._ep.unregister(fd)
+        except (OSError, ValueError):  # closed already: the kernel dropped it from the set
+            pass
+
     def _watch_readers(self, fds: List[int]) -> None:
         loop = self.loop
+        ep = self._ep
+        if ep is not None and not self._ep_watched:
+            loop.add_reader(ep.fileno(), self._on_any_readable)
+            self._ep_watched = True
         for i, fd in enumerate(fds):
             old = self._readers.get(i)
             if old == fd:
@@ -181,13 +340,17 @@ class LoopCore:
             if old is not None:
                 # The socket was closed (maybe replaced by one with the same number): forget the
                 # old registration; the selector ignores the closed fd's removal error.
-                loop.remove_reader(old)
+                self._unread(old)
                 del self._readers[i]
                 if self._writers.get(i) == old:
                     loop.remove_writer(old)
                     del self._writers[i]
             if fd >= 0:
-                loop.add_reader(fd, self._on_readable, i)
+                if ep is None:
+                    loop.add_reader(fd, self._on_readable, i)
+                else:
+                    ep.register(fd, select.EPOLLIN)
+                    self._index[fd] = i
                 self._readers[i] = fd
 
     def _watch_writers(self, fds: List[int], writing: Set[int]) -> None:
@@ -206,7 +369,10 @@ class LoopCore:
             for fd in self._writers.values():
                 self.loop.remove_writer(fd)
             for fd in self._readers.values():
-                self.loop.remove_reader(fd)
+                self._unread(fd)
+            if self._ep_watched:
+                self.loop.remove_reader(self._ep.fileno())
+        self._ep_watched = False
         self._readers.clear()
         self._writers.clear()
         self._changes = -1
