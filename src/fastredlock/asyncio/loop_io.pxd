@@ -7,13 +7,13 @@ cimport cython
 cdef class _Turn:
     cdef object _loop  # the loop of the task that awaits it; set once
     cdef public bint _asyncio_future_blocking  # asyncio's protocol: set while the task yields it
-    cdef bint _done  # the round is over (or ended with _exc)
+    cdef bint over  # the round is over (or ended with _exc)
     cdef object _exc  # the error the round ended with, else None
     cdef object _callback  # the waiting task's wake-up, once it yielded this; else None
     cdef object _context  # the context to call _callback in
 
-    cdef _finish(self, object exc)
-    cdef _wake(self, bint direct)
+    cdef end_with(self, object exc)
+    cdef resume(self, bint direct)
 
 @cython.final
 cdef class LoopCore:

@@ -26,7 +26,7 @@ class _Turn:
     """What the task running a round awaits: a future-like object (the protocol asyncio's tasks
     accept from any awaitable: ``_asyncio_future_blocking``, ``get_loop``, ``add_done_callback``,
     ``cancel``, ``result``) that a loop callback resolves and whose waiting task it resumes at
-    once (:meth:`_resolve` with ``direct``), in the task's own context.
+    once (:meth:`resume` with ``direct``), in the task's own context.
 
     ``cancel()`` refuses (returns False): a round is not interrupted; the task is then marked to be
     cancelled and gets its ``CancelledError`` when it resumes, as :meth:`LoopCore.run` expects.
@@ -35,7 +35,7 @@ class _Turn:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._asyncio_future_blocking = False
-        self._done = False
+        self.over = False
         self._exc: Optional[BaseException] = None
         self._callback: Any = None  # the waiting task's wake-up, once it yielded this
         self._context: Any = None  # ... and the context to call it in
@@ -44,7 +44,7 @@ class _Turn:
         return self._loop
 
     def done(self) -> bool:
-        return self._done
+        return self.over
 
     def cancelled(self) -> bool:
         return False
@@ -55,14 +55,14 @@ class _Turn:
     def result(self) -> None:
         if self._exc is not None:
             raise self._exc
-        if not self._done:
+        if not self.over:
             raise asyncio.InvalidStateError("the round is not over")
 
     def exception(self) -> Optional[BaseException]:
         return self._exc
 
     def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
-        if self._done:
+        if self.over:
             self._loop.call_soon(fn, self, context=context)
         else:
             self._callback = fn
@@ -75,18 +75,18 @@ class _Turn:
             return 1
         return 0
 
-    def _finish(self, exc: Optional[BaseException]) -> None:
+    def end_with(self, exc: Optional[BaseException]) -> None:
         """Mark the round over (``exc``: it ended with that error); the first call counts."""
-        if not self._done:
-            self._done = True
+        if not self.over:
+            self.over = True
             self._exc = exc
 
-    def _wake(self, direct: bool) -> None:
+    def resume(self, direct: bool) -> None:
         """Resume the task waiting for this (once it is done): at once if ``direct`` (only from
         a loop callback, outside every task; the task may start its next round before this
         returns), else in the loop's next iteration."""
         fn = self._callback
-        if fn is None or not self._done:
+        if fn is None or not self.over:
             return
         self._callback = None
         context = self._context
@@ -106,7 +106,7 @@ class _Turn:
         return self
 
     def __next__(self) -> "_Turn":
-        if not self._done:
+        if not self.over:
             self._asyncio_future_blocking = True
             return self
         if self._exc is not None:
@@ -196,8 +196,8 @@ class LoopCore:
         """Stop watching; close the core's connections (a round in progress ends with an error)."""
         self._closed = True
         if self._round is not None:
-            self._round._finish(asyncio.CancelledError())  # run() raises RuntimeError
-            self._round._wake(False)
+            self._round.end_with(asyncio.CancelledError())  # run() raises RuntimeError
+            self._round.resume(False)
         self._unwatch_all()
         self.core.close()
         if self._ep is not None:
@@ -212,7 +212,7 @@ class LoopCore:
             self._fail(exc)
             return
         if code == 1 and self._round is not None:  # READY_OVER alone: the round is over, nothing
-            self._round._finish(None)               # else changed (run() rewatches after finish)
+            self._round.end_with(None)               # else changed (run() rewatches after finish)
             self._resume()
         elif code:  # the watch list changed, or an owed reply came between rounds
             self._rewatch()
@@ -230,7 +230,7 @@ class LoopCore:
             self._fail(exc)
             return
         if code == 1 and self._round is not None:  # READY_OVER alone (see _on_readable)
-            self._round._finish(None)
+            self._round.end_with(None)
             self._resume()
         elif code:
             self._rewatch()
@@ -249,8 +249,8 @@ class LoopCore:
         """From a loop callback, last: if the round is over, resume its task now (it may start
         the next round before this returns; nothing of this one is looked at after)."""
         turn = self._round
-        if turn is not None and turn._done:
-            turn._wake(True)
+        if turn is not None and turn.over:
+            turn.resume(True)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -272,9 +272,9 @@ class LoopCore:
         """A loop callback failed: end the round with ``exc`` (resumed at once), or report it."""
         turn = self._round
         self._wake()
-        if turn is not None and not turn._done:
-            turn._finish(exc)
-            turn._wake(True)
+        if turn is not None and not turn.over:
+            turn.end_with(exc)
+            turn.resume(True)
         else:
             self.loop.call_exception_handler({"message": "fastredlock: error between rounds", "exception": exc})
 
@@ -293,7 +293,7 @@ class LoopCore:
         if turn is not None:
             first = core.next_deadline()
             if first < 0.0:
-                turn._finish(None)  # resumed by the callback that called this (_resume), or not
+                turn.end_with(None)  # resumed by the callback that called this (_resume), or not
                 return              # awaited yet
             self._arm(first)
         else:
