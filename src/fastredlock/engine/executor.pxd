@@ -59,10 +59,12 @@ cdef class Executor:
     cdef bint _reaper_asleep  # the reaper waits on _reap_event (written by the reaper only)
     cdef public object _reaping  # the core the reaper took out to read its replies, else None
 
-    @cython.locals(combiner=Combiner)
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
     @cython.locals(combiner=Combiner)
+    cpdef object acquire_lean(self, object key, object token, object ttl_ms)
     cpdef tuple release_one(self, object key, object token, object carrier=*)
+    @cython.locals(combiner=Combiner)
+    cpdef object release_lean(self, object key, object token, object carrier=*)
     cpdef object release_unwaited(self, object key, object token, object carrier, object on_done, double acquired_at,
                                   bint was_lost)
     cdef object _before_unwaited(self, Unwaited unwaited)

@@ -256,6 +256,15 @@ class Executor:
         A round in flight (another thread's): the request rides in the next one. Else it is a
         round of its own, run here: the lean path of a thread alone.
         """
+        got = self.acquire_lean(key, token, ttl_ms)
+        if type(got) is tuple:
+            return got
+        return None, got
+
+    def acquire_lean(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
+        """:meth:`acquire_one` without its tuple where it can: the round alone when its carrier is
+        None (every master answered, the usual case), else the tuple ``(carrier, round)`` (a round
+        is never a tuple). The sync handle's hot path (a C call: no tuple made and taken apart)."""
         combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
         if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, ttl_ms)
@@ -278,7 +287,9 @@ class Executor:
                 self.interrupted(core, (key,), (token,))
                 raise
             self.checkin(core)
-            return _carrier(core, rnd), rnd
+            if _outstanding(rnd):
+                return (core, rnd), rnd  # (the carrier of _carrier(core, rnd))
+            return rnd
         finally:
             if combiner is not None:
                 combiner.leave()
@@ -287,6 +298,15 @@ class Executor:
         """``(round, ok)`` of one owner-checked release on every master (``ok``: a quorum still
         held ``token``), through the core that carries the acquisition's SETs while it does.
         Rides in the next shared round if one is in flight, like :meth:`acquire_one`."""
+        got = self.release_lean(key, token, carrier)
+        if type(got) is tuple:
+            return got
+        return got, _ok(got)
+
+    def release_lean(self, key: bytes, token: bytes, carrier: Any = None) -> Any:
+        """:meth:`release_one` without its tuple where it can: the round alone when ``ok`` is the
+        round's own (a round of this thread's), else the tuple ``(round, ok)`` (a round is never a
+        tuple). The sync handle's hot path, like :meth:`acquire_lean`."""
         combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
         if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, 0, _carrying_core(carrier))
@@ -300,7 +320,7 @@ class Executor:
                 self.interrupted(core, None, None)
                 raise
             self.checkin(core)
-            return rnd, _ok(rnd)
+            return rnd
         finally:
             if combiner is not None:
                 combiner.leave()
