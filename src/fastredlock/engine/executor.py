@@ -49,6 +49,12 @@ from ..errors import MasterOutcome
 from ..protocol.plans import left_behind, release_decided
 from ..protocol.result import Round
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
 __all__ = ["Executor"]
 
 log = logging.getLogger("fastredlock")
@@ -142,6 +148,11 @@ class Executor:
     ) -> None:
         self._specs = tuple(specs)
         self._core_cls = core_cls
+        #: The Cython core's class when every core is one (its rounds are then called in C), else None.
+        self._c_core: Any = None
+        entries = getattr(sys.modules[core_cls.__module__], "_C_ENTRIES", None)
+        if _COMPILED and entries is not None and entries[0] is core_cls:
+            _bind_core(self, entries)  # type: ignore[name-defined]  # noqa: F821 (executor.pxd's)
         #: Whether the cores may send scripts (``scripts=False``: native commands only).
         self.scripts = scripts
         #: The client's key prefix (bytes; the client's ``prefix`` property reads and sets it here).
@@ -276,7 +287,10 @@ class Executor:
             if self._restart_aware:
                 self._grace_on(core)
             try:
-                rnd = core.acquire(key, token, ttl_ms)
+                if type(core) is self._c_core:  # (the Cython core: a C call, no lookup, no parsing)
+                    rnd = _core_acquire(self, core, key, token, ttl_ms)  # type: ignore[name-defined]  # noqa: F821
+                else:
+                    rnd = core.acquire(key, token, ttl_ms)
                 if not _ok(rnd) and left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
@@ -315,7 +329,10 @@ class Executor:
         try:
             core = self.checkout(None if carrier is None else _carrying_core(carrier))
             try:
-                rnd = core.release(key, token)
+                if type(core) is self._c_core:  # (as in acquire_lean)
+                    rnd = _core_release(self, core, key, token)  # type: ignore[name-defined]  # noqa: F821
+                else:
+                    rnd = core.release(key, token)
             except BaseException:
                 self.interrupted(core, None, None)
                 raise
