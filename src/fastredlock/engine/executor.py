@@ -71,6 +71,8 @@ def _outstanding(rnd: Any) -> bool:
     if type(rnd) is Round:  # (compiled: read as the C field; a pure core's round is another class)
         r = rnd
         outcomes = r.outcomes
+        if r.successes == len(r.outcomes):  # every master said OK (the usual case): nothing to look at
+            return False
     else:
         outcomes = rnd.outcomes
     for code in outcomes:
