@@ -133,3 +133,36 @@ def test_checkout_of_a_carrier_core_takes_that_core_wherever_it_is_in_the_pool(m
     assert executor._pool == [second]
     executor.checkin(first)
     assert sorted(map(id, executor._pool)) == sorted(map(id, (first, second)))
+
+
+def test_the_executor_calls_the_cython_core_in_c_and_its_lean_forms_agree(make_client, masters, core, name, keys_on):
+    """With the Cython core (compiled executor), acquire and release are C calls into the core
+    (io/core_c.pyx's _C_ENTRIES); the pure core keeps the Python call. ``acquire_lean`` /
+    ``release_lean`` (the sync handle's) and the tuple forms give the same rounds."""
+    from fastredlock.engine import executor as executor_module
+
+    dlm = make_client(masters.urls)
+    executor = dlm.executor
+    compiled = not executor_module.__file__.endswith(".py")
+    if core == "cython" and compiled:
+        from fastredlock.io import core_c
+
+        assert executor._c_core is core_c.Core
+    else:
+        assert executor._c_core is None
+    key = name.encode()
+    carrier, rnd = executor.acquire_one(key, b"t1", 5000)
+    assert rnd.ok and (carrier is None or carrier[1] is rnd)
+    assert keys_on(masters, key) == 5
+    got = executor.acquire_lean(key, b"t2", 5000)  # held by t1: refused, the round alone or (carrier, round)
+    rnd2 = got[1] if type(got) is tuple else got
+    assert not rnd2.ok and rnd2.successes == 0
+    got = executor.release_lean(key, b"t2")  # not t2's: nothing deleted
+    rnd3, ok = got if type(got) is tuple else (got, got.ok)
+    assert not ok and keys_on(masters, key) == 5
+    got = executor.release_lean(key, b"t1", carrier)
+    rnd4, ok = got if type(got) is tuple else (got, got.ok)
+    assert ok and rnd4.successes == 5 and keys_on(masters, key) == 0
+    with dlm.lock(name, 5.0) as lock:  # the handle's hot path over the same entries
+        assert keys_on(masters, lock.key) == 5
+    assert keys_on(masters, key) == 0

@@ -2,12 +2,14 @@
 # install interprets executor.py. The hot path of a thread alone (acquire_one, release_one and
 # the pool) then runs as C from one call of Lock.
 cimport cython
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from .combine cimport Combiner
 from .unwaited cimport Unwaited, new_entry
 from .fork cimport fork_generation
 from ..protocol.plans cimport left_behind, release_decided
 from ..protocol.result cimport Round
 
+cdef bint _COMPILED  # whether this module runs compiled (then the Cython core's rounds are C calls); constant
 cdef int _PENDING, _TIMEOUT  # outcome codes PENDING and TIMEOUT (protocol.outcomes) as C ints; constant
 
 @cython.locals(code=int, r=Round)
@@ -17,8 +19,15 @@ cdef bint _ok(object rnd) except -1
 cpdef object _carrier(object core, object rnd)
 cpdef object _carrying_core(object carrier)
 
+#: The Cython core's rounds as C functions (io/core_c.pyx's _C_ENTRIES): (core, key, token[, ttl_ms]) -> round
+ctypedef object (*core_acquire_fn)(object, object, object, long long)
+ctypedef object (*core_release_fn)(object, object, object)
+
 @cython.final
 cdef class Executor:
+    cdef public object _c_core  # io.core_c.Core when the cores are exactly that class (its rounds called in C), else None
+    cdef core_acquire_fn _c_acquire  # its _c_acquire (set with _c_core)
+    cdef core_release_fn _c_release  # its _c_release (set with _c_core)
     cdef tuple _specs  # the parsed masters, in the order given; set once
     cdef object _core_cls  # the class (Cython or pure twin) every core is made of; set once
     cdef double _io_timeout  # the client's io_timeout (seconds); set once
@@ -59,10 +68,12 @@ cdef class Executor:
     cdef bint _reaper_asleep  # the reaper waits on _reap_event (written by the reaper only)
     cdef public object _reaping  # the core the reaper took out to read its replies, else None
 
-    @cython.locals(combiner=Combiner)
     cpdef tuple acquire_one(self, object key, object token, object ttl_ms)
     @cython.locals(combiner=Combiner)
+    cpdef object acquire_lean(self, object key, object token, object ttl_ms)
     cpdef tuple release_one(self, object key, object token, object carrier=*)
+    @cython.locals(combiner=Combiner)
+    cpdef object release_lean(self, object key, object token, object carrier=*)
     cpdef object release_unwaited(self, object key, object token, object carrier, object on_done, double acquired_at,
                                   bint was_lost)
     cdef object _before_unwaited(self, Unwaited unwaited)
@@ -76,3 +87,19 @@ cdef class Executor:
     @cython.locals(last=tuple)
     cpdef object ttl_ms(self, object ttl)
     cpdef bint release_waits(self, object wait) except -1
+
+
+
+cdef inline object _bind_core(Executor executor, object entries):
+    """Take the C entries of io/core_c.pyx's ``_C_ENTRIES`` (see there) for ``executor``."""
+    executor._c_acquire = <core_acquire_fn>PyCapsule_GetPointer(entries[1], b"fastredlock.core_c.acquire")
+    executor._c_release = <core_release_fn>PyCapsule_GetPointer(entries[2], b"fastredlock.core_c.release")
+    executor._c_core = entries[0]
+
+
+cdef inline object _core_acquire(Executor executor, object core, object key, object token, long long ttl_ms):
+    return executor._c_acquire(core, key, token, ttl_ms)
+
+
+cdef inline object _core_release(Executor executor, object core, object key, object token):
+    return executor._c_release(core, key, token)

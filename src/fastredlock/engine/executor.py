@@ -49,6 +49,12 @@ from ..errors import MasterOutcome
 from ..protocol.plans import left_behind, release_decided
 from ..protocol.result import Round
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
+
 __all__ = ["Executor"]
 
 log = logging.getLogger("fastredlock")
@@ -65,6 +71,8 @@ def _outstanding(rnd: Any) -> bool:
     if type(rnd) is Round:  # (compiled: read as the C field; a pure core's round is another class)
         r = rnd
         outcomes = r.outcomes
+        if r.successes == len(r.outcomes):  # every master said OK (the usual case): nothing to look at
+            return False
     else:
         outcomes = rnd.outcomes
     for code in outcomes:
@@ -142,6 +150,11 @@ class Executor:
     ) -> None:
         self._specs = tuple(specs)
         self._core_cls = core_cls
+        #: The Cython core's class when every core is one (its rounds are then called in C), else None.
+        self._c_core: Any = None
+        entries = getattr(sys.modules[core_cls.__module__], "_C_ENTRIES", None)
+        if _COMPILED and entries is not None and entries[0] is core_cls:
+            _bind_core(self, entries)  # type: ignore[name-defined]  # noqa: F821 (executor.pxd's)
         #: Whether the cores may send scripts (``scripts=False``: native commands only).
         self.scripts = scripts
         #: The client's key prefix (bytes; the client's ``prefix`` property reads and sets it here).
@@ -256,6 +269,15 @@ class Executor:
         A round in flight (another thread's): the request rides in the next one. Else it is a
         round of its own, run here: the lean path of a thread alone.
         """
+        got = self.acquire_lean(key, token, ttl_ms)
+        if type(got) is tuple:
+            return got
+        return None, got
+
+    def acquire_lean(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
+        """:meth:`acquire_one` without its tuple where it can: the round alone when its carrier is
+        None (every master answered, the usual case), else the tuple ``(carrier, round)`` (a round
+        is never a tuple). The sync handle's hot path (a C call: no tuple made and taken apart)."""
         combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
         if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, ttl_ms)
@@ -267,7 +289,10 @@ class Executor:
             if self._restart_aware:
                 self._grace_on(core)
             try:
-                rnd = core.acquire(key, token, ttl_ms)
+                if type(core) is self._c_core:  # (the Cython core: a C call, no lookup, no parsing)
+                    rnd = _core_acquire(self, core, key, token, ttl_ms)  # type: ignore[name-defined]  # noqa: F821
+                else:
+                    rnd = core.acquire(key, token, ttl_ms)
                 if not _ok(rnd) and left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
@@ -278,7 +303,9 @@ class Executor:
                 self.interrupted(core, (key,), (token,))
                 raise
             self.checkin(core)
-            return _carrier(core, rnd), rnd
+            if _outstanding(rnd):
+                return (core, rnd), rnd  # (the carrier of _carrier(core, rnd))
+            return rnd
         finally:
             if combiner is not None:
                 combiner.leave()
@@ -287,6 +314,15 @@ class Executor:
         """``(round, ok)`` of one owner-checked release on every master (``ok``: a quorum still
         held ``token``), through the core that carries the acquisition's SETs while it does.
         Rides in the next shared round if one is in flight, like :meth:`acquire_one`."""
+        got = self.release_lean(key, token, carrier)
+        if type(got) is tuple:
+            return got
+        return got, _ok(got)
+
+    def release_lean(self, key: bytes, token: bytes, carrier: Any = None) -> Any:
+        """:meth:`release_one` without its tuple where it can: the round alone when ``ok`` is the
+        round's own (a round of this thread's), else the tuple ``(round, ok)`` (a round is never a
+        tuple). The sync handle's hot path, like :meth:`acquire_lean`."""
         combiner: Optional[Combiner] = self.combiner if self._auto_pipeline else None
         if combiner is not None and not combiner.enter():  # a round is in flight: ride in the next one
             req = Request(key, token, 0, _carrying_core(carrier))
@@ -295,12 +331,15 @@ class Executor:
         try:
             core = self.checkout(None if carrier is None else _carrying_core(carrier))
             try:
-                rnd = core.release(key, token)
+                if type(core) is self._c_core:  # (as in acquire_lean)
+                    rnd = _core_release(self, core, key, token)  # type: ignore[name-defined]  # noqa: F821
+                else:
+                    rnd = core.release(key, token)
             except BaseException:
                 self.interrupted(core, None, None)
                 raise
             self.checkin(core)
-            return rnd, _ok(rnd)
+            return rnd
         finally:
             if combiner is not None:
                 combiner.leave()

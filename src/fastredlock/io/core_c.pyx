@@ -46,6 +46,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 
 import os
 
@@ -394,7 +395,10 @@ cdef class Core(Driver):
     # --- operations on one key (the commands are encoded by _encode_c.Commands) ----------------
     def acquire(self, key, token, long long ttl_ms):
         """``SET key token NX PX ttl_ms`` on all masters in one round."""
-        self._enc.acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
+        return self._acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
+
+    cdef object _acquire(self, bytes key, bytes token, long long ttl_ms):
+        self._enc.acquire(key, token, ttl_ms)
         if self._ttls1 is None or self._ttl1 != ttl_ms:
             self._ttls1 = (ttl_ms,)
             self._ttl1 = ttl_ms
@@ -975,3 +979,22 @@ cdef object _address(spec):
         return (spec.host.encode("idna"), str(int(spec.port)).encode(), None)
     except (UnicodeError, TypeError, ValueError) as exc:
         return str(exc)
+
+
+
+# --- the executor's C entries (engine/executor.pxd's core_acquire_fn, core_release_fn) --------------
+# Core.acquire and Core.release for an executor whose cores are exactly this Core (not a subclass):
+# called through these pointers, a round costs no method lookup and no argument parsing. The
+# executor finds them in _C_ENTRIES (no .pxd of this module: the class's fields stay here).
+cdef object _c_acquire(object core, object key, object token, long long ttl_ms):
+    return (<Core>core)._acquire(_as_bytes(key), _as_bytes(token), ttl_ms)
+
+
+cdef object _c_release(object core, object key, object token):
+    cdef bytes k = _as_bytes(key), t = _as_bytes(token)
+    return (<Core>core)._run1(KIND_SCRIPT, (0,), True, (<Core>core)._release1(k, t))
+
+
+#: (Core, capsule of _c_acquire, capsule of _c_release): see engine/executor.pxd's _bind_core.
+_C_ENTRIES = (Core, PyCapsule_New(<void *>_c_acquire, b"fastredlock.core_c.acquire", NULL),
+              PyCapsule_New(<void *>_c_release, b"fastredlock.core_c.release", NULL))

@@ -4,10 +4,12 @@
 cimport cython
 from ..engine.executor cimport Executor
 from ..handles.lock cimport LockBase
+from ..protocol.result cimport Round
 
 cdef class Lock(LockBase):
     @cython.locals(tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
+    @cython.locals(r=Round, ok=bint)
     cpdef _release_lean(self, object wait)
 
 @cython.locals(executor=Executor)

@@ -24,6 +24,7 @@ from ..engine.steps import (
 )
 from ..errors import LockError
 from ..protocol.family import SCRIPT
+from ..protocol.result import Round
 
 __all__ = ["Lock", "fence_key", "drive", "new_lock", "client_lock", "SPLIT_RETRY"]
 
@@ -68,7 +69,12 @@ class Lock(LockBase):
         first = None
         if tok is not None:
             try:
-                carrier, first = self._executor.acquire_one(self.key, tok, self._ttl_ms)
+                got = self._executor.acquire_lean(self.key, tok, self._ttl_ms)  # the round, or (carrier, round)
+                if type(got) is tuple:
+                    carrier, first = got
+                else:
+                    carrier = None
+                    first = got
                 if self._took(tok, first, carrier):
                     return True
             except BaseException as exc:  # a signal after the SETs went out: nobody will hold the key
@@ -144,10 +150,19 @@ class Lock(LockBase):
             self._unwaited_written(rnd)
             return
         try:
-            rnd, ok = self._executor.release_one(self.key, token, self._carrier)  # (a C call: typed field)
+            got = self._executor.release_lean(self.key, token, self._carrier)  # (a C call: typed field)
         except BaseException:  # a signal mid-round: send it again before the exception goes on
             _again(self._executor, Release(self.key, token, None))
             raise
+        if type(got) is tuple:  # (round, ok) of a round shared with other threads
+            rnd, ok = got
+        elif type(got) is Round:  # (compiled: the C field)
+            r = got
+            rnd = got
+            ok = r.ok
+        else:
+            rnd = got
+            ok = bool(got.ok)
         if not ok and self._key_refused(rnd):  # an ACL refused a derived key: the key alone
             rnd, ok = drive(self._executor, self._key_only_plan(token, rnd))
         if not self._release_confirmed(rnd, ok):
