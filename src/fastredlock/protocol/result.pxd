@@ -20,8 +20,10 @@ cdef class Round:
     cdef public object details        # None, or a tuple of per-master messages (None: nothing to say)
     cdef public object values         # None, or per master what it returned (a fence, a read), None where not OK
 
+cdef int OK, PENDING  # outcome codes: C ints when compiled (set by the import from .outcomes)
+
 cpdef double validity_ms(long long ttl_ms, double elapsed, double drift_factor)
-@cython.locals(successes=Py_ssize_t, left=double, rnd=Round)
+@cython.locals(successes=Py_ssize_t, left=double, rnd=Round, code=int)
 cpdef Round decide(tuple outcomes, long long ttl_ms, double elapsed, double started, Py_ssize_t quorum,
                    double drift_factor, object details, object values)
 cdef inline bint _put_sole(Round rnd, Py_ssize_t i, int code) except -1:
