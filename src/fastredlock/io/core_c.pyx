@@ -942,6 +942,13 @@ cdef class Core(Driver):
                 if used == 0:
                     break
                 pos += used
+                if pos == got:  # the read's last reply: answered and drained in one call
+                    if not s.answer_last(i, code, value if code == OC_OK and kind == KIND_FENCED else None, now):
+                        self.carry_out(i)
+                        return 0
+                    if _asks(link):
+                        self.carry_out(i)
+                    return 0
                 if not s.answer(i, code, None, value if code == OC_OK and kind == KIND_FENCED else None, now):
                     self.carry_out(i)
                     return 0

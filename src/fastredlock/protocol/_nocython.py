@@ -3,7 +3,9 @@ cast the links they read without a type check; interpreted, a cast is the value 
 
 
 class cython:  # noqa: N801 - stands in for the module of that name
-    """The one name of Cython's pure-mode module the protocol uses."""
+    """The names of Cython's pure-mode module the protocol uses."""
+
+    compiled = False
 
     @staticmethod
     def cast(type_, value, typecheck=True):

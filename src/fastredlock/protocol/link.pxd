@@ -64,9 +64,9 @@ cdef class Link:
     cdef public object noscripts_why   # how it said so (the error reply), or None
     cdef public bint scripts_off       # the client sends no scripts (scripts=False), on every connection
 
-    cpdef bint unsent(self)
-    cpdef bint expecting(self)
-    cpdef bint waiting(self)
+    cpdef bint unsent(self) noexcept     # (none of these three can raise: no error check after each call)
+    cpdef bint expecting(self) noexcept
+    cpdef bint waiting(self) noexcept
     cpdef expect(self, Py_ssize_t k)
     cpdef Py_ssize_t next_cmd(self) except -1
     cpdef Py_ssize_t pop_cmd(self) except -1

@@ -4,6 +4,11 @@ A round may return before every master answered (early decision at quorum); the 
 master that had not answered is ``PENDING`` until its reply is read (by a later round on that
 connection, or by ``settle``), when :func:`set_outcome` fills it in.
 """
+try:
+    import cython  # (compiled: set_outcome fills in an unshared outcomes tuple in place)
+except ImportError:  # pragma: no cover - a pure install without Cython
+    from ._nocython import cython
+
 from .outcomes import OK, PENDING
 
 
@@ -75,13 +80,16 @@ def set_outcome(rnd, i, code, detail, value):
     outcomes = rnd.outcomes
     if outcomes[i] != PENDING:
         return
-    items = list(outcomes)
-    items[i] = code
-    rnd.outcomes = tuple(items)
+    outcomes = None  # (compiled: the Round's reference is then the only one, if nobody else holds it)
+    if not (cython.compiled and _put_sole(rnd, i, code)):
+        # A tuple someone else may hold (a caller kept ``rnd.outcomes``) is never changed: a new one.
+        items = list(rnd.outcomes)
+        items[i] = code
+        rnd.outcomes = tuple(items)
     if code == OK:
         rnd.successes += 1
     if detail is not None:
-        items = list(rnd.details) if rnd.details is not None else [None] * len(outcomes)
+        items = list(rnd.details) if rnd.details is not None else [None] * len(rnd.outcomes)
         items[i] = detail
         rnd.details = tuple(items)
     if value is not None and rnd.values is not None:

@@ -122,8 +122,10 @@ cdef class Session:
     cpdef int next_kind(self, Py_ssize_t i) except -2
     @cython.locals(link=Link)
     cpdef partial(self, Py_ssize_t i)
-    @cython.locals(link=Link)
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
+    cdef _drained(self, Link link, bint leftover, double now)
+    @cython.locals(link=Link)
+    cpdef bint answer_last(self, Py_ssize_t i, int code, object value, double now) except -1
     @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
                    n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1

@@ -601,16 +601,21 @@ class Session:
 
     def drained(self, i, leftover, now):
         """The twin's reader has no complete reply left. ``leftover``: it still holds bytes."""
-        link = cython.cast(Link, self.links[i])
+        self._drained(cython.cast(Link, self.links[i]), leftover, now)
+
+    def _drained(self, link, leftover, now):
         if link.expecting() or link.skip >= 0:
-            if leftover:
-                self.partial(i)
+            if leftover and not link.owed:  # (partial())
+                link.got_data = True
             return
         if leftover:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
             return
         if self.in_round and self.k and link.polled:
-            self.health.timed(link.master, now - self.started)
+            if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
+                self.health._timed(link.master, now - self.started)
+            else:
+                self.health.timed(link.master, now - self.started)
         link.polled = False
 
     def reply(self, i, reply, error, now):
@@ -779,6 +784,21 @@ class Session:
         link.got_data = True
         return self._settle_cmd(link, code, detail, value, now)
 
+    def answer_last(self, i, code, value, now):
+        """:meth:`answer` (no detail), then :meth:`drained` with nothing left over, in one call: the
+        last reply of a read, settled by the twin's fast parser. Returns False if it closed the
+        link (then not drained, as the twin does not call drained after such an answer)."""
+        link = cython.cast(Link, self.links[i])
+        if link.owed:
+            if not self._owed_answer(link, code, None, value, now):
+                return False
+        else:
+            link.got_data = True
+            if not self._settle_cmd(link, code, None, value, now):
+                return False
+        self._drained(link, False, now)
+        return True
+
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.master
@@ -795,7 +815,10 @@ class Session:
             return False
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
-        self.health.answered(i)
+        if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
+            self.health._answered(i)
+        else:
+            self.health.answered(i)
         if self.kind == KIND_BITS:
             self._record_cmd(j, i, code, detail)  # an error reply: the same for every key
         else:
@@ -893,7 +916,10 @@ class Session:
         if entry.expired:
             self.health.count(i, C_LATE)
             return True
-        self.health.answered(i)
+        if cython.compiled:
+            self.health._answered(i)
+        else:
+            self.health.answered(i)
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
         settle_sink(entry.sink, i, code, detail, value)
