@@ -99,7 +99,7 @@ class _Turn:
             fn(self)
 
     # Its own iterator (no generator per round): it yields itself to the task until it is done.
-    def __await__(self) -> "_Turn":
+    def __await__(self) -> Any:  # itself, as its own iterator (typed Any: it is no Generator)
         return self
 
     def __iter__(self) -> "_Turn":
