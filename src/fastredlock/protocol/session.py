@@ -788,15 +788,9 @@ class Session:
         """:meth:`answer` (no detail), then :meth:`drained` with nothing left over, in one call: the
         last reply of a read, settled by the twin's fast parser. Returns False if it closed the
         link (then not drained, as the twin does not call drained after such an answer)."""
-        link = cython.cast(Link, self.links[i])
-        if link.owed:
-            if not self._owed_answer(link, code, None, value, now):
-                return False
-        else:
-            link.got_data = True
-            if not self._settle_cmd(link, code, None, value, now):
-                return False
-        self._drained(link, False, now)
+        if not self.answer(i, code, None, value, now):
+            return False
+        self._drained(cython.cast(Link, self.links[i]), False, now)
         return True
 
     def _settle_cmd(self, link, code, detail, value, now):
