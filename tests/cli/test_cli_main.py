@@ -6,14 +6,11 @@ positional URLs still work, with a deprecation note); ``run`` exits 69 when no q
 from __future__ import annotations
 
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -21,6 +18,7 @@ import pytest
 import fastredlock
 from fastredlock.testing import start_master
 from _bounded import hears_sigint
+from _ports import ReadyLines, free_block, refused
 
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
 LIMIT = 60  # seconds any one process may take
@@ -39,35 +37,6 @@ def _cli(*args, env=None):
                           timeout=LIMIT, env=env or _env())
 
 
-def _free_block(count):
-    """A first port such that ``count`` consecutive loopback ports are free, below the kernel's
-    ephemeral range (there, a client connection of another test can take a port before serve does)."""
-    rng = random.Random()
-    for _ in range(200):
-        first = rng.randrange(20000, 32000 - count)
-        probes = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                probes.append(probe)
-                probe.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError("no block of free ports")
-
-
-def _refused(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return True
-    return False
-
-
 def _gone(pid):
     try:
         os.kill(pid, 0)
@@ -84,17 +53,9 @@ class _Serve:
     def __init__(self, argv, new_session=False):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
                                      start_new_session=new_session, preexec_fn=hears_sigint)
-        self.lines = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if line.startswith("ready"):
-                self.ready.set()
-        self.ready.set()
+        self.output = ReadyLines(self.proc.stdout)
+        self.lines = self.output.lines
+        self.ready = self.output.ready
 
     def wait_ready(self):
         assert self.ready.wait(LIMIT), f"serve did not say ready: {self.lines}"
@@ -108,7 +69,7 @@ class _Serve:
             self.proc.kill()
             self.proc.wait(10)
             raise AssertionError("serve did not stop within 30 s")
-        self.reader.join(10)
+        self.output.thread.join(10)
         self.proc.stderr.close()
         return code
 
@@ -122,7 +83,7 @@ def test_serve_keeps_masters_until_sigterm_and_leaves_none(entry):
         argv = [script]
     else:
         argv = [sys.executable, "-m", "fastredlock"]
-    first = _free_block(2)
+    first = free_block(2)
     serve = _Serve(argv + ["serve", "2", "--port", str(first), "--grace", "0"])
     try:
         printed = serve.wait_ready()
@@ -139,13 +100,13 @@ def test_serve_keeps_masters_until_sigterm_and_leaves_none(entry):
             serve.proc.send_signal(signal.SIGTERM)
     assert serve.finish() == 0
     assert "stopped the masters" in "".join(serve.lines)
-    assert _refused(first) and _refused(first + 1)
+    assert refused(first) and refused(first + 1)
     assert all(_gone(pid) for pid in pids), "a master outlived serve"
 
 
 def test_serve_ctrl_c_stops_the_masters():
     """Ctrl-C in a terminal: SIGINT to the whole foreground process group, masters included."""
-    first = _free_block(1)
+    first = free_block(1)
     serve = _Serve([sys.executable, "-m", "fastredlock", "serve", "1", "--port", str(first), "--grace", "0"],
                    new_session=True)
     try:
@@ -155,12 +116,12 @@ def test_serve_ctrl_c_stops_the_masters():
         if serve.proc.poll() is None:
             os.killpg(serve.proc.pid, signal.SIGINT)
     assert serve.finish() == 0
-    assert _refused(first) and _gone(pid)
+    assert refused(first) and _gone(pid)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_serve_killed_with_sigkill_leaves_no_master():
-    first = _free_block(2)
+    first = free_block(2)
     serve = _Serve([sys.executable, "-m", "fastredlock", "serve", "2", "--port", str(first), "--grace", "0"])
     try:
         printed = serve.wait_ready()
@@ -169,7 +130,7 @@ def test_serve_killed_with_sigkill_leaves_no_master():
         serve.proc.kill()  # no handler runs: the masters hear of it from the kernel
     serve.finish()
     deadline = time.monotonic() + 10.0
-    while not (_refused(first) and _refused(first + 1)):
+    while not (refused(first) and refused(first + 1)):
         assert time.monotonic() < deadline, "a master outlived serve's SIGKILL"
         time.sleep(0.05)
     for pid in pids:  # reparented and reaped by init (or a subreaper): gone or a zombie
@@ -179,7 +140,7 @@ def test_serve_killed_with_sigkill_leaves_no_master():
 
 
 def test_serve_fails_clearly_on_a_port_in_use():
-    first = _free_block(2)
+    first = free_block(2)
     taken = start_master(port=first + 1)  # serve's second port
     try:
         started = time.monotonic()
@@ -188,7 +149,7 @@ def test_serve_fails_clearly_on_a_port_in_use():
         assert time.monotonic() - started < 20
         assert f"port {first + 1}" in done.stderr and "in use" in done.stderr
         assert taken.running() and taken.command("PING") == b"PONG"  # the server that had it is untouched
-        assert _refused(first)  # and serve started nothing
+        assert refused(first)  # and serve started nothing
     finally:
         taken.stop()
 

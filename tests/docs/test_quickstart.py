@@ -18,18 +18,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import List, Tuple
 
-import pytest
 
 from _doc_examples import ROOT, Example
 from _bounded import hears_sigint
+from _ports import ReadyLines, free_block, refused
 
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 SRC = ROOT / "src"
@@ -61,26 +59,6 @@ def _blocks(path: Path) -> List[Tuple[str, int, str]]:
     return found
 
 
-def _free_block(count: int) -> int:
-    """A first port such that ``count`` consecutive loopback ports are free (below the ephemeral range)."""
-    rng = __import__("random").Random()
-    for _ in range(200):
-        first = rng.randrange(20000, 32000 - count)
-        probes = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                probes.append(probe)
-                probe.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError(f"no {count} consecutive free ports found")
-
-
 def _env() -> dict:
     env = dict(os.environ)
     env.pop("FASTREDLOCK_MASTERS", None)  # the quickstart's own export line sets it
@@ -93,42 +71,24 @@ def _bind(code: str, ports: List[int]) -> str:
     return Example(QUICKSTART, 0, code).bind(ports)
 
 
-def _reader(stream, lines: List[str], ready: threading.Event) -> None:
-    for line in stream:
-        lines.append(line)
-        if line.startswith("ready"):
-            ready.set()
-    ready.set()  # the stream ended: whoever waits looks at the lines and the status
-
-
-def _refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return True
-    return False
-
-
 def test_quickstart_runs_verbatim_after_serve(tmp_path):
     blocks = _blocks(QUICKSTART)
     bash = [(line, body) for info, line, body in blocks if info == "bash"]
     serve_lines = [cmd for _, body in bash for cmd in body.splitlines() if " fastredlock serve " in f" {cmd} "]
     assert len(serve_lines) == 1, f"the quickstart should start its masters with one serve command: {serve_lines}"
     count = int(re.search(r"serve\s+(\d+)", serve_lines[0]).group(1))
-    first = _free_block(count)
+    first = free_block(count)
     ports = list(range(first, first + count))
     env = _env()
 
     serve_cmd = _bind(serve_lines[0], ports).split("#", 1)[0].strip()
     serve = subprocess.Popen(["bash", "-c", f"exec {serve_cmd}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env, cwd=tmp_path, start_new_session=True, preexec_fn=hears_sigint)
-    out: List[str] = []
-    ready = threading.Event()
-    reader = threading.Thread(target=_reader, args=(serve.stdout, out, ready), daemon=True)
-    reader.start()
+    output = ReadyLines(serve.stdout)
+    out = output.lines
     try:
         started = time.monotonic()
-        assert ready.wait(READY_LIMIT), f"serve did not say ready within {READY_LIMIT}s: {''.join(out)}"
+        assert output.ready.wait(READY_LIMIT), f"serve did not say ready within {READY_LIMIT}s: {''.join(out)}"
         assert serve.poll() is None, f"serve exited ({serve.returncode}): {''.join(out)}{serve.stderr.read()}"
         waited = time.monotonic() - started
         printed = "".join(out)
@@ -172,8 +132,8 @@ def test_quickstart_runs_verbatim_after_serve(tmp_path):
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait(10)
             raise AssertionError("serve did not stop within 30 s of Ctrl-C")
-        reader.join(10)
+        output.thread.join(10)
         serve.stderr.close()
     assert serve.returncode == 0, f"serve exited {serve.returncode} after Ctrl-C"
-    assert all(_refused(p) for p in ports), "a master still listens after serve stopped"
+    assert all(refused(p) for p in ports), "a master still listens after serve stopped"
     assert "stopped the masters" in "".join(out)

@@ -198,7 +198,7 @@ def test_a_loop_of_cycles_barely_wakes_the_reaper_and_its_last_release_is_report
     unwaited = dlm.executor.unwaited
     assert lock.acquire(blocking=False)
     lock.release(wait=False)
-    time.sleep(0.1)  # the first release reported: the reaper lingers, then sleeps
+    assert _wait_for(lambda: not len(unwaited)), "the first release was never reported"
     start, end = unwaited.looks, time.monotonic() + 0.6
     cycles = 0
     while time.monotonic() < end:
