@@ -1,5 +1,6 @@
 """``cython.cast`` where Cython is not installed (a pure install): the protocol's compiled loops
-cast the links they read without a type check; interpreted, a cast is the value itself."""
+cast the links they read without a type check; interpreted, a cast is the value itself. The class
+decorators (``cclass``, ``freelist``) leave the class as it is."""
 
 
 class cython:  # noqa: N801 - stands in for the module of that name
@@ -11,3 +12,13 @@ class cython:  # noqa: N801 - stands in for the module of that name
     def cast(type_, value, typecheck=True):
         """``value`` itself."""
         return value
+
+    @staticmethod
+    def cclass(cls):
+        """``cls`` itself."""
+        return cls
+
+    @staticmethod
+    def freelist(size):
+        """A decorator that returns the class as it is."""
+        return lambda cls: cls
