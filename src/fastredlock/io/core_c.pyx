@@ -47,6 +47,10 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.mem cimport PyMem_Free
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.pystate cimport (
+    PyInterpreterState, PyInterpreterState_Head, PyInterpreterState_Next, PyInterpreterState_ThreadHead,
+    PyThreadState_Next,
+)
 
 import os
 
@@ -125,6 +129,7 @@ cdef extern from "<unistd.h>" nogil:
 cdef enum:
     RECV_SIZE = 65536
     POLL_IN = POLLIN | POLLPRI | POLLHUP | POLLERR
+    HOLD_MS = 1  # the longest poll made with the GIL held (see _alone)
 
 # Command kinds and outcome codes, read from the protocol so the twins can never disagree on them.
 cdef int KIND_SET = _replies.KIND_SET
@@ -176,6 +181,24 @@ def _set_fast_path(bint enabled):
     """Enable or disable the exact-reply fast path (then hiredis parses every reply)."""
     global _fast_path
     _fast_path = enabled
+
+
+cdef inline bint _alone() noexcept:
+    """Whether the calling thread is the process's only Python thread (one interpreter, one thread
+    state): then no other thread waits for the GIL, and a short ``poll`` keeps it rather than drop
+    it and take it back (~400 instructions each time). A thread that starts meanwhile (only C code
+    can start one: this thread is in ``poll``) waits at most ``HOLD_MS``, less than the
+    interpreter's own switch interval (5 ms) makes a thread wait for one that computes; the next
+    wait sees it and lets the GIL go. (Read without the interpreter's lock: a thread being added
+    is seen by the next wait.)"""
+    cdef PyInterpreterState *interp = PyInterpreterState_Head()
+    return (PyInterpreterState_Next(interp) == NULL
+            and PyThreadState_Next(PyInterpreterState_ThreadHead(interp)) == NULL)
+
+
+def _alone_now():
+    """Whether a wait for replies made now would keep the GIL for its first ``HOLD_MS`` (tests)."""
+    return _alone()
 
 
 cdef inline bint _stale(int err) noexcept nogil:
@@ -627,9 +650,18 @@ cdef class Core(Driver):
                 pfds[m].revents = 0
                 self._pidx[m] = i
                 m += 1
-        with nogil:
-            rc = poll(pfds, <nfds_t>m, timeout_ms)
+        if timeout_ms == 0 or _alone():  # nobody else wants the GIL (see _alone): keep it, HOLD_MS at most
+            rc = poll(pfds, <nfds_t>m, timeout_ms if timeout_ms < HOLD_MS else HOLD_MS)
             err = errno
+            if rc == 0 and timeout_ms > HOLD_MS:  # nothing yet: the rest of the wait without the GIL
+                timeout_ms -= HOLD_MS
+                with nogil:
+                    rc = poll(pfds, <nfds_t>m, timeout_ms)
+                    err = errno
+        else:
+            with nogil:
+                rc = poll(pfds, <nfds_t>m, timeout_ms)
+                err = errno
         if rc < 0:
             if err == EINTR:
                 PyErr_CheckSignals()  # a signal handler's exception ends the round
