@@ -14,7 +14,8 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
 * the commands of a round are encoded as RESP once, straight from the key/token/ttl bytes, into a
   reusable C buffer; every master normally gets exactly one ``send``. The EVAL fallback of an
   EVALSHA command is derived from the encoded EVALSHA bytes only when the session asks for it;
-* the wait is ``poll(2)`` with the GIL released, until the session's next deadline; replies are
+* the wait is ``poll(2)`` with the GIL released (kept for the first millisecond where the process
+  has no other thread: see ``_alone``), until the session's next deadline; replies are
   read into a reusable buffer. A fast path recognizes, at the front of a read on a clean
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
@@ -31,7 +32,7 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
   ``CLOCK_UPTIME_RAW`` on macOS).
 
 A ``Core`` is not thread-safe (the client pools one per concurrent caller) but never holds the GIL
-while it waits on the network (nor while it resolves a host name).
+while it waits on the network where another thread could want it (nor while it resolves a host name).
 
 Portability: Linux and macOS (POSIX ``poll``). Windows is not supported by this module; there the
 package uses the pure core, which ``setup.py``/the wheel configuration decide.
