@@ -71,6 +71,26 @@ def test_the_last_key_memo_never_answers_for_another_prefix_or_name(make_client,
             plain.lock("")
 
 
+def test_a_handle_made_after_one_was_freed_starts_fresh(make_client, masters, name):
+    """Compiled, freed handles are kept for reuse (LockBase's freelist): a handle made in the
+    place of a freed one holds nothing of it, and weak references to the freed one are dead."""
+    import gc
+    import weakref
+
+    dlm = make_client(masters.urls, retry_count=0)
+    seen = []
+    for k in range(20):
+        lock = dlm.lock(f"{name}:{k}", ttl=5.0, auto_extend=bool(k % 2), fencing=k == 3)
+        assert (lock.token, lock.fence, lock._last, lock._carrier, lock.outcomes) == (None, None, None, None, [])
+        assert (lock.auto_extend, lock.fencing, lock.validity, lock.lost) == (bool(k % 2), k == 3, 0.0, False)
+        assert lock.acquire(blocking=False)
+        lock.release()
+        seen.append(weakref.ref(lock))
+        del lock
+        gc.collect()
+        assert all(ref() is None for ref in seen)
+
+
 def test_tokens_have_the_documented_shape_across_refills():
     drawn = [tokens.new_token() for _ in range(3 * 256 + 5)]  # several blocks of random bytes
     assert len(set(drawn)) == len(drawn)

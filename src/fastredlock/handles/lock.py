@@ -46,6 +46,7 @@ try:  # the shadow module says whether this file runs compiled (it is absent fro
     _COMPILED = cython.compiled
 except ImportError:  # pragma: no cover - pure install without Cython
     _COMPILED = False
+    from ..protocol.nocython import cython  # (LockBase's class decorators, as no-ops)
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -91,6 +92,10 @@ def fence_key(key: bytes) -> bytes:
     return b"{" + key + b"}" + FENCE_SUFFIX
 
 
+# (compiled: freed handles of LockBase's size, a sync or an asyncio Lock, are kept for reuse: a
+# handle made costs no allocation. Declared here: Cython leaves out a freelist in lock.pxd.)
+@cython.freelist(16)
+@cython.cclass
 class LockBase:
     """The state and the plans of a handle on the lock called ``name`` (see the module docstring).
 

@@ -7,7 +7,7 @@ connection, or by ``settle``), when :func:`set_outcome` fills it in.
 try:
     import cython  # (compiled: set_outcome fills in an unshared outcomes tuple in place; Round's freelist)
 except ImportError:  # pragma: no cover - a pure install without Cython
-    from ._nocython import cython
+    from .nocython import cython
 
 from .outcomes import OK, PENDING
 
