@@ -87,7 +87,7 @@ def test_rounds_wait_past_the_kept_gil_and_let_other_threads_run(masters, name):
     proxies = [FaultProxy(url).start() for url in masters.urls[:3]]
     try:
         for proxy in proxies:
-            proxy.latency(0.2, "down")  # far past HOLD_MS (1 ms): the rest of the wait without the GIL
+            proxy.latency(0.2, "down")  # far past HOLD_MS (5 ms): the rest of the wait without the GIL
         out = subprocess.run([sys.executable, "-c", ROUNDS, "0.2", *[p.url for p in proxies]],
                              capture_output=True, text=True, timeout=60)
     finally:

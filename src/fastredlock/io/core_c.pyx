@@ -14,8 +14,8 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
 * the commands of a round are encoded as RESP once, straight from the key/token/ttl bytes, into a
   reusable C buffer; every master normally gets exactly one ``send``. The EVAL fallback of an
   EVALSHA command is derived from the encoded EVALSHA bytes only when the session asks for it;
-* the wait is ``poll(2)`` with the GIL released (kept for the first millisecond where the process
-  has no other thread: see ``_alone``), until the session's next deadline; replies are
+* the wait is ``poll(2)`` with the GIL released (kept for its first 5 ms where the process has no
+  other thread: see ``_alone``), until the session's next deadline; replies are
   read into a reusable buffer. A fast path recognizes, at the front of a read on a clean
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
@@ -130,7 +130,7 @@ cdef extern from "<unistd.h>" nogil:
 cdef enum:
     RECV_SIZE = 65536
     POLL_IN = POLLIN | POLLPRI | POLLHUP | POLLERR
-    HOLD_MS = 1  # the longest poll made with the GIL held (see _alone)
+    HOLD_MS = 5  # the longest poll made with the GIL held (see _alone): sys.getswitchinterval()'s default
 
 # Command kinds and outcome codes, read from the protocol so the twins can never disagree on them.
 cdef int KIND_SET = _replies.KIND_SET
@@ -188,10 +188,11 @@ cdef inline bint _alone() noexcept:
     """Whether the calling thread is the process's only Python thread (one interpreter, one thread
     state): then no other thread waits for the GIL, and a short ``poll`` keeps it rather than drop
     it and take it back (~400 instructions each time). A thread that starts meanwhile (only C code
-    can start one: this thread is in ``poll``) waits at most ``HOLD_MS``, less than the
-    interpreter's own switch interval (5 ms) makes a thread wait for one that computes; the next
-    wait sees it and lets the GIL go. (Read without the interpreter's lock: a thread being added
-    is seen by the next wait.)"""
+    can start one: this thread is in ``poll``) waits at most ``HOLD_MS``, the interpreter's own
+    switch interval (how long a thread waits for one that computes); the next wait sees it and
+    lets the GIL go. (Read without the interpreter's lock: a thread being added is seen by the
+    next wait.) Not shorter: with a 1 ms poll timeout a cycle took ~9 us more wall clock at N=1
+    (the kernel's timer for it), where 5 ms costs nothing measurable."""
     cdef PyInterpreterState *interp = PyInterpreterState_Head()
     return (PyInterpreterState_Next(interp) == NULL
             and PyThreadState_Next(PyInterpreterState_ThreadHead(interp)) == NULL)
