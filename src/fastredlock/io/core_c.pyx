@@ -14,8 +14,7 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
 * the commands of a round are encoded as RESP once, straight from the key/token/ttl bytes, into a
   reusable C buffer; every master normally gets exactly one ``send``. The EVAL fallback of an
   EVALSHA command is derived from the encoded EVALSHA bytes only when the session asks for it;
-* the wait is ``poll(2)`` with the GIL released (kept for its first 5 ms where the process has no
-  other thread: see ``_alone``), until the session's next deadline; replies are
+* the wait is ``poll(2)`` with the GIL released, until the session's next deadline; replies are
   read into a reusable buffer. A fast path recognizes, at the front of a read on a clean
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
@@ -32,7 +31,7 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
   ``CLOCK_UPTIME_RAW`` on macOS).
 
 A ``Core`` is not thread-safe (the client pools one per concurrent caller) but never holds the GIL
-while it waits on the network where another thread could want it (nor while it resolves a host name).
+while it waits on the network (nor while it resolves a host name).
 
 Portability: Linux and macOS (POSIX ``poll``). Windows is not supported by this module; there the
 package uses the pure core, which ``setup.py``/the wheel configuration decide.
@@ -48,10 +47,6 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.mem cimport PyMem_Free
 from cpython.pycapsule cimport PyCapsule_New
-from cpython.pystate cimport (
-    PyInterpreterState, PyInterpreterState_Head, PyInterpreterState_Next, PyInterpreterState_ThreadHead,
-    PyThreadState_Next,
-)
 
 import os
 
@@ -130,7 +125,6 @@ cdef extern from "<unistd.h>" nogil:
 cdef enum:
     RECV_SIZE = 65536
     POLL_IN = POLLIN | POLLPRI | POLLHUP | POLLERR
-    HOLD_MS = 5  # the longest poll made with the GIL held (see _alone): sys.getswitchinterval()'s default
 
 # Command kinds and outcome codes, read from the protocol so the twins can never disagree on them.
 cdef int KIND_SET = _replies.KIND_SET
@@ -182,25 +176,6 @@ def _set_fast_path(bint enabled):
     """Enable or disable the exact-reply fast path (then hiredis parses every reply)."""
     global _fast_path
     _fast_path = enabled
-
-
-cdef inline bint _alone() noexcept:
-    """Whether the calling thread is the process's only Python thread (one interpreter, one thread
-    state): then no other thread waits for the GIL, and a short ``poll`` keeps it rather than drop
-    it and take it back (~400 instructions each time). A thread that starts meanwhile (only C code
-    can start one: this thread is in ``poll``) waits at most ``HOLD_MS``, the interpreter's own
-    switch interval (how long a thread waits for one that computes); the next wait sees it and
-    lets the GIL go. (Read without the interpreter's lock: a thread being added is seen by the
-    next wait.) Not shorter: with a 1 ms poll timeout a cycle took ~9 us more wall clock at N=1
-    (the kernel's timer for it), where 5 ms costs nothing measurable."""
-    cdef PyInterpreterState *interp = PyInterpreterState_Head()
-    return (PyInterpreterState_Next(interp) == NULL
-            and PyThreadState_Next(PyInterpreterState_ThreadHead(interp)) == NULL)
-
-
-def _alone_now():
-    """Whether a wait for replies made now would keep the GIL for its first ``HOLD_MS`` (tests)."""
-    return _alone()
 
 
 cdef inline bint _stale(int err) noexcept nogil:
@@ -652,18 +627,9 @@ cdef class Core(Driver):
                 pfds[m].revents = 0
                 self._pidx[m] = i
                 m += 1
-        if timeout_ms == 0 or _alone():  # nobody else wants the GIL (see _alone): keep it, HOLD_MS at most
-            rc = poll(pfds, <nfds_t>m, timeout_ms if timeout_ms < HOLD_MS else HOLD_MS)
+        with nogil:
+            rc = poll(pfds, <nfds_t>m, timeout_ms)
             err = errno
-            if rc == 0 and timeout_ms > HOLD_MS:  # nothing yet: the rest of the wait without the GIL
-                timeout_ms -= HOLD_MS
-                with nogil:
-                    rc = poll(pfds, <nfds_t>m, timeout_ms)
-                    err = errno
-        else:
-            with nogil:
-                rc = poll(pfds, <nfds_t>m, timeout_ms)
-                err = errno
         if rc < 0:
             if err == EINTR:
                 PyErr_CheckSignals()  # a signal handler's exception ends the round
