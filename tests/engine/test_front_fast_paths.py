@@ -77,13 +77,13 @@ def test_a_handle_made_after_one_was_freed_starts_fresh(make_client, masters, na
     import gc
     import weakref
 
-    dlm = make_client(masters.urls, retry_count=0)
+    dlm = make_client(masters.urls, io_timeout=1.0)  # (a loaded machine must not fail an attempt)
     seen = []
     for k in range(20):
         lock = dlm.lock(f"{name}:{k}", ttl=5.0, auto_extend=bool(k % 2), fencing=k == 3)
         assert (lock.token, lock.fence, lock._last, lock._carrier, lock.outcomes) == (None, None, None, None, [])
         assert (lock.auto_extend, lock.fencing, lock.validity, lock.lost) == (bool(k % 2), k == 3, 0.0, False)
-        assert lock.acquire(blocking=False)
+        assert lock.acquire(timeout=10.0)
         lock.release()
         seen.append(weakref.ref(lock))
         del lock
