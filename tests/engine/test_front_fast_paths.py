@@ -45,6 +45,52 @@ def test_key_of_str_still_refuses_a_reserved_name():
         checks.key_of(b"", derived)
 
 
+def test_the_last_key_memo_never_answers_for_another_prefix_or_name(make_client, masters):
+    """A handle of the name object the last handle had, with the same prefix object, takes its key
+    (handles/lock.py's ``_last_key``); another prefix (another client's, or the client's prefix
+    changed) or another name makes its own, and a refused name is refused every time."""
+    name = "memo:" + "x"  # one str object, used again
+    plain = make_client(masters.urls, retry_count=0)
+    app = make_client(masters.urls, retry_count=0, prefix="app:")
+    assert plain.lock(name).key == b"memo:x"
+    assert plain.lock(name).key == b"memo:x"  # the memo's answer
+    assert app.lock(name).key == b"app:memo:x"
+    assert plain.lock(name).key == b"memo:x"
+    app.prefix = b"other:"
+    assert app.lock(name).key == b"other:memo:x"
+    assert app.lock("memo:y").key == b"other:memo:y"
+    assert app.lock(name.encode()).key == b"other:memo:x"
+    from fastredlock.sync.lock import fence_key
+
+    derived = fence_key(b"a").decode()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="reserved"):
+            plain.lock(derived)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="must not be empty"):
+            plain.lock("")
+
+
+def test_a_handle_made_after_one_was_freed_starts_fresh(make_client, masters, name):
+    """Compiled, freed handles are kept for reuse (LockBase's freelist): a handle made in the
+    place of a freed one holds nothing of it, and weak references to the freed one are dead."""
+    import gc
+    import weakref
+
+    dlm = make_client(masters.urls, io_timeout=1.0)  # (a loaded machine must not fail an attempt)
+    seen = []
+    for k in range(20):
+        lock = dlm.lock(f"{name}:{k}", ttl=5.0, auto_extend=bool(k % 2), fencing=k == 3)
+        assert (lock.token, lock.fence, lock._last, lock._carrier, lock.outcomes) == (None, None, None, None, [])
+        assert (lock.auto_extend, lock.fencing, lock.validity, lock.lost) == (bool(k % 2), k == 3, 0.0, False)
+        assert lock.acquire(timeout=10.0)
+        lock.release()
+        seen.append(weakref.ref(lock))
+        del lock
+        gc.collect()
+        assert all(ref() is None for ref in seen)
+
+
 def test_tokens_have_the_documented_shape_across_refills():
     drawn = [tokens.new_token() for _ in range(3 * 256 + 5)]  # several blocks of random bytes
     assert len(set(drawn)) == len(drawn)

@@ -361,3 +361,19 @@ def test_public_names_are_documented():
         assert getattr(fastredlock.Lock, method).__doc__
     assert fastredlock.Lock.validity.__doc__
     assert fastredlock.Redlock.lock.__doc__
+
+
+def test_the_compiled_lock_method_keeps_the_base_signature():
+    """``Redlock.lock`` is ``sync.lock.client_lock`` (compiled in the C build), which repeats
+    ``RedlockBase.lock``'s parameters: names, kinds, defaults and annotations stay alike."""
+    import inspect
+
+    from fastredlock.handles.client import RedlockBase
+    from fastredlock.sync.lock import client_lock
+
+    assert Redlock.lock is client_lock
+    base = list(inspect.signature(RedlockBase.lock).parameters.values())
+    mine = list(inspect.signature(client_lock).parameters.values())
+    assert [p.name for p in mine] == [p.name for p in base]
+    assert mine[1:] == base[1:]  # (``self`` is annotated in the module function only)
+    assert client_lock.__doc__ == RedlockBase.lock.__doc__

@@ -15,7 +15,7 @@ cdef int _PENDING, _TIMEOUT  # outcome codes PENDING and TIMEOUT (protocol.outco
 @cython.locals(code=int, r=Round)
 cdef bint _outstanding(object rnd) except -1
 @cython.locals(r=Round)
-cdef bint _ok(object rnd) except -1
+cpdef bint ok_of(object rnd) except -1
 cpdef object _carrier(object core, object rnd)
 cpdef object _carrying_core(object carrier)
 

@@ -86,8 +86,8 @@ def _carrier(core: Any, rnd: Any) -> Any:
     return (core, rnd) if _outstanding(rnd) else None
 
 
-def _ok(rnd: Any) -> bool:
-    """``rnd.ok`` (compiled: the C field of a Round)."""
+def ok_of(rnd: Any) -> bool:
+    """``rnd.ok`` (compiled: the C field of a Round; the sync handle's release reads it so too)."""
     if type(rnd) is Round:
         r = rnd
         return r.ok
@@ -293,7 +293,7 @@ class Executor:
                     rnd = _core_acquire(self, core, key, token, ttl_ms)  # type: ignore[name-defined]  # noqa: F821
                 else:
                     rnd = core.acquire(key, token, ttl_ms)
-                if not _ok(rnd) and left_behind(rnd):
+                if not ok_of(rnd) and left_behind(rnd):
                     # A master that answered anything but a clear "no" may hold the key (an OK
                     # outside a quorum, an untrusted OK, a SET not answered yet or after its
                     # timeout). The release is written behind that SET on the same connection, so
@@ -317,7 +317,7 @@ class Executor:
         got = self.release_lean(key, token, carrier)
         if type(got) is tuple:
             return got
-        return got, _ok(got)
+        return got, ok_of(got)
 
     def release_lean(self, key: bytes, token: bytes, carrier: Any = None) -> Any:
         """:meth:`release_one` without its tuple where it can: the round alone when ``ok`` is the

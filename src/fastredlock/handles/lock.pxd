@@ -11,6 +11,10 @@ from ..protocol.result cimport Round
 from cpython.time cimport monotonic as _c_now  # time.monotonic's clock, read in C
 
 cdef bint _COMPILED  # whether this module runs compiled (then the hot path reads the clock in C); constant
+cdef tuple _last_key  # (prefix, name, key) of the last handle made (see lock.py)
+
+@cython.locals(last=tuple)
+cdef bytes _key(object prefix, object name)
 
 cdef class LockBase:
     cdef public object _client  # the client that made the handle (its options); set once

@@ -46,6 +46,7 @@ try:  # the shadow module says whether this file runs compiled (it is absent fro
     _COMPILED = cython.compiled
 except ImportError:  # pragma: no cover - pure install without Cython
     _COMPILED = False
+    from ..protocol.nocython import cython  # (LockBase's class decorators, as no-ops)
 
 __all__ = ["LockBase", "fence_key", "SPLIT_RETRY"]
 
@@ -64,6 +65,23 @@ Plan = Generator[Any, Any, Any]
 _Handle = TypeVar("_Handle", bound="LockBase")
 
 
+#: ``(prefix, name, key)`` of the last handle made: a handle of the same name object with the same
+#: prefix (a name that is a constant at the call site) takes that key, made and checked once. One
+#: tuple, replaced whole: a thread reads all three or none. (str and bytes names are immutable.)
+_last_key: Tuple[Any, Any, bytes] = (None, None, b"")
+
+
+def _key(prefix: bytes, name: Union[str, bytes]) -> bytes:
+    """:func:`key_of` ``(prefix, name)``, remembered for the last name (see ``_last_key``)."""
+    global _last_key
+    last = _last_key
+    if last[1] is name and last[0] is prefix:
+        return last[2]
+    key = key_of(prefix, name)
+    _last_key = (prefix, name, key)
+    return key
+
+
 def fence_key(key: bytes) -> bytes:
     """Return the key of the fence counter that belongs to lock ``key`` (same hash slot)."""
     left = key.find(b"{")
@@ -74,6 +92,10 @@ def fence_key(key: bytes) -> bytes:
     return b"{" + key + b"}" + FENCE_SUFFIX
 
 
+# (compiled: freed handles of LockBase's size, a sync or an asyncio Lock, are kept for reuse: a
+# handle made costs no allocation. Declared here: Cython leaves out a freelist in lock.pxd.)
+@cython.freelist(16)
+@cython.cclass
 class LockBase:
     """The state and the plans of a handle on the lock called ``name`` (see the module docstring).
 
@@ -109,7 +131,7 @@ class LockBase:
         #: The name as given.
         self.name = name
         #: The key written on the masters (the client's prefix + the name, as bytes).
-        self.key: bytes = key_of(executor.prefix, name)  # (the client's prefix)
+        self.key: bytes = _key(executor.prefix, name)  # (the client's prefix)
         self._ttl_ms = executor.ttl_ms(ttl)
         #: Time to live in seconds requested for each acquisition (and default for :meth:`extend`).
         self.ttl = float(ttl)

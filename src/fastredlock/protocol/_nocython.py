@@ -1,13 +1,4 @@
-"""``cython.cast`` where Cython is not installed (a pure install): the protocol's compiled loops
-cast the links they read without a type check; interpreted, a cast is the value itself."""
+"""The stand-in of :mod:`.nocython` under its earlier name (the protocol's modules import it so)."""
+from .nocython import cython
 
-
-class cython:  # noqa: N801 - stands in for the module of that name
-    """The names of Cython's pure-mode module the protocol uses."""
-
-    compiled = False
-
-    @staticmethod
-    def cast(type_, value, typecheck=True):
-        """``value`` itself."""
-        return value
+__all__ = ["cython"]

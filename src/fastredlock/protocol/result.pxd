@@ -8,8 +8,7 @@ cdef extern from "Python.h":
     void _incref "Py_INCREF"(PyObject *o)
     void _decref "Py_DECREF"(PyObject *o)
 
-@cython.final
-@cython.freelist(8)
+@cython.final  # (its freelist is declared in result.py: Cython leaves one declared here out)
 cdef class Round:
     cdef public bint ok               # the decision: a quorum said OK (and validity > 0 for acquire/extend)
     cdef public Py_ssize_t successes  # masters whose outcome is OK (0..n)

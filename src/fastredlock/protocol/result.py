@@ -5,13 +5,17 @@ master that had not answered is ``PENDING`` until its reply is read (by a later 
 connection, or by ``settle``), when :func:`set_outcome` fills it in.
 """
 try:
-    import cython  # (compiled: set_outcome fills in an unshared outcomes tuple in place)
+    import cython  # (compiled: set_outcome fills in an unshared outcomes tuple in place; Round's freelist)
 except ImportError:  # pragma: no cover - a pure install without Cython
-    from ._nocython import cython
+    from .nocython import cython
 
 from .outcomes import OK, PENDING
 
 
+# (compiled: freed Rounds are kept for reuse, no allocation per round. The decorator is read only
+# here: Cython leaves out a freelist declared in result.pxd, and refuses it without ``cclass``.)
+@cython.freelist(8)
+@cython.cclass
 class Round:
     """The result of one operation on one key: the decision, the timing and each master's answer.
 

@@ -2,14 +2,13 @@
 # interprets lock.py. The sync handle's hot path (a lean first attempt, a plain release) is then one
 # C call into the executor's compiled hot path.
 cimport cython
-from ..engine.executor cimport Executor
+from ..engine.executor cimport Executor, ok_of
 from ..handles.lock cimport LockBase
-from ..protocol.result cimport Round
 
 cdef class Lock(LockBase):
     @cython.locals(tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
-    @cython.locals(r=Round, ok=bint)
+    @cython.locals(ok=bint)
     cpdef _release_lean(self, object wait)
 
 @cython.locals(executor=Executor)

@@ -19,12 +19,12 @@ import time
 from typing import Any, Callable, Optional, Tuple, Union
 
 from ..handles.lock import SPLIT_RETRY, LockBase, fence_key
+from ..engine.executor import ok_of
 from ..engine.steps import (
     Acquire, Await, Background, Batch, Done, Job, Op, Release, ReleaseUnwaited, Settle, Sleep, Wait, advance,
 )
 from ..errors import LockError
 from ..protocol.family import SCRIPT
-from ..protocol.result import Round
 
 __all__ = ["Lock", "fence_key", "drive", "new_lock", "client_lock", "SPLIT_RETRY"]
 
@@ -156,13 +156,9 @@ class Lock(LockBase):
             raise
         if type(got) is tuple:  # (round, ok) of a round shared with other threads
             rnd, ok = got
-        elif type(got) is Round:  # (compiled: the C field)
-            r = got
-            rnd = got
-            ok = r.ok
         else:
             rnd = got
-            ok = bool(got.ok)
+            ok = ok_of(got)  # (compiled: a C call reading the Round's C field)
         if not ok and self._key_refused(rnd):  # an ACL refused a derived key: the key alone
             rnd, ok = drive(self._executor, self._key_only_plan(token, rnd))
         if not self._release_confirmed(rnd, ok):
