@@ -40,11 +40,14 @@ cdef class AsyncExecutor:
     cdef public Py_ssize_t carried  # requests that rode with others (only grows; for tests)
     cdef public object unwaited  # releases written without waiting, until reported (core None)
     cdef object _reap_timer  # the timer that reports unwaited, while any is in flight; else None
+    cdef double _reap_pause  # the reap timer's next delay, REAP_EVERY to REAP_SLOWEST seconds
+    cdef bint _reap_fresh  # the reap timer's next look is its first since it was set
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
     cdef public object watchdog  # None until watch() makes it
     cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done
 
     cdef LoopCore _bind(self)
+    cpdef _alone_done(self, LoopCore loop_core)
     cdef _enqueue(self, object item)
     cdef _check_idle(self)
     cdef list _take_batch(self)
