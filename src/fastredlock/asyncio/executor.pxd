@@ -47,6 +47,8 @@ cdef class AsyncExecutor:
     cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done
 
     cdef LoopCore _bind(self)
+    cpdef object acquire_one(self, object key, object token, object ttl_ms)
+    cpdef object release_one(self, object key, object token, object orphan=*)
     cpdef _alone_done(self, LoopCore loop_core)
     cdef _enqueue(self, object item)
     cdef _check_idle(self)

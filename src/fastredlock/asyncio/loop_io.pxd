@@ -60,6 +60,7 @@ cdef class LoopCore:
     cdef dict _index  # fd -> master index, for the sockets in _ep
     cdef bint _ep_watched  # _ep's fd has the loop's reader callback
 
+    @cython.locals(run=_Run)
     cpdef _Run prepare(self, object op, tuple args)
     cpdef begin(self, _Run run)
     cpdef list end(self, _Run run)
