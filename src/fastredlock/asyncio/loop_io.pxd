@@ -15,6 +15,8 @@ cdef extern from *:
     """
     int _stop "__fastredlock_set_stop" (object value) except? -1
 
+cdef bint _COMPILED  # whether this module runs compiled (a round's result then leaves __next__ through _stop); constant
+
 cdef class LoopCore
 
 @cython.final

@@ -23,10 +23,11 @@ import select
 from asyncio.selector_events import BaseSelectorEventLoop
 from typing import Any, Dict, List, Optional, Set
 
-try:
-    import cython  # (compiled: a round's result leaves __next__ without a traceback, see _Run)
-except ImportError:  # pragma: no cover - a pure install without Cython
-    from ..protocol._nocython import cython
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled  # (compiled: a round's result leaves __next__ without a traceback)
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
 
 
 class _Run:
@@ -144,7 +145,7 @@ class _Run:
             return self
         result = self._result
         self._result = None
-        if cython.compiled:
+        if _COMPILED:
             _stop(result)  # StopIteration(result) set, no traceback: ...
             raise StopIteration  # ... compiled, a bare raise in __next__ returns with it as set
         raise StopIteration(result)
@@ -289,8 +290,16 @@ class LoopCore:
         """``run``'s round is over: its rounds. A cancellation it held back is kept for
         :meth:`take_cancelled`."""
         self._round = None
-        rounds = self.core.finish()
-        self._rewatch()
+        core = self.core
+        rounds = core.finish()
+        if self._writers:
+            self._rewatch()
+        else:
+            # Nothing to unwatch: a socket the round's end closed was forgotten as it closed
+            # (_forget), and the next start or reader callback resyncs the readers.
+            self._arm(core.owed_deadline())
+            if self._waiters:
+                self._wake()
         if run.cancelled_by is not None and self._cancelled is None:
             self._cancelled = run.cancelled_by
         return rounds
