@@ -2,6 +2,7 @@
 # executor's fields are C struct members, its helpers C functions.
 cimport cython
 from .loop_io cimport LoopCore
+from ..protocol.plans cimport left_behind
 
 @cython.final
 @cython.freelist(64)
@@ -42,6 +43,8 @@ cdef class AsyncExecutor:
     cdef object _reap_timer  # the timer that reports unwaited, while any is in flight; else None
     cdef double _reap_pause  # the reap timer's next delay, REAP_EVERY to REAP_SLOWEST seconds
     cdef bint _reap_fresh  # the reap timer's next look is its first since it was set
+    cdef object _acquired_then  # self._acquired_alone, bound once
+    cdef object _released_then  # self._released_alone, bound once
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
     cdef public object watchdog  # None until watch() makes it
     cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done

@@ -105,6 +105,9 @@ class AsyncExecutor:
         #: the loop reads their replies as they come; a timer reports them.
         self.unwaited = Unwaited(self.n)
         self._reap_timer: Optional[asyncio.TimerHandle] = None
+        # The then-hooks of the rounds a caller's task runs alone (bound once, not per round).
+        self._acquired_then = self._acquired_alone
+        self._released_then = self._released_alone
         self._reap_pause = REAP_EVERY  # the reap timer's next delay (see _reap)
         self._reap_fresh = True  # the timer's next look is the first since it was set
 
@@ -141,7 +144,7 @@ class AsyncExecutor:
             self._alone_done(loop_core)
             raise
         run = loop_core.prepare("acquire", (key, token, ttl_ms))
-        run.then = self._acquired_alone
+        run.then = self._acquired_then
         return run
 
     def _acquired_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
@@ -179,7 +182,7 @@ class AsyncExecutor:
         self._busy = True  # a round of one, run by the caller's own task (see acquire_one)
         run = loop_core.prepare("release", (key, token))
         run.held = orphan
-        run.then = self._released_alone
+        run.then = self._released_then
         return run
 
     def _released_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
