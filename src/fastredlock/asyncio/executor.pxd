@@ -45,6 +45,7 @@ cdef class AsyncExecutor:
     cdef bint _reap_fresh  # the reap timer's next look is its first since it was set
     cdef object _acquired_then  # self._acquired_alone, bound once
     cdef object _released_then  # self._released_alone, bound once
+    cdef object _written_then  # self._written_alone, bound once
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
     cdef public object watchdog  # None until watch() makes it
     cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done
@@ -52,6 +53,7 @@ cdef class AsyncExecutor:
     cdef LoopCore _bind(self)
     cpdef object acquire_one(self, object key, object token, object ttl_ms)
     cpdef object release_one(self, object key, object token, object orphan=*)
+    cpdef object release_unwaited(self, object key, object token, object on_done, double acquired_at, bint was_lost)
     cpdef _alone_done(self, LoopCore loop_core)
     cdef _enqueue(self, object item)
     cdef _check_idle(self)

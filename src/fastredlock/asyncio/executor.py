@@ -108,6 +108,7 @@ class AsyncExecutor:
         # The then-hooks of the rounds a caller's task runs alone (bound once, not per round).
         self._acquired_then = self._acquired_alone
         self._released_then = self._released_alone
+        self._written_then = self._written_alone
         self._reap_pause = REAP_EVERY  # the reap timer's next delay (see _reap)
         self._reap_fresh = True  # the timer's next look is the first since it was set
 
@@ -202,12 +203,12 @@ class AsyncExecutor:
         req = await self._submit(key, token, 0, orphan)
         return req.rnd, req.ok
 
-    async def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
-                               acquired_at: float, was_lost: bool) -> Any:
-        """Write one owner-checked release of ``key`` held with ``token`` without waiting for the
-        answers; its round (every outcome PENDING), or None if a round is in flight: the release
-        is then queued and goes out first in the next one (ahead of any acquisition queued after
-        it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
+    def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
+                         acquired_at: float, was_lost: bool) -> Awaitable[Any]:
+        """Awaitable: write one owner-checked release of ``key`` held with ``token`` without waiting
+        for the answers; its round (every outcome PENDING), or None if a round is in flight: the
+        release is then queued and goes out first in the next one (ahead of any acquisition queued
+        after it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
         :meth:`fastredlock.engine.executor.Executor.release_unwaited`)."""
         loop_core = self._bind()
         if self.unwaited:  # the earlier ones' answers were read meanwhile: report them here
@@ -217,12 +218,20 @@ class AsyncExecutor:
             req.future.add_done_callback(_ignore_result)
             req.unwaited = (on_done, acquired_at, was_lost)
             self._enqueue(req)
-            return None
-        self._busy = True
-        try:
-            rnd = (await loop_core.run("release_nowait", key, token))[0]
-        finally:
-            cancelled = self._alone_done(loop_core)
+            return _queued()
+        self._busy = True  # a round of one, run by the caller's own task (see acquire_one)
+        run = loop_core.prepare("release_nowait", (key, token))
+        run.held = (on_done, acquired_at, was_lost)
+        run.then = self._written_then
+        return run
+
+    def _written_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
+        """``then`` of release_unwaited's round: the round, kept until its answers are in."""
+        cancelled = self._alone_done(self._loop_core)  # type: ignore[arg-type]
+        if exc is not None:
+            return None  # raised by the round
+        rnd = rounds[0]  # type: ignore[index]
+        on_done, acquired_at, was_lost = run.held
         self._add_unwaited(on_done, rnd, acquired_at, was_lost)
         if cancelled is not None:
             raise cancelled  # (the release went out)
@@ -679,6 +688,11 @@ class AsyncExecutor:
         if self._loop_core is not None:
             self._loop_core.close()
         self.executor.close()
+
+
+async def _queued() -> None:
+    """What awaiting a release queued behind the round in flight returns (not waited for: None)."""
+    return None
 
 
 async def _run_calls(loop_core: LoopCore, plan: Any, unwrap: bool) -> Any:
