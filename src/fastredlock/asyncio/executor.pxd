@@ -2,6 +2,7 @@
 # executor's fields are C struct members, its helpers C functions.
 cimport cython
 from .loop_io cimport LoopCore
+from ..protocol.plans cimport left_behind
 
 @cython.final
 @cython.freelist(64)
@@ -40,11 +41,20 @@ cdef class AsyncExecutor:
     cdef public Py_ssize_t carried  # requests that rode with others (only grows; for tests)
     cdef public object unwaited  # releases written without waiting, until reported (core None)
     cdef object _reap_timer  # the timer that reports unwaited, while any is in flight; else None
+    cdef double _reap_pause  # the reap timer's next delay, REAP_EVERY to REAP_SLOWEST seconds
+    cdef bint _reap_fresh  # the reap timer's next look is its first since it was set
+    cdef object _acquired_then  # self._acquired_alone, bound once
+    cdef object _released_then  # self._released_alone, bound once
+    cdef object _written_then  # self._written_alone, bound once
     cdef object _new_watchdog  # the client's watchdog factory (watch() calls it once); set once
     cdef public object watchdog  # None until watch() makes it
     cdef set _tasks  # tasks the client owns (aclose() waits); each leaves when done
 
     cdef LoopCore _bind(self)
+    cpdef object acquire_one(self, object key, object token, object ttl_ms)
+    cpdef object release_one(self, object key, object token, object orphan=*)
+    cpdef object release_unwaited(self, object key, object token, object on_done, double acquired_at, bint was_lost)
+    cpdef _alone_done(self, LoopCore loop_core)
     cdef _enqueue(self, object item)
     cdef _check_idle(self)
     cdef list _take_batch(self)

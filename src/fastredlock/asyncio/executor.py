@@ -21,7 +21,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
 
-from ..engine.unwaited import REAP_EVERY, Unwaited, new_entry
+from ..engine.unwaited import REAP_EVERY, REAP_SLOWEST, Unwaited, new_entry
 from ..protocol import outcomes as oc
 from ..protocol.plans import left_behind, release_decided
 from .loop_io import LoopCore
@@ -105,6 +105,12 @@ class AsyncExecutor:
         #: the loop reads their replies as they come; a timer reports them.
         self.unwaited = Unwaited(self.n)
         self._reap_timer: Optional[asyncio.TimerHandle] = None
+        # The then-hooks of the rounds a caller's task runs alone (bound once, not per round).
+        self._acquired_then = self._acquired_alone
+        self._released_then = self._released_alone
+        self._written_then = self._written_alone
+        self._reap_pause = REAP_EVERY  # the reap timer's next delay (see _reap)
+        self._reap_fresh = True  # the timer's next look is the first since it was set
 
     # --- the loop this client belongs to -----------------------------------------------------------
     def _bind(self) -> LoopCore:
@@ -123,57 +129,86 @@ class AsyncExecutor:
         return self._loop_core
 
     # --- single-lock requests (ride together) ----------------------------------------------------
-    async def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
-        """The round of one ``SET NX PX`` on every master (a failed attempt that may have landed
-        somewhere is released behind its SETs, not awaited)."""
+    def acquire_one(self, key: bytes, token: bytes, ttl_ms: int) -> Awaitable[Any]:
+        """Awaitable: the round of one ``SET NX PX`` on every master (a failed attempt that may
+        have landed somewhere is released behind its SETs, not awaited)."""
         loop_core = self._bind()
         if self._busy or self._runner is not None:
-            return (await self._submit(key, token, ttl_ms)).rnd
+            return self._acquire_queued(key, token, ttl_ms)
         # Nothing in flight: a round of one, run by the caller's own task (the shortest path: no
-        # request, no hand-off). Requests made meanwhile queue up; the runner takes them after.
+        # request, no hand-off, no coroutine: the caller awaits the round itself). Requests made
+        # meanwhile queue up; the runner takes them after.
         self._busy = True
-        rnd = None
         try:
             self.executor.for_acquiring(loop_core.core)
-            rnd = (await loop_core.run("acquire", key, token, ttl_ms))[0]
+        except BaseException:
+            self._alone_done(loop_core)
+            raise
+        run = loop_core.prepare("acquire", (key, token, ttl_ms))
+        run.then = self._acquired_then
+        return run
+
+    def _acquired_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
+        """``then`` of acquire_one's round (see loop_io._Run): the acquisition's round, once a
+        failed attempt that may have landed somewhere was released behind its SETs."""
+        rnd = run.held
+        if exc is None and rnd is None:  # the acquisition's round is in
+            rnd = rounds[0]  # type: ignore[index]
             if left_behind(rnd):  # released behind its SETs, not awaited
-                await loop_core.run("release_quiet", key, token)
-        finally:
-            cancelled = self._alone_done(loop_core)
+                run.held = rnd
+                run.chain("release_quiet", run.args[:2])
+                return None
+        cancelled = self._alone_done(self._loop_core)  # type: ignore[arg-type]
+        if exc is not None:
+            return None  # raised by the round
         if cancelled is not None:
-            if rnd is not None and rnd.ok:
-                self.release_later(key, token)  # nobody will hold it
+            if rnd.ok:
+                self.release_later(run.args[0], run.args[1])  # nobody will hold it
             raise cancelled
         return rnd
 
-    async def release_one(self, key: bytes, token: bytes, orphan: Any = None) -> Tuple[Any, bool]:
-        """``(round, ok)`` of one owner-checked release (``ok``: a quorum still held ``token``).
+    async def _acquire_queued(self, key: bytes, token: bytes, ttl_ms: int) -> Any:
+        return (await self._submit(key, token, ttl_ms)).rnd
+
+    def release_one(self, key: bytes, token: bytes, orphan: Any = None) -> Awaitable[Tuple[Any, bool]]:
+        """Awaitable: ``(round, ok)`` of one owner-checked release (``ok``: a quorum still held
+        ``token``).
 
         ``orphan``: the release is kept if its caller is cancelled (it goes out all the same) and
         ``orphan((round, ok))`` is called once it is done; the caller gets its CancelledError at
         once (or, if its own task is running the round, as soon as the round ends)."""
         loop_core = self._bind()
         if self._busy or self._runner is not None:
-            req = await self._submit(key, token, 0, orphan)
-            return req.rnd, req.ok
+            return self._release_queued(key, token, orphan)
         self._busy = True  # a round of one, run by the caller's own task (see acquire_one)
-        try:
-            rnd = (await loop_core.run("release", key, token))[0]
-        finally:
-            cancelled = self._alone_done(loop_core)
+        run = loop_core.prepare("release", (key, token))
+        run.held = orphan
+        run.then = self._released_then
+        return run
+
+    def _released_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
+        """``then`` of release_one's round: ``(round, ok)``."""
+        cancelled = self._alone_done(self._loop_core)  # type: ignore[arg-type]
+        if exc is not None:
+            return None  # raised by the round
+        rnd = rounds[0]  # type: ignore[index]
         ok = rnd.successes >= self.quorum
         if cancelled is not None:
-            if orphan is not None:
-                orphan((rnd, ok))  # the release went out: the rest of its plan goes on
+            if run.held is not None:
+                run.held((rnd, ok))  # the release went out: the rest of its plan goes on
             raise cancelled
         return rnd, ok
 
-    async def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
-                               acquired_at: float, was_lost: bool) -> Any:
-        """Write one owner-checked release of ``key`` held with ``token`` without waiting for the
-        answers; its round (every outcome PENDING), or None if a round is in flight: the release
-        is then queued and goes out first in the next one (ahead of any acquisition queued after
-        it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
+    async def _release_queued(self, key: bytes, token: bytes, orphan: Any) -> Tuple[Any, bool]:
+        req = await self._submit(key, token, 0, orphan)
+        return req.rnd, req.ok
+
+    def release_unwaited(self, key: bytes, token: bytes, on_done: Callable[[Any], object],
+                         acquired_at: float, was_lost: bool) -> Awaitable[Any]:
+        """Awaitable: write one owner-checked release of ``key`` held with ``token`` without waiting
+        for the answers; its round (every outcome PENDING), or None if a round is in flight: the
+        release is then queued and goes out first in the next one (ahead of any acquisition queued
+        after it). Once the answers are in, ``on_done(entry)`` is called on the loop (see
         :meth:`fastredlock.engine.executor.Executor.release_unwaited`)."""
         loop_core = self._bind()
         if self.unwaited:  # the earlier ones' answers were read meanwhile: report them here
@@ -183,12 +218,20 @@ class AsyncExecutor:
             req.future.add_done_callback(_ignore_result)
             req.unwaited = (on_done, acquired_at, was_lost)
             self._enqueue(req)
-            return None
-        self._busy = True
-        try:
-            rnd = (await loop_core.run("release_nowait", key, token))[0]
-        finally:
-            cancelled = self._alone_done(loop_core)
+            return _queued()
+        self._busy = True  # a round of one, run by the caller's own task (see acquire_one)
+        run = loop_core.prepare("release_nowait", (key, token))
+        run.held = (on_done, acquired_at, was_lost)
+        run.then = self._written_then
+        return run
+
+    def _written_alone(self, run: Any, rounds: Optional[List[Any]], exc: Optional[BaseException]) -> Any:
+        """``then`` of release_unwaited's round: the round, kept until its answers are in."""
+        cancelled = self._alone_done(self._loop_core)  # type: ignore[arg-type]
+        if exc is not None:
+            return None  # raised by the round
+        rnd = rounds[0]  # type: ignore[index]
+        on_done, acquired_at, was_lost = run.held
         self._add_unwaited(on_done, rnd, acquired_at, was_lost)
         if cancelled is not None:
             raise cancelled  # (the release went out)
@@ -221,6 +264,8 @@ class AsyncExecutor:
 
     def _add_unwaited(self, on_done: Any, rnd: Any, acquired_at: float, was_lost: bool) -> None:
         if self.unwaited.add(new_entry(on_done, rnd, None, acquired_at, was_lost)) and self._reap_timer is None:
+            self._reap_pause = REAP_EVERY
+            self._reap_fresh = True
             self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
 
     def _report_done(self) -> None:
@@ -232,11 +277,25 @@ class AsyncExecutor:
                 log.exception("fastredlock: reporting a release not waited for failed (%r)", entry.on_done)
 
     def _reap(self) -> None:
-        """The timer's call: report what is done; look again soon while any release is not."""
+        """The timer's call: report what is done; look again soon while any release is not.
+
+        The loop reads the answers as they come (a reader stays on every socket); the timer only
+        reports them once the client stops releasing. It looks REAP_EVERY seconds after the first
+        release, then less and less often (doubling, up to REAP_SLOWEST) while each look finds
+        that the client's own releases reported the earlier ones meanwhile (a loop of lock
+        cycles: a wake-up of the loop per look would cost it more than the look finds); back to
+        REAP_EVERY when a look finds the oldest release still there (the client went idle)."""
         self._reap_timer = None
         self._report_done()
-        if self.unwaited and not self._closed:
-            self._reap_timer = self._loop.call_later(REAP_EVERY, self._reap)  # type: ignore[union-attr]
+        unwaited = self.unwaited
+        if unwaited and not self._closed:
+            unwaited.stuck()  # (counts the look; says whether the oldest entry moved since the last)
+            if self._reap_fresh or not unwaited.moved:
+                self._reap_pause = REAP_EVERY
+            elif self._reap_pause < REAP_SLOWEST:
+                self._reap_pause = min(2 * self._reap_pause, REAP_SLOWEST)
+            self._reap_fresh = False
+            self._reap_timer = self._loop.call_later(self._reap_pause, self._reap)  # type: ignore[union-attr]
 
     async def _submit(self, key: bytes, token: bytes, ttl_ms: int, orphan: Any = None) -> _Request:
         loop_core = self._bind()
@@ -595,11 +654,11 @@ class AsyncExecutor:
             return
         deadline = loop_core.core.now() + self.executor.settle_time()
         while self.unwaited and loop_core.core.now() < deadline:
-            self._reap()
+            self._report_done()
             if not self.unwaited or loop_core.core.owed_deadline() < 0.0:
                 break
             await loop_core.activity()
-        self._reap()
+        self._report_done()
 
     # --- closing ---------------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -629,6 +688,11 @@ class AsyncExecutor:
         if self._loop_core is not None:
             self._loop_core.close()
         self.executor.close()
+
+
+async def _queued() -> None:
+    """What awaiting a release queued behind the round in flight returns (not waited for: None)."""
+    return None
 
 
 async def _run_calls(loop_core: LoopCore, plan: Any, unwrap: bool) -> Any:

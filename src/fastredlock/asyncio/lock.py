@@ -46,8 +46,6 @@ class Lock(LockBase):
     time; take one handle per task.
     """
 
-    __slots__ = ("_async_executor",)
-
     def __init__(self, client: Any, name: Union[str, bytes], ttl: float, **options: Any) -> None:
         super().__init__(client, name, ttl, **options)
         self._async_executor = client.async_executor

@@ -9,10 +9,12 @@ to write (a connect in progress, or bytes a full socket did not take); one timer
 round's next deadline, and between rounds for the owed replies' first deadline. No thread, no
 executor: every callback runs on the loop, non-blocking.
 
-The task running a round waits on a :class:`_Turn`, not an ``asyncio.Future``: when a loop
-callback (a reader, a writer, the timer) ends the round, it resumes the task at once, inside the
-same loop iteration, instead of scheduling the task's wake-up for the next one (``call_soon``):
-one loop iteration per round, as one ``poll(2)`` per round in the sync client.
+The task running a round awaits a :class:`_Run` (what :meth:`LoopCore.run` returns): no coroutine
+frame between the caller's ``await`` and the loop, and no ``asyncio.Future`` either: the task
+waits on the ``_Run`` itself, and when a loop callback (a reader, a writer, the timer) ends the
+round, it resumes the task at once, inside the same loop iteration, instead of scheduling the
+task's wake-up for the next one (``call_soon``): one loop iteration per round, as one ``poll(2)``
+per round in the sync client.
 """
 from __future__ import annotations
 
@@ -21,25 +23,58 @@ import select
 from asyncio.selector_events import BaseSelectorEventLoop
 from typing import Any, Dict, List, Optional, Set
 
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled  # (compiled: a round's result leaves __next__ without a traceback)
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
 
-class _Turn:
-    """What the task running a round awaits: a future-like object (the protocol asyncio's tasks
-    accept from any awaitable: ``_asyncio_future_blocking``, ``get_loop``, ``add_done_callback``,
-    ``cancel``, ``result``) that a loop callback resolves and whose waiting task it resumes at
-    once (:meth:`resume` with ``direct``), in the task's own context.
+
+class _Run:
+    """One core operation run on the loop, awaited by the task that asked for it (made by
+    :meth:`LoopCore.run`): its own iterator, no coroutine frame in between. It is also what the
+    task waits on while the round runs, a future-like object (the protocol asyncio's tasks accept
+    from any awaitable: ``_asyncio_future_blocking``, ``get_loop``, ``add_done_callback``,
+    ``cancel``, ``result``) that the loop callback ending the round resolves, resuming the waiting
+    task at once (:meth:`resume` with ``direct``), in the task's own context.
 
     ``cancel()`` refuses (returns False): a round is not interrupted; the task is then marked to be
-    cancelled and gets its ``CancelledError`` when it resumes, as :meth:`LoopCore.run` expects.
+    cancelled and throws its ``CancelledError`` in when it resumes (the round is over then): the
+    cancellation is held back (:meth:`LoopCore.take_cancelled`) and the rounds returned.
+
+    ``then``: None, or ``then(run, rounds, exc)``, called once the operation's rounds are in
+    (``exc`` None: its return value is the await's; it may :meth:`chain` another operation
+    instead, awaited the same way, then is called again) or once it failed (``exc``: it tidies
+    up; the error is raised after). ``held``: whatever ``then`` needs to keep meanwhile.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self, lc: "LoopCore", op: str, args: tuple) -> None:
+        self.setup(lc, op, args)
+
+    def setup(self, lc: "LoopCore", op: str, args: tuple) -> None:
+        """(Re)initialize: operation ``op`` with ``args`` on ``lc``, not started yet."""
+        self._lc = lc
+        self._loop = lc.loop
         self._asyncio_future_blocking = False
         self.over = False
         self._exc: Optional[BaseException] = None
         self._callback: Any = None  # the waiting task's wake-up, once it yielded this
         self._context: Any = None  # ... and the context to call it in
+        self.op = op
+        self.args = args
+        self._state = 0  # 0: the operation is not started; 1: its round runs; 2: done
+        self._result: Any = None
+        self.cancelled_by: Optional[BaseException] = None  # a CancelledError held back
+        self.then: Any = None
+        self.held: Any = None
 
+    def chain(self, op: str, args: tuple) -> None:
+        """From ``then``: run operation ``op`` next, in the same await."""
+        self.op = op
+        self.args = args
+        self._state = 0
+
+    # --- asyncio's future protocol (what the task sees) ----------------------------------------
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
@@ -98,20 +133,101 @@ class _Turn:
         else:
             fn(self)
 
-    # Its own iterator (no generator per round): it yields itself to the task until it is done.
+    # --- the awaitable (what the awaiting coroutine sees) ------------------------------------
     def __await__(self) -> Any:  # itself, as its own iterator (typed Any: it is no Generator)
         return self
 
-    def __iter__(self) -> "_Turn":
+    def __iter__(self) -> "_Run":
         return self
 
-    def __next__(self) -> "_Turn":
-        if not self.over:
-            self._asyncio_future_blocking = True
+    def __next__(self):  # (unannotated: compiled, _stop is the C helper of loop_io.pxd)
+        if self._step(None):
             return self
-        if self._exc is not None:
-            raise self._exc
-        raise StopIteration
+        result = self._result
+        self._result = None
+        if _COMPILED:
+            _stop(result)  # StopIteration(result) set, no traceback: ...
+            raise StopIteration  # ... compiled, a bare raise in __next__ returns with it as set
+        raise StopIteration(result)
+
+    def send(self, value: Any) -> "_Run":
+        return self.__next__()  # type: ignore[no-any-return]
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> "_Run":
+        if isinstance(typ, BaseException):
+            exc = typ
+        elif isinstance(val, BaseException):
+            exc = val
+        else:
+            exc = typ() if val is None else typ(val)
+        if self._step(exc):
+            return self
+        result = self._result
+        self._result = None
+        raise StopIteration(result)
+
+    def close(self) -> None:
+        """The awaiting coroutine is closed half-way: end the round as an error would."""
+        if self._state == 1:
+            self._state = 2
+            self._lc.abort()
+            then = self.then
+            self.then = None
+            if then is not None:
+                then(self, None, GeneratorExit())
+
+    def _step(self, thrown: Optional[BaseException]) -> bool:
+        """Go on (``thrown``: what the awaiting task threw in): True while the round runs (yield
+        this), False once the result is in (``_result``)."""
+        try:
+            return self._advance(thrown)
+        except BaseException as exc:
+            self._state = 2
+            then = self.then
+            self.then = None
+            if then is not None:
+                then(self, None, exc)
+            raise
+
+    def _advance(self, thrown: Optional[BaseException]) -> bool:
+        """Go on: True while the round runs (yield this), False once the result is in."""
+        lc = self._lc
+        if self._state == 0:
+            self._state = 1
+            self.over = False
+            lc.begin(self)
+        elif self._state == 1:
+            exc = thrown if thrown is not None else self._exc
+            if exc is not None:
+                self._exc = None
+                if not isinstance(exc, asyncio.CancelledError):
+                    lc.abort()  # end the round (what was not answered stays owed), close the links
+                    raise exc
+                if lc.closed:
+                    lc.abort()
+                    raise RuntimeError("this Redlock client was closed during the round") from exc
+                self.cancelled_by = exc  # the round runs to its end; the cancellation is raised after
+        else:
+            raise RuntimeError("cannot reuse an awaited round")
+        while True:
+            if not self.over:
+                self._asyncio_future_blocking = True
+                return True
+            rounds = lc.end(self)
+            then = self.then
+            if then is None:
+                self._result = rounds
+                self._state = 2
+                return False
+            self.then = None
+            self._result = then(self, rounds, None)
+            if self._state != 0:
+                self._state = 2
+                return False
+            self.then = then  # chained: the next operation, in the same await
+            self._state = 1
+            self.over = False
+            lc.begin(self)
 
 
 class LoopCore:
@@ -123,12 +239,12 @@ class LoopCore:
         self._changes = -1                 # the core's socket open/close count when last synced
         self._readers: Dict[int, int] = {}  # master -> fd with a reader callback
         self._writers: Dict[int, int] = {}  # master -> fd with a writer callback
-        self._round: Optional[_Turn] = None   # set while a round runs
+        self._round: Optional[_Run] = None   # set while a round runs
         self._timer: Optional[asyncio.TimerHandle] = None
         self._timer_at = -1.0
         self._waiters: List[asyncio.Future] = []  # see activity()
         self._cancelled: Optional[BaseException] = None  # see take_cancelled()
-        self._closed = False
+        self.closed = False
         # Several masters on asyncio's own (pure-Python) selector loop, on Linux: their sockets
         # in an epoll set of our own, whose one descriptor the loop watches: one callback reads
         # every socket that is ready, instead of one callback per socket, each a trip through
@@ -141,43 +257,61 @@ class LoopCore:
         core.on_close = self._forget  # the loop must forget a socket before the core closes it
 
     # --- rounds ---------------------------------------------------------------------------------
-    async def run(self, op: str, *args: Any) -> List[Any]:
-        """Run core operation ``op`` (e.g. ``"acquire"``) on the loop; return its rounds.
+    def run(self, op: str, *args: Any) -> _Run:
+        """Run core operation ``op`` (e.g. ``"acquire"``) on the loop: awaiting this returns its rounds.
 
         Not interruptible half-way: if the awaiting task is cancelled, the round still runs to
         its end (its outcomes and owed replies stay right) and returns; the cancellation is held
         back until the caller's plan is complete (:meth:`take_cancelled`).
         """
-        if self._closed:
+        return self.prepare(op, args)
+
+    def prepare(self, op: str, args: tuple) -> _Run:
+        """:meth:`run` with the arguments as a tuple (a C call from the compiled executor)."""
+        run = _Run.__new__(_Run)
+        run.setup(self, op, args)
+        return run
+
+    def begin(self, run: _Run) -> None:
+        """``run``'s operation starts: its commands are written; it is the round the loop's
+        callbacks end (at once, if nothing is left to wait for)."""
+        if self.closed:
             raise RuntimeError("this Redlock client is closed")
         core = self.core
-        core.start(op, *args)
-        cancelled = None
+        core.start(run.op, *run.args)
+        self._round = run
         try:
-            while core.next_deadline() >= 0.0:
-                self._round = turn = _Turn(self.loop)
-                self._rewatch()  # may already resolve it
-                try:
-                    await turn
-                except asyncio.CancelledError as exc:
-                    if self._closed:
-                        raise RuntimeError("this Redlock client was closed during the round") from exc
-                    cancelled = exc  # the round runs to its end; the cancellation is raised after
+            self._rewatch()  # may already end it
         except BaseException:
-            # The client is closing, or something broke: end the round (what was not answered
-            # stays owed) and close the connections, whose replies could be out of step now.
-            self._round = None
-            core.finish()
-            if not self._closed:
-                core.close()
-                self._rewatch()
+            self.abort()
             raise
+
+    def end(self, run: _Run) -> List[Any]:
+        """``run``'s round is over: its rounds. A cancellation it held back is kept for
+        :meth:`take_cancelled`."""
         self._round = None
+        core = self.core
         rounds = core.finish()
-        self._rewatch()
-        if cancelled is not None and self._cancelled is None:
-            self._cancelled = cancelled
+        if self._writers:
+            self._rewatch()
+        else:
+            # Nothing to unwatch: a socket the round's end closed was forgotten as it closed
+            # (_forget), and the next start or reader callback resyncs the readers.
+            self._arm(core.owed_deadline())
+            if self._waiters:
+                self._wake()
+        if run.cancelled_by is not None and self._cancelled is None:
+            self._cancelled = run.cancelled_by
         return rounds
+
+    def abort(self) -> None:
+        """The client is closing, or something broke: end the round (what was not answered stays
+        owed) and close the connections, whose replies could be out of step now."""
+        self._round = None
+        self.core.finish()
+        if not self.closed:
+            self.core.close()
+            self._rewatch()
 
     def take_cancelled(self) -> Optional[BaseException]:
         """The cancellation :meth:`run` held back, if any (and forget it): the caller raises it
@@ -194,7 +328,7 @@ class LoopCore:
 
     def close(self) -> None:
         """Stop watching; close the core's connections (a round in progress ends with an error)."""
-        self._closed = True
+        self.closed = True
         if self._round is not None:
             self._round.end_with(asyncio.CancelledError())  # run() raises RuntimeError
             self._round.resume(False)
