@@ -41,3 +41,15 @@ def test_module_of_the_c_build_is_compiled(module):
         pytest.skip("FASTREDLOCK_NO_EXTENSIONS is set: the pure build was asked for")
     path = importlib.import_module(module).__file__
     assert path.endswith((".so", ".pyd")), f"{module} is interpreted ({path}): its Cython build did not happen"
+
+
+def test_the_compiled_asyncio_round_hands_its_result_without_a_traceback():
+    """The asyncio round's result leaves the compiled ``_Run.__next__`` through the pending
+    ``StopIteration`` (no traceback built); that rests on how this Cython compiles a bare ``raise
+    StopIteration``. The import-time check falls back to ``StopIteration(result)`` where it does
+    not hold; this says so here, where the fast path would be lost silently otherwise."""
+    if NO_EXTENSIONS:
+        pytest.skip("FASTREDLOCK_NO_EXTENSIONS is set: the pure build was asked for")
+    from fastredlock.asyncio import loop_io
+
+    assert loop_io.stop_keeps_result(), "this Cython's bare raise in __next__ drops a pending StopIteration"

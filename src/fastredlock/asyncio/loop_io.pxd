@@ -20,6 +20,10 @@ cdef bint _COMPILED  # whether this module runs compiled (a round's result then 
 cdef class LoopCore
 
 @cython.final
+cdef class _StopCheck:
+    pass
+
+@cython.final
 @cython.freelist(8)
 cdef class _Run:
     cdef LoopCore _lc  # the loop core that runs it; set by setup

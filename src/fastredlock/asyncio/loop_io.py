@@ -25,9 +25,40 @@ from typing import Any, Dict, List, Optional, Set
 
 try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
     import cython
-    _COMPILED = cython.compiled  # (compiled: a round's result leaves __next__ without a traceback)
+    _BUILT = cython.compiled
 except ImportError:  # pragma: no cover - pure install without Cython
-    _COMPILED = False
+    _BUILT = False
+
+
+class _StopCheck:
+    """Whether a result can leave a compiled ``__next__`` as :class:`_Run`'s does: set as the
+    pending ``StopIteration`` by the C helper, then a bare ``raise StopIteration``, which this
+    Cython compiles to a plain return that leaves the pending exception untouched. Another Cython
+    might replace it (every await would then return ``None``): :func:`stop_keeps_result` runs this
+    once at import, and where it fails ``_Run`` raises ``StopIteration(result)`` as Python does."""
+
+    def __next__(self):  # (unannotated, as _Run.__next__)
+        _stop(_STOP_MARK)
+        raise StopIteration
+
+
+_STOP_MARK = object()
+
+
+def stop_keeps_result() -> bool:
+    """True where the compiled ``__next__`` hands a result through the pending ``StopIteration``
+    (see :class:`_StopCheck`); False interpreted."""
+    if not _BUILT:
+        return False
+    try:
+        next(_StopCheck())
+    except StopIteration as stop:
+        return stop.value is _STOP_MARK
+    return False
+
+
+#: Compiled, where the check passes: a round's result leaves ``__next__`` without a traceback.
+_COMPILED = stop_keeps_result()
 
 
 class _Run:
