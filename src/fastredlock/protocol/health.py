@@ -83,11 +83,10 @@ class Health:
 
     def answered(self, i):
         """Master ``i`` sent a reply in time: count it, and end its cool-down."""
-        lock = self._lock
-        if lock is None:
+        if self._lock is None:  # (compiled, always: the GIL guards it; a C call, the body inlined)
             self._answered(i)
             return
-        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+        with self._lock:  # (not acquire() then try: a signal between the two would leave it held)
             self._answered(i)
 
     def _answered(self, i):
@@ -101,11 +100,10 @@ class Health:
 
     def timed(self, i, latency):
         """Master ``i`` answered all of a round's commands ``latency`` seconds after it began."""
-        lock = self._lock
-        if lock is None:
+        if self._lock is None:  # (compiled, always: see answered)
             self._timed(i, latency)
             return
-        with lock:  # (not acquire() then try: a signal between the two would leave it held)
+        with self._lock:  # (not acquire() then try: a signal between the two would leave it held)
             self._timed(i, latency)
 
     def _timed(self, i, latency):

@@ -85,7 +85,8 @@ cdef class Session:
     cdef int _kind_next(self, Link link) except -1
     @cython.locals(entry=Owed)
     cdef _write_after(self, Link link)
-    cdef int _pair_mark(self, Link link, object reply, object error) except -2
+    @cython.locals(mark=int, pair=tuple)
+    cdef tuple _pair(self, Link link, object reply, object error)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
     @cython.locals(row=Py_ssize_t)
@@ -118,19 +119,22 @@ cdef class Session:
     cpdef Py_ssize_t received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
     cpdef refused(self, Py_ssize_t i, double now)
     cpdef parse_failed(self, Py_ssize_t i, object detail, double now)
-    @cython.locals(link=Link, entry=Owed)
+    # (the twins call next_kind / answer / answer_last / drained by index; the C core's fast
+    # parser calls their cdef forms with the Link it holds)
     cpdef int next_kind(self, Py_ssize_t i) except -2
-    @cython.locals(link=Link)
+    @cython.locals(entry=Owed)
+    cdef int _next_kind(self, Link link) except -2
     cpdef partial(self, Py_ssize_t i)
+    cdef inline void _partial(self, Link link) noexcept
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
     cdef _drained(self, Link link, bint leftover, double now)
-    @cython.locals(link=Link)
     cpdef bint answer_last(self, Py_ssize_t i, int code, object value, double now) except -1
+    cdef bint _answer_last(self, Link link, int code, object value, double now) except -1
     @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
                    n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
-    @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
+    cdef bint _answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)

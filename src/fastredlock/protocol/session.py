@@ -76,7 +76,7 @@ def _cmd(link, p):
 def _waits_for(link, decided):
     """Whether a round still waits for ``link``: commands to write (unless best effort), or
     answers it needs (until the round is ``decided``)."""
-    return link.polled and ((link.unsent() and not link.best_effort) or (link.waited and not decided))
+    return link.polled and ((link.waited and not decided) or (not link.best_effort and link.unsent()))
 
 
 class Session:
@@ -581,7 +581,9 @@ class Session:
     def next_kind(self, i):
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
-        link = cython.cast(Link, self.links[i])
+        return self._next_kind(cython.cast(Link, self.links[i]))
+
+    def _next_kind(self, link):
         if link.skip >= 0 or link.preloads > 0 or link.probes > 0 or link.half:
             return -1  # (half: the second reply of a native release's pair, read by reply())
         if link.owed:
@@ -595,7 +597,9 @@ class Session:
 
     def partial(self, i):
         """The twin's reader holds part of a reply: if it is one of this round's, the master spoke."""
-        link = cython.cast(Link, self.links[i])
+        self._partial(cython.cast(Link, self.links[i]))
+
+    def _partial(self, link):
         if not link.owed:
             link.got_data = True
 
@@ -605,17 +609,14 @@ class Session:
 
     def _drained(self, link, leftover, now):
         if link.expecting() or link.skip >= 0:
-            if leftover and not link.owed:  # (partial())
-                link.got_data = True
+            if leftover:
+                self._partial(link)
             return
         if leftover:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
             return
         if self.in_round and self.k and link.polled:
-            if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
-                self.health._timed(link.master, now - self.started)
-            else:
-                self.health.timed(link.master, now - self.started)
+            self.health.timed(link.master, now - self.started)
         link.polled = False
 
     def reply(self, i, reply, error, now):
@@ -689,15 +690,10 @@ class Session:
         if link.head < link.end:
             if link.kind == KIND_NATIVE_DEL:
                 # A native release: the delete's reply, then its wake mark's (read as one answer).
-                if not link.half:
-                    link.half = True
-                    link.half_reply = reply
-                    link.half_error = error
+                pair = self._pair(link, reply, error)
+                if pair is None:
                     return True
-                mark = self._pair_mark(link, reply, error)
-                reply = link.half_reply
-                error = link.half_error
-                link.half_reply = link.half_error = None
+                mark, reply, error = pair
                 if mark < 0:
                     return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
                 if error is None and mark == 1 and reply == 1:
@@ -764,21 +760,34 @@ class Session:
         code, detail, value = classify(link.kind if link.head < link.end else self.kind, reply)
         return self._settle_cmd(link, code, detail, value, now)
 
-    def _pair_mark(self, link, reply, error):
-        """The second reply of a native release's pair (``EXISTS`` of its wake mark): 1 there, 0
-        not (or refused: an ACL whose key patterns leave out the mark only loses the waking), -1
-        a reply of the wrong shape. The pair is read whole from here on."""
+    def _pair(self, link, reply, error):
+        """A reply of a native release's pair (the delete's, then ``EXISTS`` of its wake mark),
+        in a round or owed. The first is kept: None. The second joins it: ``(mark, reply,
+        error)``, the delete's ``reply`` / ``error`` and the mark: 1 there, 0 not (or refused: an
+        ACL whose key patterns leave out the mark only loses the waking), -1 a reply of the wrong
+        shape."""
+        if not link.half:
+            link.half = True
+            link.half_reply = reply
+            link.half_error = error
+            return None
         link.half = False
         if error is not None:
-            return 0
-        if type(reply) is int and (reply == 0 or reply == 1):
-            return reply
-        return -1
+            mark = 0
+        elif type(reply) is int and (reply == 0 or reply == 1):
+            mark = reply
+        else:
+            mark = -1
+        pair = (mark, link.half_reply, link.half_error)
+        link.half_reply = link.half_error = None
+        return pair
 
     def answer(self, i, code, detail, value, now):
         """The next reply on link ``i`` (owed, or this round's) was read by the twin's fast parser
         as ``code`` (OK or NO, with a fence ``value``). Returns False if it closed the link."""
-        link = cython.cast(Link, self.links[i])
+        return self._answer(cython.cast(Link, self.links[i]), code, detail, value, now)
+
+    def _answer(self, link, code, detail, value, now):
         if link.owed:
             return self._owed_answer(link, code, detail, value, now)
         link.got_data = True
@@ -788,9 +797,12 @@ class Session:
         """:meth:`answer` (no detail), then :meth:`drained` with nothing left over, in one call: the
         last reply of a read, settled by the twin's fast parser. Returns False if it closed the
         link (then not drained, as the twin does not call drained after such an answer)."""
-        if not self.answer(i, code, None, value, now):
+        return self._answer_last(cython.cast(Link, self.links[i]), code, value, now)
+
+    def _answer_last(self, link, code, value, now):
+        if not self._answer(link, code, None, value, now):
             return False
-        self._drained(cython.cast(Link, self.links[i]), False, now)
+        self._drained(link, False, now)
         return True
 
     def _settle_cmd(self, link, code, detail, value, now):
@@ -809,10 +821,7 @@ class Session:
             return False
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
-        if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
-            self.health._answered(i)
-        else:
-            self.health.answered(i)
+        self.health.answered(i)
         if self.kind == KIND_BITS:
             self._record_cmd(j, i, code, detail)  # an error reply: the same for every key
         else:
@@ -825,15 +834,10 @@ class Session:
         entry = link.owed[0]
         if entry.kind == KIND_NATIVE_DEL:
             # A native release's pair (see reply): the delete's answer, then its wake mark's.
-            if not link.half:
-                link.half = True
-                link.half_reply = reply
-                link.half_error = error
+            pair = self._pair(link, reply, error)
+            if pair is None:
                 return True
-            mark = self._pair_mark(link, reply, error)
-            reply = link.half_reply
-            error = link.half_error
-            link.half_reply = link.half_error = None
+            mark, reply, error = pair
             if mark < 0:
                 return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
             if error is None and mark == 1 and reply == 1 and not entry.expired and entry.key is not None:
@@ -910,10 +914,7 @@ class Session:
         if entry.expired:
             self.health.count(i, C_LATE)
             return True
-        if cython.compiled:
-            self.health._answered(i)
-        else:
-            self.health.answered(i)
+        self.health.answered(i)
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
         settle_sink(entry.sink, i, code, detail, value)
