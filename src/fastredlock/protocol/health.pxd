@@ -29,6 +29,7 @@ cdef class Health:
     cpdef void timed(self, Py_ssize_t i, double latency) noexcept
     cpdef count(self, Py_ssize_t i, int counter)
     cpdef failed(self, Py_ssize_t i, int counter, object what, double now, bint strike)
+    cdef _locked(self, Py_ssize_t i, bint timed, double latency)
     cdef inline void _answered(self, Py_ssize_t i) noexcept  # (inlined into answered / timed)
     cdef inline void _timed(self, Py_ssize_t i, double latency) noexcept
     cdef _count(self, Py_ssize_t i, int counter)

@@ -82,7 +82,7 @@ cdef class Session:
     @cython.locals(j=Py_ssize_t)
     cdef _refuse(self, Link link, object detail)
     cdef _ungate(self, Link link, double now)
-    cdef int _kind_next(self, Link link) except -1
+    cdef inline int _kind_next(self, Link link) except -1
     @cython.locals(entry=Owed)
     cdef _write_after(self, Link link)
     @cython.locals(mark=int, pair=tuple)
@@ -91,7 +91,7 @@ cdef class Session:
     cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
-    cdef _stamp(self, double now)
+    cdef inline void _stamp(self, double now) noexcept
     @cython.locals(first=double, decided=bint, link=Link)
     cpdef double next_deadline(self)
     cpdef double pace(self, double first, double now) except? -3.0
@@ -127,14 +127,14 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     cdef inline void _partial(self, Link link) noexcept
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    cdef _drained(self, Link link, bint leftover, double now)
+    cdef int _drained(self, Link link, bint leftover, double now) except -1
     cpdef bint answer_last(self, Py_ssize_t i, int code, object value, double now) except -1
     cdef bint _answer_last(self, Link link, int code, object value, double now) except -1
     @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
                    n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
-    cdef bint _answer(self, Link link, int code, object detail, object value, double now) except -1
+    cdef inline bint _answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)
@@ -162,8 +162,6 @@ cdef class Session:
     @cython.locals(link=Link)
     cpdef bint owing(self) except -1
     @cython.locals(link=Link, due=list)
-    cpdef list overdue_links(self, double now)
-    @cython.locals(link=Link)
-    cpdef tidy_all(self, double now)
+    cpdef list tidy_owed(self, double now)
     @cython.locals(link=Link)
     cpdef list master_states(self)

@@ -611,13 +611,12 @@ class Session:
         if link.expecting() or link.skip >= 0:
             if leftover:
                 self._partial(link)
-            return
-        if leftover:
+        elif leftover:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
-            return
-        if self.in_round and self.k and link.polled:
-            self.health.timed(link.master, now - self.started)
-        link.polled = False
+        else:
+            if self.in_round and self.k and link.polled:
+                self.health.timed(link.master, now - self.started)
+            link.polled = False
 
     def reply(self, i, reply, error, now):
         """One reply parsed by the twin (``error``: an error reply's message, ``reply`` unused).
@@ -1009,30 +1008,31 @@ class Session:
             link.polled = False
 
     def owing(self):
-        """Whether some link owes replies (only then may :meth:`overdue_links` or :meth:`tidy_all`
-        find anything to do)."""
+        """Whether some link owes replies (only then may :meth:`tidy_owed` find anything to do)."""
         for item in self.links:
             link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if link.owed:
                 return True
         return False
 
-    def overdue_links(self, now):
-        """The links whose owed replies are overdue at ``now``: the twin reads what already arrived
-        on them (a reply in their socket is not late), then calls :meth:`tidy_all`."""
-        due = []
+    def tidy_owed(self, now):
+        """:meth:`tidy` every link that owes replies, but those whose owed replies are overdue at
+        ``now`` on an open connection: their indices are returned (None: there are none, almost
+        always); the twin reads what already arrived on them (a reply in their socket is not
+        late), then calls :meth:`tidy` for each."""
+        due = None
         for item in self.links:
             link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
-            if link.open and link.owed and link.overdue(now):
-                due.append(link.index)
-        return due
-
-    def tidy_all(self, now):
-        """:meth:`tidy` every link that owes replies."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
-            if link.owed:
+            if not link.owed:
+                continue
+            if link.open and link.overdue(now):
+                if due is None:
+                    due = [link.index]
+                else:
+                    due.append(link.index)
+            else:
                 self.tidy(link.index, now)
+        return due
 
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
