@@ -88,7 +88,7 @@ cdef class Session:
     @cython.locals(mark=int, pair=tuple)
     cdef tuple _pair(self, Link link, object reply, object error)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
-    cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
+    cdef inline int _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value) except -1
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
     cdef inline void _stamp(self, double now) noexcept
@@ -127,7 +127,7 @@ cdef class Session:
     cpdef partial(self, Py_ssize_t i)
     cdef inline void _partial(self, Link link) noexcept
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    cdef int _drained(self, Link link, bint leftover, double now) except -1
+    cdef inline int _drained(self, Link link, bint leftover, double now) except -1
     cpdef bint answer_last(self, Py_ssize_t i, int code, object value, double now) except -1
     cdef bint _answer_last(self, Link link, int code, object value, double now) except -1
     @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
@@ -136,7 +136,7 @@ cdef class Session:
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
     cdef inline bint _answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
-    cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
+    cdef inline bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)
     cdef bint _owed_reply(self, Link link, object reply, object error, double now) except -1
     @cython.locals(entry=Owed, i=Py_ssize_t, owed=list)
@@ -145,8 +145,8 @@ cdef class Session:
     cdef _fail(self, Link link, int code, object detail, int counter, bint strike, double now)
     @cython.locals(j=Py_ssize_t, kind=int)
     cdef _timeout(self, Link link, double now)
-    @cython.locals(link=Link)
     cpdef tidy(self, Py_ssize_t i, double now)
+    cdef _tidy_link(self, Link link, double now, bint due)
     @cython.locals(link=Link)
     cpdef close(self)
     @cython.locals(link=Link, count=Py_ssize_t)
@@ -161,7 +161,7 @@ cdef class Session:
     cpdef settle_done(self)
     @cython.locals(link=Link)
     cpdef bint owing(self) except -1
-    @cython.locals(link=Link, due=list)
+    @cython.locals(link=Link, due=list, overdue=bint)
     cpdef list tidy_owed(self, double now)
     @cython.locals(link=Link)
     cpdef list master_states(self)

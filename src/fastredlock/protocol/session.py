@@ -953,8 +953,11 @@ class Session:
     def tidy(self, i, now):
         """After a round or while settling, and after reading what arrived: expire owed replies
         past their deadline, and close a connection that owes too much or too long."""
-        link = cython.cast(Link, self.links[i])
-        if link.expire(now, False):
+        self._tidy_link(cython.cast(Link, self.links[i]), now, True)
+
+    def _tidy_link(self, link, now, due):
+        """:meth:`tidy`; ``due`` False: no owed reply is past its deadline (nothing to expire)."""
+        if due and link.expire(now, False):
             self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         if link.stale(now):
             link.drop_owed(TIMEOUT, None)
@@ -1025,13 +1028,14 @@ class Session:
             link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
             if not link.owed:
                 continue
-            if link.open and link.overdue(now):
+            overdue = link.overdue(now)
+            if overdue and link.open:
                 if due is None:
                     due = [link.index]
                 else:
                     due.append(link.index)
             else:
-                self.tidy(link.index, now)
+                self._tidy_link(link, now, overdue)
         return due
 
     def master_states(self):
