@@ -66,7 +66,7 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)
@@ -92,18 +92,18 @@ cdef class Session:
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
     cdef inline void _stamp(self, double now) noexcept
-    @cython.locals(first=double, decided=bint, link=Link)
+    @cython.locals(first=double, decided=bint, link=Link, links=list, idx=Py_ssize_t)
     cpdef double next_deadline(self)
     cpdef double pace(self, double first, double now) except? -3.0
-    @cython.locals(decided=bint, link=Link)
+    @cython.locals(decided=bint, link=Link, links=list, idx=Py_ssize_t)
     cpdef expire_due(self, double now)
     @cython.locals(elapsed=double, j=Py_ssize_t, rounds=list)
     cpdef list finish(self, double now)
     @cython.locals(elapsed=double)
     cdef object finish_one(self, double now)
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, links=list, idx=Py_ssize_t)
     cdef double _end(self, double now) except? -1.0
-    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed)
+    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed, links=list, idx=Py_ssize_t)
     cdef _owe_missing(self, list rounds, object one)
     @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
     cdef _decide_row(self, Py_ssize_t j, double elapsed)
@@ -159,9 +159,9 @@ cdef class Session:
     cpdef double settle_wait(self, double end)
     @cython.locals(link=Link)
     cpdef settle_done(self)
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, links=list, idx=Py_ssize_t)
     cpdef bint owing(self) except -1
-    @cython.locals(link=Link, due=list, overdue=bint)
+    @cython.locals(link=Link, due=list, overdue=bint, links=list, idx=Py_ssize_t)
     cpdef list tidy_owed(self, double now)
     @cython.locals(link=Link)
     cpdef list master_states(self)

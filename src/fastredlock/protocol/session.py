@@ -194,8 +194,9 @@ class Session:
         fresh_deadline = self.io_deadline + self.connect_timeout
         if self.routing is not None:
             self._route(now)
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             link.retried = False
             link.fallback_sent = 0
             self._start(link, fresh_deadline)
@@ -389,8 +390,9 @@ class Session:
         """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
         first = -1.0
         decided = self.decided
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
         return first
@@ -419,8 +421,9 @@ class Session:
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
         decided = self.decided  # as the sweep began: a timeout in it may decide the round
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.deadline <= now and _waits_for(link, decided):
                 self._timeout(link, now)
 
@@ -448,8 +451,9 @@ class Session:
         """The round ends at ``now``: a best-effort master not written to is a stalled one; how
         long the round took (to its decision)."""
         self._stamp(now)
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
                 self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
         return (self.decided_at if self.decided else now) - self.started
@@ -458,8 +462,9 @@ class Session:
         """The replies still missing become owed replies of their connections, filling in
         ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
         Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             while link.waiting():
                 kind = self._kind_next(link)
                 j = _cmd(link, link.pop_cmd())
@@ -1012,8 +1017,9 @@ class Session:
 
     def owing(self):
         """Whether some link owes replies (only then may :meth:`tidy_owed` find anything to do)."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.owed:
                 return True
         return False
@@ -1024,8 +1030,9 @@ class Session:
         always); the twin reads what already arrived on them (a reply in their socket is not
         late), then calls :meth:`tidy` for each."""
         due = None
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if not link.owed:
                 continue
             overdue = link.overdue(now)
