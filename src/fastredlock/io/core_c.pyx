@@ -934,8 +934,9 @@ cdef class Core(Driver):
         if _fast_path and not self._dirty[i]:
             # Exact expected replies at the front of a read on a clean connection: settled here
             # without a reply object (and without the guard: they are well-formed by definition).
+            # (the session's cdef forms, given the Link: no lookup of links[i] per reply)
             while pos < got:
-                kind = s.next_kind(i)
+                kind = s._next_kind(link)
                 if kind < 0:
                     break
                 used = _fast_reply(p + pos, got - pos, kind, &code, &value)
@@ -943,17 +944,17 @@ cdef class Core(Driver):
                     break
                 pos += used
                 if pos == got:  # the read's last reply: answered and drained in one call
-                    if not s.answer_last(i, code, value if code == OC_OK and kind == KIND_FENCED else None, now):
+                    if not s._answer_last(link, code, value if code == OC_OK and kind == KIND_FENCED else None, now):
                         self.carry_out(i)
                         return 0
                     if _asks(link):
                         self.carry_out(i)
                     return 0
-                if not s.answer(i, code, None, value if code == OC_OK and kind == KIND_FENCED else None, now):
+                if not s._answer(link, code, None, value if code == OC_OK and kind == KIND_FENCED else None, now):
                     self.carry_out(i)
                     return 0
             if pos == got:
-                s.drained(i, False, now)
+                s._drained(link, False, now)
                 if _asks(link):
                     self.carry_out(i)
                 return 0

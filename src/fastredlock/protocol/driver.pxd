@@ -45,7 +45,7 @@ cdef class Driver:
     cdef _serve_redirected(self)
     @cython.locals(i=Py_ssize_t)
     cdef _carry_out_all(self)
-    @cython.locals(session=Session, links=list, i=Py_ssize_t, now=double, link=Link)
+    @cython.locals(session=Session, links=list, i=Py_ssize_t, now=double, link=Link, due=list)
     cdef _tidy(self)
     @cython.locals(session=Session, code=int)
     cpdef int ready(self, Py_ssize_t i, bint readable, bint writable) except -1

@@ -254,11 +254,14 @@ class Driver:
         session expire what is still missing; carry out what the links then ask for."""
         session = self._session
         links = self._links
-        if session.owing():  # (almost never after an uncontended round: nothing to expire)
+        if session.owing():  # (replies the early decision did not wait for: nothing overdue yet, mostly)
             now = self.clock()
-            for i in session.overdue_links(now):
-                self.receive(i)  # non-blocking: whatever already arrived is not late
-            session.tidy_all(now)
+            due = session.tidy_owed(now)
+            if due is not None:
+                for i in due:
+                    self.receive(i)  # non-blocking: whatever already arrived is not late
+                for i in due:
+                    session.tidy(i, now)
         for i in range(len(links)):
             link = cython.cast(Link, links[i])  # (unchecked when compiled)
             if link.closing or link.opening or link.out:  # the link asks for something

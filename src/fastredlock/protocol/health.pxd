@@ -24,12 +24,14 @@ cdef class Health:
     cpdef int mode(self, Py_ssize_t i, double now) except -1
     cpdef modes(self, double now)
     cpdef str why(self, Py_ssize_t i)
-    cpdef answered(self, Py_ssize_t i)
-    cpdef timed(self, Py_ssize_t i, double latency)
+    # (C calls from the session; compiled, nothing in them can raise: the lock is None, the index < n)
+    cpdef void answered(self, Py_ssize_t i) noexcept
+    cpdef void timed(self, Py_ssize_t i, double latency) noexcept
     cpdef count(self, Py_ssize_t i, int counter)
     cpdef failed(self, Py_ssize_t i, int counter, object what, double now, bint strike)
-    cdef _answered(self, Py_ssize_t i)
-    cdef _timed(self, Py_ssize_t i, double latency)
+    cdef _locked(self, Py_ssize_t i, bint timed, double latency)
+    cdef inline void _answered(self, Py_ssize_t i) noexcept  # (inlined into answered / timed)
+    cdef inline void _timed(self, Py_ssize_t i, double latency) noexcept
     cdef _count(self, Py_ssize_t i, int counter)
     @cython.locals(strikes=Py_ssize_t, pause=double)
     cdef _failed(self, Py_ssize_t i, int counter, object what, double now, bint strike)

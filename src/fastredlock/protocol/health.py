@@ -83,12 +83,10 @@ class Health:
 
     def answered(self, i):
         """Master ``i`` sent a reply in time: count it, and end its cool-down."""
-        lock = self._lock
-        if lock is None:
+        if self._lock is None:  # (compiled, always: the GIL guards it; a C call, the body inlined)
             self._answered(i)
-            return
-        with lock:  # (not acquire() then try: a signal between the two would leave it held)
-            self._answered(i)
+        else:
+            self._locked(i, False, 0.0)
 
     def _answered(self, i):
         self._counts[i * _NCOUNTERS + _C_REPLIES] += 1
@@ -101,12 +99,19 @@ class Health:
 
     def timed(self, i, latency):
         """Master ``i`` answered all of a round's commands ``latency`` seconds after it began."""
-        lock = self._lock
-        if lock is None:
+        if self._lock is None:  # (compiled, always: see answered)
             self._timed(i, latency)
-            return
-        with lock:  # (not acquire() then try: a signal between the two would leave it held)
-            self._timed(i, latency)
+        else:
+            self._locked(i, True, latency)
+
+    def _locked(self, i, timed, latency):
+        """:meth:`answered` (or :meth:`timed`, with ``latency``) under the lock (interpreted; kept
+        out of the two so that compiled they stay small C functions)."""
+        with self._lock:  # (not acquire() then try: a signal between the two would leave it held)
+            if timed:
+                self._timed(i, latency)
+            else:
+                self._answered(i)
 
     def _timed(self, i, latency):
         self._counts[i * _NCOUNTERS + _C_TIMED] += 1

@@ -66,7 +66,7 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)
@@ -82,27 +82,28 @@ cdef class Session:
     @cython.locals(j=Py_ssize_t)
     cdef _refuse(self, Link link, object detail)
     cdef _ungate(self, Link link, double now)
-    cdef int _kind_next(self, Link link) except -1
+    cdef inline int _kind_next(self, Link link) except -1
     @cython.locals(entry=Owed)
     cdef _write_after(self, Link link)
-    cdef int _pair_mark(self, Link link, object reply, object error) except -2
+    @cython.locals(mark=int, pair=tuple)
+    cdef tuple _pair(self, Link link, object reply, object error)
     @cython.locals(n=Py_ssize_t, idx=Py_ssize_t)
-    cdef _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value)
+    cdef inline int _record(self, Py_ssize_t j, Py_ssize_t i, int code, object detail, object value) except -1
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
-    cdef _stamp(self, double now)
-    @cython.locals(first=double, decided=bint, link=Link)
+    cdef inline void _stamp(self, double now) noexcept
+    @cython.locals(first=double, decided=bint, link=Link, links=list, idx=Py_ssize_t)
     cpdef double next_deadline(self)
     cpdef double pace(self, double first, double now) except? -3.0
-    @cython.locals(decided=bint, link=Link)
+    @cython.locals(decided=bint, link=Link, links=list, idx=Py_ssize_t)
     cpdef expire_due(self, double now)
     @cython.locals(elapsed=double, j=Py_ssize_t, rounds=list)
     cpdef list finish(self, double now)
     @cython.locals(elapsed=double)
     cdef object finish_one(self, double now)
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, links=list, idx=Py_ssize_t)
     cdef double _end(self, double now) except? -1.0
-    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed)
+    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed, links=list, idx=Py_ssize_t)
     cdef _owe_missing(self, list rounds, object one)
     @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
     cdef _decide_row(self, Py_ssize_t j, double elapsed)
@@ -118,21 +119,24 @@ cdef class Session:
     cpdef Py_ssize_t received(self, Py_ssize_t i, object data, Py_ssize_t start, Py_ssize_t end, double now) except -1
     cpdef refused(self, Py_ssize_t i, double now)
     cpdef parse_failed(self, Py_ssize_t i, object detail, double now)
-    @cython.locals(link=Link, entry=Owed)
+    # (the twins call next_kind / answer / answer_last / drained by index; the C core's fast
+    # parser calls their cdef forms with the Link it holds)
     cpdef int next_kind(self, Py_ssize_t i) except -2
-    @cython.locals(link=Link)
+    @cython.locals(entry=Owed)
+    cdef int _next_kind(self, Link link) except -2
     cpdef partial(self, Py_ssize_t i)
+    cdef inline void _partial(self, Link link) noexcept
     cpdef drained(self, Py_ssize_t i, bint leftover, double now)
-    cdef _drained(self, Link link, bint leftover, double now)
-    @cython.locals(link=Link)
+    cdef inline int _drained(self, Link link, bint leftover, double now) except -1
     cpdef bint answer_last(self, Py_ssize_t i, int code, object value, double now) except -1
+    cdef bint _answer_last(self, Link link, int code, object value, double now) except -1
     @cython.locals(link=Link, j=Py_ssize_t, row=Py_ssize_t, codes=list, kind=int, moved=int, cap=int, mark=int,
                    n=Py_ssize_t)
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
-    @cython.locals(link=Link)
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
+    cdef inline bint _answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
-    cdef bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
+    cdef inline bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)
     cdef bint _owed_reply(self, Link link, object reply, object error, double now) except -1
     @cython.locals(entry=Owed, i=Py_ssize_t, owed=list)
@@ -141,8 +145,8 @@ cdef class Session:
     cdef _fail(self, Link link, int code, object detail, int counter, bint strike, double now)
     @cython.locals(j=Py_ssize_t, kind=int)
     cdef _timeout(self, Link link, double now)
-    @cython.locals(link=Link)
     cpdef tidy(self, Py_ssize_t i, double now)
+    cdef _tidy_link(self, Link link, double now, bint due)
     @cython.locals(link=Link)
     cpdef close(self)
     @cython.locals(link=Link, count=Py_ssize_t)
@@ -155,11 +159,9 @@ cdef class Session:
     cpdef double settle_wait(self, double end)
     @cython.locals(link=Link)
     cpdef settle_done(self)
-    @cython.locals(link=Link)
+    @cython.locals(link=Link, links=list, idx=Py_ssize_t)
     cpdef bint owing(self) except -1
-    @cython.locals(link=Link, due=list)
-    cpdef list overdue_links(self, double now)
-    @cython.locals(link=Link)
-    cpdef tidy_all(self, double now)
+    @cython.locals(link=Link, due=list, overdue=bint, links=list, idx=Py_ssize_t)
+    cpdef list tidy_owed(self, double now)
     @cython.locals(link=Link)
     cpdef list master_states(self)

@@ -76,7 +76,7 @@ def _cmd(link, p):
 def _waits_for(link, decided):
     """Whether a round still waits for ``link``: commands to write (unless best effort), or
     answers it needs (until the round is ``decided``)."""
-    return link.polled and ((link.unsent() and not link.best_effort) or (link.waited and not decided))
+    return link.polled and ((link.waited and not decided) or (not link.best_effort and link.unsent()))
 
 
 class Session:
@@ -194,8 +194,9 @@ class Session:
         fresh_deadline = self.io_deadline + self.connect_timeout
         if self.routing is not None:
             self._route(now)
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             link.retried = False
             link.fallback_sent = 0
             self._start(link, fresh_deadline)
@@ -389,8 +390,9 @@ class Session:
         """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
         first = -1.0
         decided = self.decided
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
         return first
@@ -419,8 +421,9 @@ class Session:
     def expire_due(self, now):
         """Deadlines passed (the twin read what had arrived first): call those masters late."""
         decided = self.decided  # as the sweep began: a timeout in it may decide the round
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.deadline <= now and _waits_for(link, decided):
                 self._timeout(link, now)
 
@@ -448,8 +451,9 @@ class Session:
         """The round ends at ``now``: a best-effort master not written to is a stalled one; how
         long the round took (to its decision)."""
         self._stamp(now)
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.polled and link.best_effort and link.unsent():  # its socket buffer is full: a stalled master
                 self._fail(link, TIMEOUT, "not written: the connection does not take more", C_TIMEOUTS, True, now)
         return (self.decided_at if self.decided else now) - self.started
@@ -458,8 +462,9 @@ class Session:
         """The replies still missing become owed replies of their connections, filling in
         ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
         Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             while link.waiting():
                 kind = self._kind_next(link)
                 j = _cmd(link, link.pop_cmd())
@@ -581,7 +586,9 @@ class Session:
     def next_kind(self, i):
         """The kind of the next reply this link expects with a clean reader, or -1 (the twin's fast
         parser may settle it; not while the handshake is answered)."""
-        link = cython.cast(Link, self.links[i])
+        return self._next_kind(cython.cast(Link, self.links[i]))
+
+    def _next_kind(self, link):
         if link.skip >= 0 or link.preloads > 0 or link.probes > 0 or link.half:
             return -1  # (half: the second reply of a native release's pair, read by reply())
         if link.owed:
@@ -595,7 +602,9 @@ class Session:
 
     def partial(self, i):
         """The twin's reader holds part of a reply: if it is one of this round's, the master spoke."""
-        link = cython.cast(Link, self.links[i])
+        self._partial(cython.cast(Link, self.links[i]))
+
+    def _partial(self, link):
         if not link.owed:
             link.got_data = True
 
@@ -605,18 +614,14 @@ class Session:
 
     def _drained(self, link, leftover, now):
         if link.expecting() or link.skip >= 0:
-            if leftover and not link.owed:  # (partial())
-                link.got_data = True
-            return
-        if leftover:
+            if leftover:
+                self._partial(link)
+        elif leftover:
             self._fail(link, PROTOCOL_ERROR, "unexpected bytes after the last reply", C_PROTOCOL_ERRORS, False, now)
-            return
-        if self.in_round and self.k and link.polled:
-            if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
-                self.health._timed(link.master, now - self.started)
-            else:
+        else:
+            if self.in_round and self.k and link.polled:
                 self.health.timed(link.master, now - self.started)
-        link.polled = False
+            link.polled = False
 
     def reply(self, i, reply, error, now):
         """One reply parsed by the twin (``error``: an error reply's message, ``reply`` unused).
@@ -689,15 +694,10 @@ class Session:
         if link.head < link.end:
             if link.kind == KIND_NATIVE_DEL:
                 # A native release: the delete's reply, then its wake mark's (read as one answer).
-                if not link.half:
-                    link.half = True
-                    link.half_reply = reply
-                    link.half_error = error
+                pair = self._pair(link, reply, error)
+                if pair is None:
                     return True
-                mark = self._pair_mark(link, reply, error)
-                reply = link.half_reply
-                error = link.half_error
-                link.half_reply = link.half_error = None
+                mark, reply, error = pair
                 if mark < 0:
                     return self._settle_cmd(link, PROTOCOL_ERROR, unexpected(reply), None, now)
                 if error is None and mark == 1 and reply == 1:
@@ -764,21 +764,34 @@ class Session:
         code, detail, value = classify(link.kind if link.head < link.end else self.kind, reply)
         return self._settle_cmd(link, code, detail, value, now)
 
-    def _pair_mark(self, link, reply, error):
-        """The second reply of a native release's pair (``EXISTS`` of its wake mark): 1 there, 0
-        not (or refused: an ACL whose key patterns leave out the mark only loses the waking), -1
-        a reply of the wrong shape. The pair is read whole from here on."""
+    def _pair(self, link, reply, error):
+        """A reply of a native release's pair (the delete's, then ``EXISTS`` of its wake mark),
+        in a round or owed. The first is kept: None. The second joins it: ``(mark, reply,
+        error)``, the delete's ``reply`` / ``error`` and the mark: 1 there, 0 not (or refused: an
+        ACL whose key patterns leave out the mark only loses the waking), -1 a reply of the wrong
+        shape."""
+        if not link.half:
+            link.half = True
+            link.half_reply = reply
+            link.half_error = error
+            return None
         link.half = False
         if error is not None:
-            return 0
-        if type(reply) is int and (reply == 0 or reply == 1):
-            return reply
-        return -1
+            mark = 0
+        elif type(reply) is int and (reply == 0 or reply == 1):
+            mark = reply
+        else:
+            mark = -1
+        pair = (mark, link.half_reply, link.half_error)
+        link.half_reply = link.half_error = None
+        return pair
 
     def answer(self, i, code, detail, value, now):
         """The next reply on link ``i`` (owed, or this round's) was read by the twin's fast parser
         as ``code`` (OK or NO, with a fence ``value``). Returns False if it closed the link."""
-        link = cython.cast(Link, self.links[i])
+        return self._answer(cython.cast(Link, self.links[i]), code, detail, value, now)
+
+    def _answer(self, link, code, detail, value, now):
         if link.owed:
             return self._owed_answer(link, code, detail, value, now)
         link.got_data = True
@@ -788,9 +801,12 @@ class Session:
         """:meth:`answer` (no detail), then :meth:`drained` with nothing left over, in one call: the
         last reply of a read, settled by the twin's fast parser. Returns False if it closed the
         link (then not drained, as the twin does not call drained after such an answer)."""
-        if not self.answer(i, code, None, value, now):
+        return self._answer_last(cython.cast(Link, self.links[i]), code, value, now)
+
+    def _answer_last(self, link, code, value, now):
+        if not self._answer(link, code, None, value, now):
             return False
-        self._drained(cython.cast(Link, self.links[i]), False, now)
+        self._drained(link, False, now)
         return True
 
     def _settle_cmd(self, link, code, detail, value, now):
@@ -809,10 +825,7 @@ class Session:
             return False
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
-        if cython.compiled:  # (Health's lock is None compiled, the GIL guards it: no wrapper call)
-            self.health._answered(i)
-        else:
-            self.health.answered(i)
+        self.health.answered(i)
         if self.kind == KIND_BITS:
             self._record_cmd(j, i, code, detail)  # an error reply: the same for every key
         else:
@@ -825,15 +838,10 @@ class Session:
         entry = link.owed[0]
         if entry.kind == KIND_NATIVE_DEL:
             # A native release's pair (see reply): the delete's answer, then its wake mark's.
-            if not link.half:
-                link.half = True
-                link.half_reply = reply
-                link.half_error = error
+            pair = self._pair(link, reply, error)
+            if pair is None:
                 return True
-            mark = self._pair_mark(link, reply, error)
-            reply = link.half_reply
-            error = link.half_error
-            link.half_reply = link.half_error = None
+            mark, reply, error = pair
             if mark < 0:
                 return self._owed_answer(link, PROTOCOL_ERROR, unexpected(reply), None, now)
             if error is None and mark == 1 and reply == 1 and not entry.expired and entry.key is not None:
@@ -910,10 +918,7 @@ class Session:
         if entry.expired:
             self.health.count(i, C_LATE)
             return True
-        if cython.compiled:
-            self.health._answered(i)
-        else:
-            self.health.answered(i)
+        self.health.answered(i)
         if code == ERROR_REPLY:
             self.health.count(i, C_ERROR_REPLIES)
         settle_sink(entry.sink, i, code, detail, value)
@@ -953,8 +958,11 @@ class Session:
     def tidy(self, i, now):
         """After a round or while settling, and after reading what arrived: expire owed replies
         past their deadline, and close a connection that owes too much or too long."""
-        link = cython.cast(Link, self.links[i])
-        if link.expire(now, False):
+        self._tidy_link(cython.cast(Link, self.links[i]), now, True)
+
+    def _tidy_link(self, link, now, due):
+        """:meth:`tidy`; ``due`` False: no owed reply is past its deadline (nothing to expire)."""
+        if due and link.expire(now, False):
             self.health.failed(link.master, C_TIMEOUTS, "timeout", now, True)
         if link.stale(now):
             link.drop_owed(TIMEOUT, None)
@@ -1008,30 +1016,34 @@ class Session:
             link.polled = False
 
     def owing(self):
-        """Whether some link owes replies (only then may :meth:`overdue_links` or :meth:`tidy_all`
-        find anything to do)."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
+        """Whether some link owes replies (only then may :meth:`tidy_owed` find anything to do)."""
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if link.owed:
                 return True
         return False
 
-    def overdue_links(self, now):
-        """The links whose owed replies are overdue at ``now``: the twin reads what already arrived
-        on them (a reply in their socket is not late), then calls :meth:`tidy_all`."""
-        due = []
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
-            if link.open and link.owed and link.overdue(now):
-                due.append(link.index)
+    def tidy_owed(self, now):
+        """:meth:`tidy` every link that owes replies, but those whose owed replies are overdue at
+        ``now`` on an open connection: their indices are returned (None: there are none, almost
+        always); the twin reads what already arrived on them (a reply in their socket is not
+        late), then calls :meth:`tidy` for each."""
+        due = None
+        links = self.links
+        for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
+            link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
+            if not link.owed:
+                continue
+            overdue = link.overdue(now)
+            if overdue and link.open:
+                if due is None:
+                    due = [link.index]
+                else:
+                    due.append(link.index)
+            else:
+                self._tidy_link(link, now, overdue)
         return due
-
-    def tidy_all(self, now):
-        """:meth:`tidy` every link that owes replies."""
-        for item in self.links:
-            link = cython.cast(Link, item)  # (unchecked when compiled: links holds Links only)
-            if link.owed:
-                self.tidy(link.index, now)
 
     def master_states(self):
         """Per master: ``(run_id, up_since, restarts seen)`` as learned by restart-aware voting."""
