@@ -5,8 +5,7 @@ from .voting cimport MasterClock
 cdef double _STALE_AFTER      # STALE_AFTER as a C double
 cdef Py_ssize_t _MAX_OWED     # MAX_OWED as a C integer
 
-@cython.final
-@cython.freelist(16)
+@cython.final  # (its freelist is declared in link.py: Cython leaves one declared here out)
 cdef class Owed:
     cdef public int kind          # how the reply is read (a KIND_* of .replies): its command's
     cdef public double deadline   # monotonic seconds; past it, the reply no longer decides (TIMEOUT)

@@ -13,6 +13,11 @@ undoes. A reply still missing after its deadline makes its outcome ``TIMEOUT`` (
 and dropped when it comes). A connection is closed when it owes more than :data:`MAX_OWED`
 replies or its oldest owed reply is :data:`STALE_AFTER` seconds overdue.
 """
+try:
+    import cython  # (compiled: Owed's freelist)
+except ImportError:  # pragma: no cover - a pure install without Cython
+    from ._nocython import cython
+
 from .handshake import PRELOAD, PRELOADED, PROBE, PROBES, SCRIPT_PROBE, handshake
 from .outcomes import TIMEOUT
 from .resp import ReplyGuard
@@ -27,6 +32,10 @@ _STALE_AFTER = STALE_AFTER  # C copies when compiled
 _MAX_OWED = MAX_OWED
 
 
+# (compiled: freed entries are kept for reuse, no allocation per late reply. The decorator is read
+# only here: Cython leaves out a freelist declared in link.pxd, and refuses it without ``cclass``.)
+@cython.freelist(16)
+@cython.cclass
 class Owed:
     """A reply a connection still owes to a round that already returned."""
 
