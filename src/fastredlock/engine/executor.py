@@ -503,10 +503,15 @@ class Executor:
             # shrink the one-core list to nothing, and every pop() and append() after that would
             # free and allocate its storage again.) Each step is atomic under the GIL; a core
             # taken by mistake is back at once.
-            try:
+            if _COMPILED:  # (C: nothing runs between the look and the pop, no try needed)
+                if not pool:
+                    return self._wait_for(carrier_core)
                 core = pool.pop()
-            except IndexError:
-                return self._wait_for(carrier_core)
+            else:
+                try:
+                    core = pool.pop()
+                except IndexError:
+                    return self._wait_for(carrier_core)
             if core is carrier_core:
                 return core
             pool.append(core)
@@ -525,13 +530,18 @@ class Executor:
                     return mine
                 except ValueError:
                     pass
-        try:
-            return pool.pop()
-        except IndexError:
-            reaping = self._reaping
-            if reaping is not None:  # the reaper is reading a free core's replies: a moment
-                return self._wait_for(reaping)
-            return self._new_core()
+        if _COMPILED:  # (C: the look and the pop are one step under the GIL)
+            if pool:
+                return pool.pop()
+        else:
+            try:
+                return pool.pop()
+            except IndexError:
+                pass
+        reaping = self._reaping
+        if reaping is not None:  # the reaper is reading a free core's replies: a moment
+            return self._wait_for(reaping)
+        return self._new_core()
 
     def checkin(self, core: Any, clean: bool = True) -> None:
         """Give back a core; ``clean=False``: a round on it was interrupted (it is closed first)."""
