@@ -79,28 +79,39 @@ class FakeAioredis:
         return self._pool_or_conn.db
 
 
+def _redis_asyncio(host, port, dbs):
+    """redis-py's asyncio clients, built here outside a running loop as users of aioredlock build
+    theirs: on Python < 3.10 that needs a current event loop (redis-py makes an asyncio.Lock at
+    once), which an earlier test's ``asyncio.run`` leaves unset, so the form is left to 3.10+."""
+    if sys.version_info < (3, 10):
+        pytest.skip("redis-py's asyncio client built outside a loop needs Python 3.10")
+    return [redis.asyncio.Redis(host=host, port=port, db=db) for db in dbs]
+
+
 def _one(master, form):
     host, port = "127.0.0.1", master.port
-    return {
-        "dict": [{"host": host, "port": port, "db": 0}],
-        "uri": [f"redis://{host}:{port}/0?encoding=utf-8"],
-        "tuple": [(host, port)],
-        "aioredis-pool": [FakeAioredis(FakeConnectionsPool((host, port), 0, encoding="utf-8"))],
-        "connections-pool": [FakeConnectionsPool((host, port))],
-        "redis-asyncio": [redis.asyncio.Redis(host=host, port=port, db=0)],
-    }[form]
+    forms = {  # (each built only when asked for)
+        "dict": lambda: [{"host": host, "port": port, "db": 0}],
+        "uri": lambda: [f"redis://{host}:{port}/0?encoding=utf-8"],
+        "tuple": lambda: [(host, port)],
+        "aioredis-pool": lambda: [FakeAioredis(FakeConnectionsPool((host, port), 0, encoding="utf-8"))],
+        "connections-pool": lambda: [FakeConnectionsPool((host, port))],
+        "redis-asyncio": lambda: _redis_asyncio(host, port, (0,)),
+    }
+    return forms[form]()
 
 
 def _two_dbs(master, form):
     """Two dbs of one server, as aioredlock's acceptance tests (and many CI setups) use them."""
     host, port = "127.0.0.1", master.port
-    return {
-        "dict": [{"host": host, "port": port, "db": 0}, {"host": host, "port": port, "db": 1}],
-        "uri": [f"redis://{host}:{port}/1", f"redis://{host}:{port}"],
-        "uri-query": [f"redis://{host}:{port}?db=2", f"redis://{host}:{port}/0"],
-        "aioredis-pool": [FakeAioredis(FakeConnectionsPool((host, port), db)) for db in (0, 1)],
-        "redis-asyncio": [redis.asyncio.Redis(host=host, port=port, db=db) for db in (0, 1)],
-    }[form]
+    forms = {  # (each built only when asked for)
+        "dict": lambda: [{"host": host, "port": port, "db": 0}, {"host": host, "port": port, "db": 1}],
+        "uri": lambda: [f"redis://{host}:{port}/1", f"redis://{host}:{port}"],
+        "uri-query": lambda: [f"redis://{host}:{port}?db=2", f"redis://{host}:{port}/0"],
+        "aioredis-pool": lambda: [FakeAioredis(FakeConnectionsPool((host, port), db)) for db in (0, 1)],
+        "redis-asyncio": lambda: _redis_asyncio(host, port, (0, 1)),
+    }
+    return forms[form]()
 
 
 async def check_simple_lock(manager):
