@@ -154,13 +154,15 @@ def test_failure_releases_the_name(celery_fleet):
 
 def test_retries_keep_the_name_until_they_are_exhausted(celery_fleet):
     t, name = celery_fleet.tasks, unique()
-    result = t.once_retries.delay(name)
+    # Each run takes 0.5 s: once the second has started, the name stays held for at least 1.3 s
+    # more (the rest of it, the 0.3 s countdown, the third run), however late this test looks.
+    result = t.once_retries.delay(name, 0.5)
     wait_for(lambda: celery_fleet.runs(name) >= 2, 15, "a retry to run")
     with pytest.raises(AlreadyQueued):
-        t.once_retries.delay(name)  # the retried task still holds its name
+        t.once_retries.delay(name, 0.5)  # the retried task still holds its name
     assert result.get(timeout=20) == 2
     assert celery_fleet.runs(name) == 3 and celery_fleet.overlaps(name) == 0
-    t.once_retries.apply_async(args=[name], queue="nobody")  # free again
+    t.once_retries.apply_async(args=[name, 0.5], queue="nobody")  # free again
 
 
 def test_blocking_setting_waits_for_the_name(celery_fleet):

@@ -300,12 +300,14 @@ def test_twenty_enqueues_from_four_processes_run_once(celery_fleet):
 
 def test_retries_keep_the_name_and_are_queued(celery_fleet):
     t, name = celery_fleet.tasks, unique()
-    result = t.single_retries.delay(name)
+    # Each run takes 0.5 s: once the second has started, the name stays held for at least 1.3 s
+    # more (the rest of it, the 0.3 s countdown, the third run), however late this test looks.
+    result = t.single_retries.delay(name, 0.5)
     wait_for(lambda: celery_fleet.runs(name) >= 2, 15, "a retry to run")
-    assert t.single_retries.delay(name) == result  # still the same task
+    assert t.single_retries.delay(name, 0.5) == result  # still the same task
     assert result.get(timeout=20) == 2
     assert celery_fleet.runs(name) == 3 and celery_fleet.overlaps(name) == 0
-    wait_for(lambda: _free(celery_fleet, t.single_retries, [name]), 5, "the name to be free")
+    wait_for(lambda: _free(celery_fleet, t.single_retries, [name, 0.5]), 5, "the name to be free")
 
 
 def test_sigkill_of_the_worker_frees_the_name_within_two_ttls(celery_fleet):
