@@ -809,6 +809,35 @@ class Session:
         self._drained(link, False, now)
         return True
 
+    def answer_head(self, link, code, value, last, now):
+        """The C twin's fast parser read ``link``'s next reply as ``code`` (OK or NO, with a fence
+        ``value`` or None) where it is the usual one: this round's command at the head of the
+        queue (``link.head < link.end``), no node commands (``cmds`` None), past the handshake,
+        SCRIPT LOADs and probes, nothing owed, not the second of a native release's pair (link.pxd's
+        ``_head_kind``). :meth:`_answer`, then, if ``last`` (the read's last reply), :meth:`_drained`
+        with nothing left over, in one call. Such an answer never closes the link."""
+        i = link.master
+        j = link.head
+        link.head = j + 1  # (pop_cmd)
+        link.got_data = True
+        detail = None
+        if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
+                                 or (code == NO and link.retried)):
+            code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
+        if last and link.head >= link.end and link.requeued is None:  # drained: every command answered
+            if self.in_round and self.k and link.polled:
+                self.health.answered_timed(i, now - self.started)
+            else:
+                self.health.answered(i)
+            link.polled = False
+        else:
+            self.health.answered(i)
+        if self.kind == KIND_BITS:
+            self._record_cmd(j, i, code, detail)
+        else:
+            self._record(j, i, code, detail, value)
+        self._stamp(now)
+
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.master
