@@ -63,6 +63,9 @@ from .cluster import ClusterRouting, requeue_asking
 from .sentinel import asks_again, resolved as sentinel_resolved
 
 
+#: The outcome codes' int objects by code (compiled, _record takes them from here).
+_CODES = tuple(range(SENTINEL_ERROR + 1))
+
 #: :meth:`Session.pace`: the round is over; deadlines passed and were expired.
 PACE_OVER = -1.0
 PACE_EXPIRED = -2.0
@@ -354,7 +357,8 @@ class Session:
         """Set master ``i``'s outcome of key ``j``; decide the round early when it can be."""
         n = self.n
         idx = j * n + i
-        self.outcomes[idx] = code
+        if not (cython.compiled and _put_code(self.outcomes, idx, code)):  # (compiled: no int lookup)
+            self.outcomes[idx] = code
         if detail is not None:
             if self.details is None:
                 self.details = [None] * (self.rows * n)
