@@ -655,9 +655,10 @@ cdef class Core(Driver):
 
     cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
         """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
-        cdef Link link = <Link>self._links[i]
+        cdef Link link
         cdef int err
         if writable:
+            link = <Link>self._links[i]  # (a read alone does not look at it here)
             if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
                 err = frl_sock_error(self._fds[i])
                 if err:
