@@ -54,7 +54,7 @@ import hiredis
 
 
 from ..protocol.session cimport Session
-from ..protocol.link cimport Link
+from ..protocol.link cimport Link, _head_kind
 from ..protocol.driver cimport Driver
 from .encode_c cimport Commands, _grow, native_release1
 from ..protocol import outcomes as _oc
@@ -655,9 +655,10 @@ cdef class Core(Driver):
 
     cdef int _serve(self, Py_ssize_t i, bint readable, bint writable) except -1:
         """Master ``i``'s socket can be written and/or read: finish a connect, write, read."""
-        cdef Link link = <Link>self._links[i]
+        cdef Link link
         cdef int err
         if writable:
+            link = <Link>self._links[i]  # (a read alone does not look at it here)
             if link.connecting and (not self._is_tls[i] or not self._tls[i].tcp_up):
                 err = frl_sock_error(self._fds[i])
                 if err:
@@ -936,6 +937,20 @@ cdef class Core(Driver):
             # without a reply object (and without the guard: they are well-formed by definition).
             # (the session's cdef forms, given the Link: no lookup of links[i] per reply)
             while pos < got:
+                kind = _head_kind(link)
+                if kind >= 0:
+                    # the usual reply (this round's next command): settled, and if it is the read's
+                    # last, drained, in one call (it never closes the link)
+                    used = _fast_reply(p + pos, got - pos, kind, &code, &value)
+                    if used == 0:
+                        break
+                    pos += used
+                    s.answer_head(link, code, value if code == OC_OK and kind == KIND_FENCED else None, pos == got, now)
+                    if pos == got:
+                        if _asks(link):
+                            self.carry_out(i)
+                        return 0
+                    continue
                 kind = s._next_kind(link)
                 if kind < 0:
                     break

@@ -27,6 +27,7 @@ cdef class Health:
     # (C calls from the session; compiled, nothing in them can raise: the lock is None, the index < n)
     cpdef void answered(self, Py_ssize_t i) noexcept
     cpdef void timed(self, Py_ssize_t i, double latency) noexcept
+    cpdef void answered_timed(self, Py_ssize_t i, double latency) noexcept
     cpdef count(self, Py_ssize_t i, int counter)
     cpdef failed(self, Py_ssize_t i, int counter, object what, double now, bint strike)
     cdef _locked(self, Py_ssize_t i, bint timed, double latency)

@@ -104,6 +104,16 @@ class Health:
         else:
             self._locked(i, True, latency)
 
+    def answered_timed(self, i, latency):
+        """:meth:`answered`, then :meth:`timed`: master ``i``'s reply to a round's last command came
+        ``latency`` seconds after the round began (one call for the reply read last)."""
+        if self._lock is None:  # (compiled, always: see answered)
+            self._answered(i)
+            self._timed(i, latency)
+        else:
+            self._locked(i, False, 0.0)
+            self._locked(i, True, latency)
+
     def _locked(self, i, timed, latency):
         """:meth:`answered` (or :meth:`timed`, with ``latency``) under the lock (interpreted; kept
         out of the two so that compiled they stay small C functions)."""

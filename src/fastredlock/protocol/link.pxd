@@ -90,3 +90,14 @@ cdef class Link:
     cpdef drop_owed(self, int code, object detail)
     @cython.locals(entry=Owed)
     cpdef owe(self, int kind, double deadline, object sink, bint expired)
+
+
+cdef inline int _head_kind(Link link) noexcept:
+    """The kind of ``link``'s next reply where it is the usual one, which ``Session.answer_head``
+    settles: this round's command at the head of the queue (none requeued, no node commands), past
+    the handshake, SCRIPT LOADs and probes, nothing owed, not the second reply of a native release's
+    pair. Else -1: ``Session._next_kind`` says. (The C core's fast parser only; compiled only.)"""
+    if (link.head < link.end and link.cmds is None and link.skip < 0 and link.preloads == 0
+            and link.probes == 0 and not link.half and not link.owed):
+        return link.kind
+    return -1

@@ -19,10 +19,11 @@ cdef class Round:
     cdef public object details        # None, or a tuple of per-master messages (None: nothing to say)
     cdef public object values         # None, or per master what it returned (a fence, a read), None where not OK
 
-cdef int OK, PENDING  # outcome codes: C ints when compiled (set by the import from .outcomes)
+cdef int NO, OK, PENDING  # outcome codes: C ints when compiled (set by the import from .outcomes)
+cdef object _OK, _NO, _PENDING  # ... and as objects
 
 cpdef double validity_ms(long long ttl_ms, double elapsed, double drift_factor)
-@cython.locals(successes=Py_ssize_t, left=double, rnd=Round, code=int)
+@cython.locals(successes=Py_ssize_t, left=double, rnd=Round)
 cpdef Round decide(tuple outcomes, long long ttl_ms, double elapsed, double started, Py_ssize_t quorum,
                    double drift_factor, object details, object values)
 cdef inline bint _put_sole(Round rnd, Py_ssize_t i, int code) except -1:

@@ -9,7 +9,10 @@ try:
 except ImportError:  # pragma: no cover - a pure install without Cython
     from .nocython import cython
 
-from .outcomes import OK, PENDING
+from .outcomes import NO, OK, PENDING
+
+# (decide: the codes as objects)
+_OK, _NO, _PENDING = OK, NO, PENDING
 
 
 # (compiled: freed Rounds are kept for reuse, no allocation per round. The decorator is read only
@@ -60,7 +63,9 @@ def decide(outcomes, ttl_ms, elapsed, started, quorum, drift_factor, details, va
     """The :class:`Round` of one key: quorum and validity (``ttl_ms`` 0: a release, no validity)."""
     successes = 0
     for code in outcomes:
-        if code == OK:
+        # (the usual codes are the interpreter's small ints: told apart by identity, compiled
+        # without converting each; anything else is compared by value)
+        if code is _OK or (code is not _NO and code is not _PENDING and code == OK):
             successes += 1
     rnd = Round.__new__(Round)  # no __init__: every field is set here
     if ttl_ms:

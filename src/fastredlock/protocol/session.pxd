@@ -1,4 +1,5 @@
 cimport cython
+from cpython.object cimport PyObject
 from .health cimport Health
 from .link cimport Link, Owed
 from .cluster cimport ClusterRouting, requeue_asking
@@ -18,6 +19,31 @@ cdef bytes PROBE
 from .replies cimport bits, classify, is_acquisition, is_noscript, is_unsupported, refuses_scripts, unexpected, what
 cdef str NO_SAFE_RELEASE, NO_SCRIPTS
 from .result cimport decide, set_outcome, settle_sink
+
+cdef extern from "Python.h":
+    PyObject *_list_item "PyList_GET_ITEM"(PyObject *l, Py_ssize_t i)
+    void _list_put "PyList_SET_ITEM"(PyObject *l, Py_ssize_t i, PyObject *v)
+    PyObject *_tuple_item "PyTuple_GET_ITEM"(PyObject *t, Py_ssize_t i)
+    Py_ssize_t _list_size "PyList_GET_SIZE"(PyObject *l)
+    void _obj_incref "Py_INCREF"(PyObject *o)
+    void _obj_decref "Py_DECREF"(PyObject *o)
+
+cdef tuple _CODES  # the outcome codes' int objects, by code (0 .. len - 1)
+
+cdef inline bint _put_code(list outcomes, Py_ssize_t idx, int code) noexcept:
+    """``outcomes[idx] = code`` in place, without a lookup of the int or the list's checks (False:
+    not done, out of those bounds; the caller assigns as Python does)."""
+    cdef PyObject *new
+    cdef PyObject *old
+    if outcomes is None or idx < 0 or idx >= _list_size(<PyObject *>outcomes) or code < 0 \
+            or code >= len(_CODES):
+        return False
+    new = _tuple_item(<PyObject *>_CODES, code)
+    old = _list_item(<PyObject *>outcomes, idx)
+    _obj_incref(new)
+    _list_put(<PyObject *>outcomes, idx, new)
+    _obj_decref(old)
+    return True
 
 cdef inline Py_ssize_t _cmd(Link link, Py_ssize_t p) except? -2
 cdef inline bint _waits_for(Link link, bint decided) except -1
@@ -135,6 +161,8 @@ cdef class Session:
     cpdef bint reply(self, Py_ssize_t i, object reply, object error, double now) except -1
     cpdef bint answer(self, Py_ssize_t i, int code, object detail, object value, double now) except -1
     cdef inline bint _answer(self, Link link, int code, object detail, object value, double now) except -1
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
+    cpdef int answer_head(self, Link link, int code, object value, bint last, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef inline bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)

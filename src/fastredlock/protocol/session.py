@@ -63,6 +63,9 @@ from .cluster import ClusterRouting, requeue_asking
 from .sentinel import asks_again, resolved as sentinel_resolved
 
 
+#: The outcome codes' int objects by code (compiled, _record takes them from here).
+_CODES = tuple(range(SENTINEL_ERROR + 1))
+
 #: :meth:`Session.pace`: the round is over; deadlines passed and were expired.
 PACE_OVER = -1.0
 PACE_EXPIRED = -2.0
@@ -354,7 +357,8 @@ class Session:
         """Set master ``i``'s outcome of key ``j``; decide the round early when it can be."""
         n = self.n
         idx = j * n + i
-        self.outcomes[idx] = code
+        if not (cython.compiled and _put_code(self.outcomes, idx, code)):  # (compiled: no int lookup)
+            self.outcomes[idx] = code
         if detail is not None:
             if self.details is None:
                 self.details = [None] * (self.rows * n)
@@ -808,6 +812,35 @@ class Session:
             return False
         self._drained(link, False, now)
         return True
+
+    def answer_head(self, link, code, value, last, now):
+        """The C twin's fast parser read ``link``'s next reply as ``code`` (OK or NO, with a fence
+        ``value`` or None) where it is the usual one: this round's command at the head of the
+        queue (``link.head < link.end``), no node commands (``cmds`` None), past the handshake,
+        SCRIPT LOADs and probes, nothing owed, not the second of a native release's pair (link.pxd's
+        ``_head_kind``). :meth:`_answer`, then, if ``last`` (the read's last reply), :meth:`_drained`
+        with nothing left over, in one call. Such an answer never closes the link."""
+        i = link.master
+        j = link.head
+        link.head = j + 1  # (pop_cmd)
+        link.got_data = True
+        detail = None
+        if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
+                                 or (code == NO and link.retried)):
+            code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
+        if last and link.head >= link.end and link.requeued is None:  # drained: every command answered
+            if self.in_round and self.k and link.polled:
+                self.health.answered_timed(i, now - self.started)
+            else:
+                self.health.answered(i)
+            link.polled = False
+        else:
+            self.health.answered(i)
+        if self.kind == KIND_BITS:
+            self._record_cmd(j, i, code, detail)
+        else:
+            self._record(j, i, code, detail, value)
+        self._stamp(now)
 
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""

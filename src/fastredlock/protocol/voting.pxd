@@ -13,5 +13,5 @@ cdef class MasterClock:
     cpdef learned(self, object run_id, double uptime, double now)
     cpdef promoted(self, double since)
     cpdef tuple state(self)
-    cpdef bint untrusted(self, double now, double grace_ms)
+    cpdef bint untrusted(self, double now, double grace_ms) noexcept  # (C doubles only: nothing raises)
     cpdef tuple acquisition_outcome(self, int code, object detail, bint retried, double now, double grace_ms)
