@@ -62,6 +62,9 @@ class Driver:
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
         self._seen = 0         # _opened when watched() last told the caller
+        #: The twin's last wait found a socket ready: its next wait looks without blocking first
+        #: (the C twin keeps the GIL for that look). False as a round's commands are sent.
+        self._warm = False
         #: ``on_close(i, fd)``: called before master ``i``'s socket is closed (an event loop that
         #: watches the fd must forget it first: a closed fd's number is reused at once).
         self.on_close = None
@@ -202,6 +205,7 @@ class Driver:
         self._send_round()
         if self._stepped:
             return False
+        self._warm = False  # (no reply can be there yet: the first wait blocks at once)
         while True:
             if session.redirected:
                 self._serve_redirected()
