@@ -183,7 +183,8 @@ class Driver:
         if not self._drive(kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
             return [None] * rows
         rounds = self._session.finish(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rounds
 
     def run_round1(self, kind, k, payload, script, make_fallbacks, ttl_ms, wait, native):
@@ -192,7 +193,8 @@ class Driver:
         if not self._drive(kind, k, 1, payload, script, make_fallbacks, ttl_ms, wait, native):
             return None
         rnd = self._session.finish_one(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rnd
 
     def _drive(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
@@ -341,7 +343,8 @@ class Driver:
     def finish(self):
         """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
         rounds = self._session.finish(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rounds
 
     def tidy(self):

@@ -130,6 +130,9 @@ class Session:
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
         self.undecided = 0
+        #: What the last round left to the twin's tidying (set as it ends): 1, some link owes
+        #: replies; 2, some link asks the twin for something (close, open, bytes to write); 0, neither.
+        self.left = 0
 
     def no_scripts(self):
         """The client sends no scripts (``scripts=False``): new connections load none, and every
@@ -463,6 +466,7 @@ class Session:
         ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
         Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
         links = self.links
+        left = 0
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             while link.waiting():
@@ -479,6 +483,11 @@ class Session:
             link.polled = False
             if link.after is not None:
                 self._write_after(link)
+            if link.owed:
+                left |= 1
+            if link.closing or link.opening or link.out:
+                left |= 2
+        self.left = left
         self.in_round = False
 
     def _decide_row(self, j, elapsed):
