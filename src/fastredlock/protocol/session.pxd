@@ -93,7 +93,7 @@ cdef class Session:
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
     cdef inline void _stamp(self, double now) noexcept
-    @cython.locals(first=double, decided=bint, link=Link, links=list, idx=Py_ssize_t)
+    @cython.locals(first=double, decided=bint, soonest=double, link=Link, links=list, idx=Py_ssize_t)
     cpdef double next_deadline(self)
     cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link, links=list, idx=Py_ssize_t)

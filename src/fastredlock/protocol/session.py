@@ -393,11 +393,14 @@ class Session:
         """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
         first = -1.0
         decided = self.decided
+        soonest = self.io_deadline  # no link's deadline in a round comes sooner (see _start): none to look for past it
         links = self.links
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
+                if first <= soonest:
+                    break
         return first
 
     def pace(self, first, now):
@@ -454,6 +457,8 @@ class Session:
         """The round ends at ``now``: a best-effort master not written to is a stalled one; how
         long the round took (to its decision)."""
         self._stamp(now)
+        if self.modes is None:  # no master cools down: no link of this round is best effort (see _start)
+            return (self.decided_at if self.decided else now) - self.started
         links = self.links
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
