@@ -12,7 +12,7 @@ from ..protocol.result cimport Round
 cdef bint _COMPILED  # whether this module runs compiled (then the Cython core's rounds are C calls); constant
 cdef int _PENDING, _TIMEOUT  # outcome codes PENDING and TIMEOUT (protocol.outcomes) as C ints; constant
 
-@cython.locals(code=int, r=Round)
+@cython.locals(code=int, r=Round, outcomes=tuple)
 cdef bint _outstanding(object rnd) except -1
 @cython.locals(r=Round)
 cpdef bint ok_of(object rnd) except -1

@@ -70,12 +70,14 @@ def _outstanding(rnd: Any) -> bool:
     """Whether some master's answer to ``rnd`` may still be on its way (pending, or late)."""
     if type(rnd) is Round:  # (compiled: read as the C field; a pure core's round is another class)
         r = rnd
-        outcomes = r.outcomes
-        if r.successes == len(r.outcomes):  # every master said OK (the usual case): nothing to look at
+        outcomes = r.outcomes  # (compiled: a tuple, walked as one; each code a C int)
+        if r.successes == len(outcomes):  # every master said OK (the usual case): nothing to look at
             return False
-    else:
-        outcomes = rnd.outcomes
-    for code in outcomes:
+        for code in outcomes:
+            if code == _PENDING or code == _TIMEOUT:
+                return True
+        return False
+    for code in rnd.outcomes:
         if code == _PENDING or code == _TIMEOUT:
             return True
     return False

@@ -14,7 +14,9 @@ drive and the stepped API are the compiled :class:`~fastredlock.protocol.driver.
 * the commands of a round are encoded as RESP once, straight from the key/token/ttl bytes, into a
   reusable C buffer; every master normally gets exactly one ``send``. The EVAL fallback of an
   EVALSHA command is derived from the encoded EVALSHA bytes only when the session asks for it;
-* the wait is ``poll(2)`` with the GIL released, until the session's next deadline; replies are
+* the wait is ``poll(2)`` with the GIL released, until the session's next deadline (a wait that
+  follows one that found a socket ready first looks with ``poll(0)``, keeping the GIL: the other
+  masters' replies are often there already); replies are
   read into a reusable buffer. A fast path recognizes, at the front of a read on a clean
   connection, the exact replies a lock round expects (``+OK``/``$-1`` for SET, ``:1``/``:0`` for
   scripts, ``:n``/``:-1`` for a fenced acquisition) and hands their outcome to the session without
@@ -627,9 +629,20 @@ cdef class Core(Driver):
                 pfds[m].revents = 0
                 self._pidx[m] = i
                 m += 1
-        with nogil:
-            rc = poll(pfds, <nfds_t>m, timeout_ms)
+        if m == 0 and timeout_ms == 0:
+            return
+        rc = 0
+        if timeout_ms == 0 or self._warm:
+            # A look that cannot block keeps the GIL (no drop and retake, ~400 instructions): a
+            # wait that follows one that found a socket ready (the other masters' replies of a
+            # round, mostly) looks first; only where nothing is ready does it let the GIL go.
+            rc = poll(pfds, <nfds_t>m, 0)
             err = errno
+        if rc == 0 and timeout_ms != 0:
+            with nogil:
+                rc = poll(pfds, <nfds_t>m, timeout_ms)
+                err = errno
+        self._warm = rc > 0
         if rc < 0:
             if err == EINTR:
                 PyErr_CheckSignals()  # a signal handler's exception ends the round

@@ -17,6 +17,7 @@ cdef class Driver:
     cdef public Py_ssize_t _opened   # sockets opened or closed so far; only grows (the twin counts)
     cdef Py_ssize_t _seen            # _opened when watched() last told the caller (<= _opened)
     cdef public object on_close      # on_close(i, fd) before link i's socket closes, or None
+    cdef public bint _warm           # the twin's last wait found a socket ready (its next one looks first)
 
     cpdef double clock(self) except? -1.0
     cpdef carry_out(self, Py_ssize_t i)

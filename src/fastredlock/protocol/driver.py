@@ -62,6 +62,9 @@ class Driver:
         self._stepped = False  # start(): begin the round and return; the caller drives it
         self._opened = 0       # sockets opened or closed so far (the caller's watch list changes)
         self._seen = 0         # _opened when watched() last told the caller
+        #: The twin's last wait found a socket ready: its next wait looks without blocking first
+        #: (the C twin keeps the GIL for that look). False as a round's commands are sent.
+        self._warm = False
         #: ``on_close(i, fd)``: called before master ``i``'s socket is closed (an event loop that
         #: watches the fd must forget it first: a closed fd's number is reused at once).
         self.on_close = None
@@ -180,7 +183,8 @@ class Driver:
         if not self._drive(kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
             return [None] * rows
         rounds = self._session.finish(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rounds
 
     def run_round1(self, kind, k, payload, script, make_fallbacks, ttl_ms, wait, native):
@@ -189,7 +193,8 @@ class Driver:
         if not self._drive(kind, k, 1, payload, script, make_fallbacks, ttl_ms, wait, native):
             return None
         rnd = self._session.finish_one(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rnd
 
     def _drive(self, kind, k, rows, payload, script, make_fallbacks, ttls_ms, wait, native):
@@ -202,11 +207,18 @@ class Driver:
         self._send_round()
         if self._stepped:
             return False
+        self._warm = False  # (no reply can be there yet: the first wait blocks at once)
         while True:
             if session.redirected:
                 self._serve_redirected()
             first = session.next_deadline()
             if first < 0.0:  # PACE_OVER: the round is over
+                if session.early_now and session.decided and self.n > 1:
+                    # Decided early: one look, without waiting, at the masters not waited for any
+                    # more; a reply already there is read now, not owed to the round (and read
+                    # later at a higher cost). (No socket left to look at: no poll. One master:
+                    # its answer decided the round.)
+                    self.wait_and_serve(0.0)
                 break
             wait_ms = session.pace(first, self.clock())
             if wait_ms == _PACE_EXPIRED:
@@ -337,7 +349,8 @@ class Driver:
     def finish(self):
         """End the round begun by :meth:`start`: its rounds (a list, one per key)."""
         rounds = self._session.finish(self.clock())
-        self._tidy()
+        if self._session.left:  # (0, mostly: no link owes replies or asks for anything)
+            self._tidy()
         return rounds
 
     def tidy(self):

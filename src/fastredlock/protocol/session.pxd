@@ -65,6 +65,7 @@ cdef class Session:
     cdef public Health health           # the masters' health, shared by the client's sessions (n entries)
     cdef public bint early              # acquisitions return as soon as every key is decided
     cdef public bint in_round           # between begin() and finish()
+    cdef public int left                # what the last round left to tidy: 1 owed replies, 2 a link asks for something
     # the round in progress (begin() sets them; between rounds they describe the last one)
     cdef public int kind                # how its replies are read (a KIND_* of .replies)
     cdef public Py_ssize_t k            # its commands (encoded back to back in payload)
@@ -118,7 +119,7 @@ cdef class Session:
     @cython.locals(row=Py_ssize_t)
     cdef _record_cmd(self, Py_ssize_t j, Py_ssize_t i, int code, object detail)
     cdef inline void _stamp(self, double now) noexcept
-    @cython.locals(first=double, decided=bint, link=Link, links=list, idx=Py_ssize_t)
+    @cython.locals(first=double, decided=bint, soonest=double, link=Link, links=list, idx=Py_ssize_t)
     cpdef double next_deadline(self)
     cpdef double pace(self, double first, double now) except? -3.0
     @cython.locals(decided=bint, link=Link, links=list, idx=Py_ssize_t)
@@ -129,7 +130,7 @@ cdef class Session:
     cdef object finish_one(self, double now)
     @cython.locals(link=Link, links=list, idx=Py_ssize_t)
     cdef double _end(self, double now) except? -1.0
-    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed, links=list, idx=Py_ssize_t)
+    @cython.locals(link=Link, j=Py_ssize_t, kind=int, entry=Owed, links=list, idx=Py_ssize_t, left=int)
     cdef _owe_missing(self, list rounds, object one)
     @cython.locals(n=Py_ssize_t, details=object, values=object, drow=object)
     cdef _decide_row(self, Py_ssize_t j, double elapsed)

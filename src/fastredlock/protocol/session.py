@@ -133,6 +133,9 @@ class Session:
         self.oks = array("i")  # per key: OKs so far (early decision), and other outcomes so far
         self.bad = array("i")
         self.undecided = 0
+        #: What the last round left to the twin's tidying (set as it ends): 1, some link owes
+        #: replies; 2, some link asks the twin for something (close, open, bytes to write); 0, neither.
+        self.left = 0
 
     def no_scripts(self):
         """The client sends no scripts (``scripts=False``): new connections load none, and every
@@ -394,11 +397,14 @@ class Session:
         """The earliest deadline of a link the round still waits for, or -1.0: the round is over."""
         first = -1.0
         decided = self.decided
+        soonest = self.io_deadline  # no link's deadline in a round comes sooner (see _start): none to look for past it
         links = self.links
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             if _waits_for(link, decided) and (first < 0.0 or link.deadline < first):
                 first = link.deadline
+                if first <= soonest:
+                    break
         return first
 
     def pace(self, first, now):
@@ -455,6 +461,8 @@ class Session:
         """The round ends at ``now``: a best-effort master not written to is a stalled one; how
         long the round took (to its decision)."""
         self._stamp(now)
+        if self.modes is None:  # no master cools down: no link of this round is best effort (see _start)
+            return (self.decided_at if self.decided else now) - self.started
         links = self.links
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
@@ -467,6 +475,7 @@ class Session:
         ``rounds`` (a list, one Round per key) when they come, or ``one``, a one-key round's
         Round, where not None (``rounds`` is then None, but for KIND_BITS); the round is over."""
         links = self.links
+        left = 0
         for idx in range(len(links)):  # (indexed: one reference taken per link, compiled)
             link = cython.cast(Link, links[idx])  # (unchecked when compiled: links holds Links only)
             while link.waiting():
@@ -483,6 +492,11 @@ class Session:
             link.polled = False
             if link.after is not None:
                 self._write_after(link)
+            if link.owed:
+                left |= 1
+            if link.closing or link.opening or link.out:
+                left |= 2
+        self.left = left
         self.in_round = False
 
     def _decide_row(self, j, elapsed):
