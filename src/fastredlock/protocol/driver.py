@@ -213,12 +213,6 @@ class Driver:
                 self._serve_redirected()
             first = session.next_deadline()
             if first < 0.0:  # PACE_OVER: the round is over
-                if session.early_now and session.decided and self.n > 1:
-                    # Decided early: one look, without waiting, at the masters not waited for any
-                    # more; a reply already there is read now, not owed to the round (and read
-                    # later at a higher cost). (No socket left to look at: no poll. One master:
-                    # its answer decided the round.)
-                    self.wait_and_serve(0.0)
                 break
             wait_ms = session.pace(first, self.clock())
             if wait_ms == _PACE_EXPIRED:
