@@ -47,6 +47,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.mem cimport PyMem_Free
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport PyObject
 
 import os
 
@@ -73,6 +74,11 @@ from .cluster import refresh
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
+
+cdef extern from "Python.h":
+    # (borrowed forms, for a bytes the caller holds: no reference counting around them)
+    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o) nogil
+    char *_bytes_data "PyBytes_AS_STRING"(PyObject *o) nogil
 
 cdef extern from "core_c_sys.h":
     double frl_now() nogil
@@ -646,8 +652,12 @@ cdef class Core(Driver):
 
     cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
         """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
-        if not self._is_tls[i]:
+        if not self._is_tls[i]:  # (small enough to be inlined where it is called: TLS goes out of line)
             return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        return self._wants_write_tls(i, link)
+
+    cdef bint _wants_write_tls(self, Py_ssize_t i, Link link) except -1:
+        """:meth:`_wants_write` for a TLS link."""
         if self._ssl[i] != NULL and not self._backlog[i]:
             return PyBytes_GET_SIZE(link.out) != 0
         tls = self._tls[i]
@@ -679,6 +689,28 @@ cdef class Core(Driver):
         cdef ssize_t sent
         cdef Py_ssize_t size
         cdef int err
+        cdef PyObject *out
+        if not (link.closing or link.opening or link.connecting or self._is_tls[i]) and self._fds[i] >= 0:
+            # The usual case (an open plain socket, nothing to close or open first): one send, what
+            # the loop below does first in more steps; where the send fails, the loop goes on.
+            out = <PyObject *>link.out  # (borrowed: nothing below runs Python code before it is sent)
+            size = _bytes_size(out)
+            if size == 0:
+                return
+            sent = send(self._fds[i], _bytes_data(out), <size_t>size, MSG_NOSIGNAL)
+            if sent == size:
+                link.out = _EMPTY
+                return
+            if sent >= 0:
+                link.out = link.out[sent:]
+                return
+            err = errno
+            if err == EINTR:
+                PyErr_CheckSignals()
+            elif frl_would_block(err):
+                return
+            else:
+                self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
         while True:
             if link.closing:
                 link.closing = False

@@ -75,7 +75,7 @@ cdef class Session:
     cdef _map_failed(self, Py_ssize_t i, double now)
     @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, payload=bytes)
     cdef _start(self, Link link, double deadline)
     @cython.locals(cmds=list, cap=int, form=tuple, native=tuple, f=Py_ssize_t)
     cdef bint _choose(self, Link link) except -1
