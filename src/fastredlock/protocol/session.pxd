@@ -75,8 +75,10 @@ cdef class Session:
     cdef _map_failed(self, Py_ssize_t i, double now)
     @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, payload=bytes)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, usual=bint)
     cdef _start(self, Link link, double deadline)
+    @cython.locals(native=tuple, form=tuple, cap=int)
+    cdef bint _first_form(self, Link link) except -1
     @cython.locals(cmds=list, cap=int, form=tuple, native=tuple, f=Py_ssize_t)
     cdef bint _choose(self, Link link) except -1
     @cython.locals(j=Py_ssize_t)

@@ -247,31 +247,36 @@ class Session:
 
     def _start(self, link, deadline):
         """Queue this round's commands on one link (opening it if needed), or skip it."""
-        if (link.open and link.cmds is None and self.modes is None and not link.noscripts
-                and (self.native is None or not link.caps)
-                and (self.make_fallbacks is None or ((self.wait or link.loaded) and not link.use_eval))):
-            # The usual case: a plain master, every one healthy, its connection open, the round's
-            # own commands (no native form, no EVAL). What the general path below (and _choose)
-            # does there, in fewer steps.
-            payload = self.payload
-            link.kind = self.kind
-            link.native = 0
-            link.head = 0  # (link.expect(k))
-            link.end = self.k
-            if link.requeued is not None:
-                link.requeued = None
-            link.got_data = False
-            link.best_effort = False
-            link.waited = self.wait
-            if link.waking is not None:
-                link.waking = None
-            link.payload = payload
-            link.out = payload
-            link.skip = -1
-            link.reused = True
-            link.deadline = self.io_deadline
-            link.polled = True
-            return
+        if link.open and link.cmds is None and self.modes is None:
+            # The usual case: a plain master, every one healthy, its connection open, sent the
+            # round's first native form (its master runs it) or the round's own commands (no
+            # EVAL). What the general path below (and _choose) does there, in fewer steps.
+            if self.native is not None and link.caps:
+                usual = self._first_form(link)
+            elif not link.noscripts and (self.make_fallbacks is None
+                                         or ((self.wait or link.loaded) and not link.use_eval)):
+                link.kind = self.kind
+                link.native = 0
+                link.payload = self.payload
+                usual = True
+            else:
+                usual = False
+            if usual:
+                link.head = 0  # (link.expect(k))
+                link.end = self.k
+                if link.requeued is not None:
+                    link.requeued = None
+                link.got_data = False
+                link.best_effort = False
+                link.waited = self.wait
+                if link.waking is not None:
+                    link.waking = None
+                link.out = link.payload
+                link.skip = -1
+                link.reused = True
+                link.deadline = self.io_deadline
+                link.polled = True
+                return
         mode = HEALTHY if self.modes is None else self.modes[link.master]
         cmds = link.cmds
         link.kind = self.kind
@@ -318,6 +323,21 @@ class Session:
             link.reused = True
             link.deadline = self.io_deadline
         link.polled = True
+
+    def _first_form(self, link):
+        """Where ``link``'s master runs the round's first native form (what :meth:`_choose` would
+        then send), choose it: True. False: nothing chosen."""
+        native = self.native
+        if not native:
+            return False
+        form = native[0]
+        cap = form[0]
+        if not link.caps & cap:
+            return False  # (another form, or none: _choose looks at them all)
+        link.payload = form[1]
+        link.kind = form[2]
+        link.native = cap
+        return True
 
     def _choose(self, link):
         """Choose what this round writes on ``link`` (its master's capabilities known, or not yet:
