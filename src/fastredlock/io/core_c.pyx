@@ -683,34 +683,60 @@ cdef class Core(Driver):
             self._read(i)
         return 0
 
+    cdef _send_round(self):
+        """:meth:`Driver._send_round` in C: each link's usual write (:meth:`_send_plain`) in place,
+        anything else by :meth:`carry_out`; with Sentinel masters, the driver's order."""
+        cdef list links = self._links
+        cdef Py_ssize_t i
+        if self._sentinels:
+            Driver._send_round(self)
+            return
+        for i in range(len(links)):
+            if not self._send_plain(i, <Link>links[i]):
+                self.carry_out(i)
+
+    cdef inline bint _send_plain(self, Py_ssize_t i, Link link) except -1:
+        """The usual write: an open plain socket, nothing to close or open first, one send of
+        ``out`` (what :meth:`carry_out`'s loop does first, in more steps). True: done (all sent,
+        part of it, nothing to send, or the socket full); False: not the usual case, or the send
+        failed (reported): carry_out's loop takes over."""
+        cdef PyObject *out
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        if link.closing or link.opening or link.connecting or self._is_tls[i] or self._fds[i] < 0:
+            return False
+        out = <PyObject *>link.out  # (borrowed: nothing below runs Python code before it is sent)
+        size = _bytes_size(out)
+        if size == 0:
+            return True
+        sent = send(self._fds[i], _bytes_data(out), <size_t>size, MSG_NOSIGNAL)
+        if sent == size:
+            link.out = _EMPTY
+            return True
+        return self._sent_part(i, link, sent, errno if sent < 0 else 0)  # (out of line: small enough to inline)
+
+    cdef bint _sent_part(self, Py_ssize_t i, Link link, ssize_t sent, int err) except -1:
+        """:meth:`_send_plain` where the socket took part of ``out`` (``sent`` bytes), or the send
+        failed (``sent`` < 0, ``errno`` ``err``)."""
+        if sent >= 0:
+            link.out = link.out[sent:]
+            return True
+        if err == EINTR:
+            PyErr_CheckSignals()
+            return False
+        if frl_would_block(err):
+            return True
+        self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+        return False
+
     cpdef carry_out(self, Py_ssize_t i):
         """Carry out what link ``i`` asks for: close, open, write."""
         cdef Link link = <Link>self._links[i]
         cdef ssize_t sent
         cdef Py_ssize_t size
         cdef int err
-        cdef PyObject *out
-        if not (link.closing or link.opening or link.connecting or self._is_tls[i]) and self._fds[i] >= 0:
-            # The usual case (an open plain socket, nothing to close or open first): one send, what
-            # the loop below does first in more steps; where the send fails, the loop goes on.
-            out = <PyObject *>link.out  # (borrowed: nothing below runs Python code before it is sent)
-            size = _bytes_size(out)
-            if size == 0:
-                return
-            sent = send(self._fds[i], _bytes_data(out), <size_t>size, MSG_NOSIGNAL)
-            if sent == size:
-                link.out = _EMPTY
-                return
-            if sent >= 0:
-                link.out = link.out[sent:]
-                return
-            err = errno
-            if err == EINTR:
-                PyErr_CheckSignals()
-            elif frl_would_block(err):
-                return
-            else:
-                self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+        if self._send_plain(i, link):
+            return
         while True:
             if link.closing:
                 link.closing = False
