@@ -66,7 +66,8 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t,
+                   outcomes=list, pending=object)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)

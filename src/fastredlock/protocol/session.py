@@ -174,7 +174,13 @@ class Session:
         self.make_fallbacks = make_fallbacks if script else None
         self.native = native
         self.ttls_ms = ttls_ms
-        self.outcomes = [PENDING] * (rows * n)
+        outcomes = self.outcomes
+        if len(outcomes) == rows * n:  # (the last round's shape: its list is reused, nobody else holds it)
+            pending = PENDING
+            for idx in range(rows * n):
+                outcomes[idx] = pending
+        else:
+            self.outcomes = [PENDING] * (rows * n)
         self.details = None
         # the fence counters, or what a read returned
         self.values = [None] * (rows * n) if kind == KIND_FENCED or kind == KIND_READ else None
