@@ -196,7 +196,7 @@ class Session:
         self.swept = -1.0
         self.decided_at = now
         self.io_deadline = now + self.io_timeout
-        self.modes = self.health.modes(now)
+        self.modes = None if not self.health.n_cooling else self.health.modes(now)  # (modes' own first test)
         fresh_deadline = self.io_deadline + self.connect_timeout
         if self.routing is not None:
             self._route(now)
