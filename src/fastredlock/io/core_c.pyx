@@ -713,7 +713,8 @@ cdef class Core(Driver):
         if sent == size:
             link.out = _EMPTY
             return True
-        return self._sent_part(i, link, sent, errno if sent < 0 else 0)  # (out of line: small enough to inline)
+        # (the rest out of line, so that this stays small enough for the C compiler to inline)
+        return self._sent_part(i, link, sent, errno if sent < 0 else 0)
 
     cdef bint _sent_part(self, Py_ssize_t i, Link link, ssize_t sent, int err) except -1:
         """:meth:`_send_plain` where the socket took part of ``out`` (``sent`` bytes), or the send
