@@ -11,7 +11,8 @@ from fastredlock.protocol.scripts import (
 # lengths on both sides of each digit count (the encoder writes numbers below 1000 its own way)
 KEYS = [b"k", b"x" * 9, b"x" * 10, b"y" * 99, b"y" * 100, b"z" * 999, b"z" * 1000, b"{a}" + b"z" * 120]
 TOKENS = [b"t", b"0123456789" * 3, b"q" * 100]
-TTLS = [0, 1, 9, 10, 99, 100, 999, 1000, 10000, 2 ** 40]
+TTLS = [0, 1, 9, 10, 99, 100, 101, 999, 1000, 1001, 9999, 10000, 10010, 99999, 100000, 123456, 1234567, 2 ** 40,
+        2 ** 63 - 1]
 
 
 @pytest.fixture

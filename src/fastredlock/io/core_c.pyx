@@ -49,6 +49,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.mem cimport PyMem_Free
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport PyObject
 
 import os
 
@@ -75,6 +76,11 @@ from .cluster import refresh
 
 __all__ = ["Core", "Health", "Round", "encode_command", "COOLDOWN", "MAX_COOLDOWN", "MAX_BULK",
            "MAX_LINE", "MAX_OWED", "STALE_AFTER"]
+
+cdef extern from "Python.h":
+    # (borrowed forms, for a bytes the caller holds: no reference counting around them)
+    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o) nogil
+    char *_bytes_data "PyBytes_AS_STRING"(PyObject *o) nogil
 
 cdef extern from "core_c_sys.h":
     double frl_now() nogil
@@ -659,8 +665,12 @@ cdef class Core(Driver):
 
     cdef inline bint _wants_write(self, Py_ssize_t i, Link link) except -1:
         """Whether master ``i``'s socket must be watched for writability (connect, bytes to send)."""
-        if not self._is_tls[i]:
+        if not self._is_tls[i]:  # (small enough to be inlined where it is called: TLS goes out of line)
             return PyBytes_GET_SIZE(link.out) != 0 or link.connecting
+        return self._wants_write_tls(i, link)
+
+    cdef bint _wants_write_tls(self, Py_ssize_t i, Link link) except -1:
+        """:meth:`_wants_write` for a TLS link."""
         if self._ssl[i] != NULL and not self._backlog[i]:
             return PyBytes_GET_SIZE(link.out) != 0
         tls = self._tls[i]
@@ -687,12 +697,61 @@ cdef class Core(Driver):
             self._read(i)
         return 0
 
+    cdef _send_round(self):
+        """:meth:`Driver._send_round` in C: each link's usual write (:meth:`_send_plain`) in place,
+        anything else by :meth:`carry_out`; with Sentinel masters, the driver's order."""
+        cdef list links = self._links
+        cdef Py_ssize_t i
+        if self._sentinels:
+            Driver._send_round(self)
+            return
+        for i in range(len(links)):
+            if not self._send_plain(i, <Link>links[i]):
+                self.carry_out(i)
+
+    cdef inline bint _send_plain(self, Py_ssize_t i, Link link) except -1:
+        """The usual write: an open plain socket, nothing to close or open first, one send of
+        ``out`` (what :meth:`carry_out`'s loop does first, in more steps). True: done (all sent,
+        part of it, nothing to send, or the socket full); False: not the usual case, or the send
+        failed (reported): carry_out's loop takes over."""
+        cdef PyObject *out
+        cdef ssize_t sent
+        cdef Py_ssize_t size
+        if link.closing or link.opening or link.connecting or self._is_tls[i] or self._fds[i] < 0:
+            return False
+        out = <PyObject *>link.out  # (borrowed: nothing below runs Python code before it is sent)
+        size = _bytes_size(out)
+        if size == 0:
+            return True
+        sent = send(self._fds[i], _bytes_data(out), <size_t>size, MSG_NOSIGNAL)
+        if sent == size:
+            link.out = _EMPTY
+            return True
+        # (the rest out of line, so that this stays small enough for the C compiler to inline)
+        return self._sent_part(i, link, sent, errno if sent < 0 else 0)
+
+    cdef bint _sent_part(self, Py_ssize_t i, Link link, ssize_t sent, int err) except -1:
+        """:meth:`_send_plain` where the socket took part of ``out`` (``sent`` bytes), or the send
+        failed (``sent`` < 0, ``errno`` ``err``)."""
+        if sent >= 0:
+            link.out = link.out[sent:]
+            return True
+        if err == EINTR:
+            PyErr_CheckSignals()
+            return False
+        if frl_would_block(err):
+            return True
+        self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
+        return False
+
     cpdef carry_out(self, Py_ssize_t i):
         """Carry out what link ``i`` asks for: close, open, write."""
         cdef Link link = <Link>self._links[i]
         cdef ssize_t sent
         cdef Py_ssize_t size
         cdef int err
+        if self._send_plain(i, link):
+            return
         while True:
             if link.closing:
                 link.closing = False

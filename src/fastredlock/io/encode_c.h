@@ -3,23 +3,37 @@
 #define FASTREDLOCK_ENCODE_C_H
 #include <string.h>
 #include <Python.h>
+/* "00" "01" ... "99": two decimal digits at once. */
+static const char frl_digits2[201] =
+    "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+    "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
 /* Decimal digits of v (may be negative) at p; returns the length (at most 20). The lengths and
-   counts of RESP are almost always below 1000: written without a division. */
+   counts of RESP are almost always below 1000: written without a loop; larger numbers (a TTL in
+   milliseconds) two digits per division. */
 static inline Py_ssize_t frl_fmt_ll(char *p, long long v) {
     char tmp[24];
-    Py_ssize_t n = 0, len = 0;
+    Py_ssize_t n = 24, len = 0;
     unsigned long long u;
+    unsigned int r;
     if (v >= 0 && v < 1000) {
         unsigned int w = (unsigned int)v;
         if (w < 10) { p[0] = (char)('0' + w); return 1; }
-        if (w < 100) { p[0] = (char)('0' + w / 10); p[1] = (char)('0' + w % 10); return 2; }
-        p[0] = (char)('0' + w / 100); p[1] = (char)('0' + (w / 10) % 10); p[2] = (char)('0' + w % 10);
+        if (w < 100) { p[0] = frl_digits2[2 * w]; p[1] = frl_digits2[2 * w + 1]; return 2; }
+        r = w % 100;
+        p[0] = (char)('0' + w / 100); p[1] = frl_digits2[2 * r]; p[2] = frl_digits2[2 * r + 1];
         return 3;
     }
-    u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do { tmp[n++] = (char)('0' + (int)(u % 10)); u /= 10; } while (u);
-    if (v < 0) p[len++] = '-';
-    while (n) p[len++] = tmp[--n];
+    if (v < 0) { p[len++] = '-'; u = 0ULL - (unsigned long long)v; }
+    else u = (unsigned long long)v;
+    while (u >= 100) {
+        r = (unsigned int)(u % 100);
+        u /= 100;
+        n -= 2; tmp[n] = frl_digits2[2 * r]; tmp[n + 1] = frl_digits2[2 * r + 1];
+    }
+    if (u >= 10) { n -= 2; tmp[n] = frl_digits2[2 * u]; tmp[n + 1] = frl_digits2[2 * u + 1]; }
+    else tmp[--n] = (char)('0' + u);
+    while (n < 24) p[len++] = tmp[n++];
     return len;
 }
 

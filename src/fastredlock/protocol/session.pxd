@@ -93,7 +93,8 @@ cdef class Session:
     cdef public Py_ssize_t undecided    # keys neither at quorum OKs nor past n - quorum others (early_now)
     cdef public object modes            # per master, its health mode at begin; None: all HEALTHY
 
-    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, link=Link, fresh_deadline=double, j=Py_ssize_t, links=list, idx=Py_ssize_t,
+                   outcomes=list, pending=object)
     cpdef begin(self, int kind, Py_ssize_t k, Py_ssize_t rows, bytes payload, bint script, object make_fallbacks,
                 object ttls_ms, bint wait, double now, object native=*)
     @cython.locals(link=Link)
@@ -102,8 +103,10 @@ cdef class Session:
     cdef _map_failed(self, Py_ssize_t i, double now)
     @cython.locals(unrouted=list, j=Py_ssize_t, i=Py_ssize_t)
     cdef _route(self, double now)
-    @cython.locals(mode=int, j=Py_ssize_t, cmds=list)
+    @cython.locals(mode=int, j=Py_ssize_t, cmds=list, usual=bint)
     cdef _start(self, Link link, double deadline)
+    @cython.locals(native=tuple, form=tuple, cap=int)
+    cdef bint _first_form(self, Link link) except -1
     @cython.locals(cmds=list, cap=int, form=tuple, native=tuple, f=Py_ssize_t)
     cdef bint _choose(self, Link link) except -1
     @cython.locals(j=Py_ssize_t)

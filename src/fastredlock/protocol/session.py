@@ -180,7 +180,13 @@ class Session:
         self.make_fallbacks = make_fallbacks if script else None
         self.native = native
         self.ttls_ms = ttls_ms
-        self.outcomes = [PENDING] * (rows * n)
+        outcomes = self.outcomes
+        if len(outcomes) == rows * n:  # (the last round's shape: its list is reused, nobody else holds it)
+            pending = PENDING
+            for idx in range(rows * n):
+                outcomes[idx] = pending
+        else:
+            self.outcomes = [PENDING] * (rows * n)
         self.details = None
         # the fence counters, or what a read returned
         self.values = [None] * (rows * n) if kind == KIND_FENCED or kind == KIND_READ else None
@@ -196,7 +202,7 @@ class Session:
         self.swept = -1.0
         self.decided_at = now
         self.io_deadline = now + self.io_timeout
-        self.modes = self.health.modes(now)
+        self.modes = None if not self.health.n_cooling else self.health.modes(now)  # (modes' own first test)
         fresh_deadline = self.io_deadline + self.connect_timeout
         if self.routing is not None:
             self._route(now)
@@ -253,6 +259,36 @@ class Session:
 
     def _start(self, link, deadline):
         """Queue this round's commands on one link (opening it if needed), or skip it."""
+        if link.open and link.cmds is None and self.modes is None:
+            # The usual case: a plain master, every one healthy, its connection open, sent the
+            # round's first native form (its master runs it) or the round's own commands (no
+            # EVAL). What the general path below (and _choose) does there, in fewer steps.
+            if self.native is not None and link.caps:
+                usual = self._first_form(link)
+            elif not link.noscripts and (self.make_fallbacks is None
+                                         or ((self.wait or link.loaded) and not link.use_eval)):
+                link.kind = self.kind
+                link.native = 0
+                link.payload = self.payload
+                usual = True
+            else:
+                usual = False
+            if usual:
+                link.head = 0  # (link.expect(k))
+                link.end = self.k
+                if link.requeued is not None:
+                    link.requeued = None
+                link.got_data = False
+                link.best_effort = False
+                link.waited = self.wait
+                if link.waking is not None:
+                    link.waking = None
+                link.out = link.payload
+                link.skip = -1
+                link.reused = True
+                link.deadline = self.io_deadline
+                link.polled = True
+                return
         mode = HEALTHY if self.modes is None else self.modes[link.master]
         cmds = link.cmds
         link.kind = self.kind
@@ -299,6 +335,21 @@ class Session:
             link.reused = True
             link.deadline = self.io_deadline
         link.polled = True
+
+    def _first_form(self, link):
+        """Where ``link``'s master runs the round's first native form (what :meth:`_choose` would
+        then send), choose it: True. False: nothing chosen."""
+        native = self.native
+        if not native:
+            return False
+        form = native[0]
+        cap = form[0]
+        if not link.caps & cap:
+            return False  # (another form, or none: _choose looks at them all)
+        link.payload = form[1]
+        link.kind = form[2]
+        link.native = cap
+        return True
 
     def _choose(self, link):
         """Choose what this round writes on ``link`` (its master's capabilities known, or not yet:
