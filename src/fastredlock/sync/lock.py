@@ -138,22 +138,26 @@ class Lock(LockBase):
     def _release_lean(self, wait: Optional[bool]) -> None:
         """:meth:`release` of a plain lock's own acquisition (the hot path; a C call from
         ``release`` and from the end of a ``with`` block)."""
-        token = self._release_begin()
-        if not self._executor.release_waits(wait):
-            executor = self._executor
-            try:
+        held = self.token  # (None: not held, and _release_begin raises)
+        executor = self._executor
+        try:
+            token = self._release_begin()
+            if not executor.release_waits(wait):
                 rnd = executor.release_unwaited(self.key, token, self._carrier, self._unwaited_report,
                                                 self._acquired_at, self._was_lost)
-            except BaseException:  # a signal mid-write: send it again, waited, before the exception goes on
-                _again(executor, Release(self.key, token, None))
-                raise
+                got = None
+            else:
+                got = executor.release_lean(self.key, token, self._carrier)  # (a C call: typed field)
+        except BaseException:
+            # A signal mid-round or mid-write, or once the handle had let go of its token but before
+            # the round began (nothing else would send it then): send it again, waited, before the
+            # exception goes on. (The token still on the handle: the caller's _abandon sends it.)
+            if held is not None and self.token is None:
+                _again(executor, Release(self.key, held, None))
+            raise
+        if got is None:
             self._unwaited_written(rnd)
             return
-        try:
-            got = self._executor.release_lean(self.key, token, self._carrier)  # (a C call: typed field)
-        except BaseException:  # a signal mid-round: send it again before the exception goes on
-            _again(self._executor, Release(self.key, token, None))
-            raise
         if type(got) is tuple:  # (round, ok) of a round shared with other threads
             rnd, ok = got
         else:
