@@ -747,9 +747,6 @@ cdef class Core(Driver):
     cpdef carry_out(self, Py_ssize_t i):
         """Carry out what link ``i`` asks for: close, open, write."""
         cdef Link link = <Link>self._links[i]
-        cdef ssize_t sent
-        cdef Py_ssize_t size
-        cdef int err
         if self._send_plain(i, link):
             return
         while True:
@@ -778,21 +775,11 @@ cdef class Core(Driver):
                 if self._send_tls(i, link):
                     continue
                 return
-            size = PyBytes_GET_SIZE(link.out)
-            if size == 0 or link.connecting or self._fds[i] < 0:
+            if link.connecting or self._fds[i] < 0:
                 return
-            sent = send(self._fds[i], PyBytes_AS_STRING(link.out), <size_t>size, MSG_NOSIGNAL)
-            if sent < 0:
-                err = errno
-                if err == EINTR:
-                    PyErr_CheckSignals()
-                    continue
-                if frl_would_block(err):
-                    return
-                self._session.io_failed(i, _os_strerror(err), _stale(err), frl_now())
-                continue
-            link.out = _EMPTY if sent == size else link.out[sent:]
-            return
+            if self._send_plain(i, link):
+                return
+            # (not sent: interrupted, or failed and reported: the link asks again)
 
     cdef bint _send_tls(self, Py_ssize_t i, Link link) except -1:
         """Send what a TLS link has to send (handshake records, or its ``out`` encrypted); True
