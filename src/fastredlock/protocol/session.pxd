@@ -167,6 +167,7 @@ cdef class Session:
     cdef inline bint _answer(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cpdef int answer_head(self, Link link, int code, object value, bint last, double now) except -1
+    cdef inline bint _voting_says(self, Link link, int code, bint retried, double now) except -1
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef inline bint _settle_cmd(self, Link link, int code, object detail, object value, double now) except -1
     @cython.locals(entry=Owed, wake=Owed, rows=Py_ssize_t, row=Py_ssize_t, codes=list, mark=int)

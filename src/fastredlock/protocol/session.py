@@ -890,8 +890,7 @@ class Session:
         link.head = j + 1  # (pop_cmd)
         link.got_data = True
         detail = None
-        if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
-                                 or (code == NO and link.retried)):
+        if self.acquisition and self._voting_says(link, code, link.retried, now):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
         if last and link.head >= link.end and link.requeued is None:  # drained: every command answered
             if self.in_round and self.k and link.polled:
@@ -907,14 +906,19 @@ class Session:
             self._record(j, i, code, detail, value)
         self._stamp(now)
 
+    def _voting_says(self, link, code, retried, now):
+        """Whether restart-aware voting has a say in this answer to an acquisition on ``link``: an
+        OK from a master not trusted yet, or a NO to a SET sent again (``retried``); its
+        ``acquisition_outcome`` then gives the outcome."""
+        return (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and retried)
+
     def _settle_cmd(self, link, code, detail, value, now):
         """Record the answer to this round's next command on ``link``; False if it closed the link."""
         i = link.master
         j = link.pop_cmd()
         if link.cmds is not None:
             j = link.cmds[j]
-        if self.acquisition and ((code == OK and link.clock.untrusted(now, self.restart_grace_ms))
-                                 or (code == NO and link.retried)):
+        if self.acquisition and self._voting_says(link, code, link.retried, now):
             code, detail = link.clock.acquisition_outcome(code, detail, link.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             # A reply of the wrong shape: the connection is out of step with its requests.
@@ -1006,8 +1010,7 @@ class Session:
         entry = owed[0]
         del owed[0]  # compiled: a C call (pop(0) is a method call)
         i = link.master
-        if is_acquisition(entry.kind) and (
-                (code == OK and link.clock.untrusted(now, self.restart_grace_ms)) or (code == NO and entry.retried)):
+        if is_acquisition(entry.kind) and self._voting_says(link, code, entry.retried, now):
             code, detail = link.clock.acquisition_outcome(code, detail, entry.retried, now, self.restart_grace_ms)
         if code == PROTOCOL_ERROR:
             settle_sink(entry.sink, i, code, detail, None)
