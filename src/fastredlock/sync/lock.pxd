@@ -8,7 +8,7 @@ from ..handles.lock cimport LockBase
 cdef class Lock(LockBase):
     @cython.locals(tok=object, first=object)
     cpdef bint acquire(self, bint blocking=*, object timeout=*, object token=*) except -1
-    @cython.locals(ok=bint)
+    @cython.locals(ok=bint, waits=bint)
     cpdef _release_lean(self, object wait)
 
 @cython.locals(executor=Executor)

@@ -142,12 +142,12 @@ class Lock(LockBase):
         executor = self._executor
         try:
             token = self._release_begin()
-            if not executor.release_waits(wait):
-                rnd = executor.release_unwaited(self.key, token, self._carrier, self._unwaited_report,
-                                                self._acquired_at, self._was_lost)
-                got = None
-            else:
+            waits = executor.release_waits(wait)
+            if waits:
                 got = executor.release_lean(self.key, token, self._carrier)  # (a C call: typed field)
+            else:
+                got = executor.release_unwaited(self.key, token, self._carrier, self._unwaited_report,
+                                                self._acquired_at, self._was_lost)
         except BaseException:
             # A signal mid-round or mid-write, or once the handle had let go of its token but before
             # the round began (nothing else would send it then): send it again, waited, before the
@@ -155,8 +155,8 @@ class Lock(LockBase):
             if held is not None and self.token is None:
                 _again(executor, Release(self.key, held, None))
             raise
-        if got is None:
-            self._unwaited_written(rnd)
+        if not waits:
+            self._unwaited_written(got)
             return
         if type(got) is tuple:  # (round, ok) of a round shared with other threads
             rnd, ok = got
