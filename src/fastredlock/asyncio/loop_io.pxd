@@ -1,6 +1,7 @@
 # Compiled with Cython for the C build (pure-Python mode: loop_io.py is the source): the event
 # loop's callbacks read and write the LoopCore's fields as C struct members.
 cimport cython
+from ..protocol.driver cimport Driver
 
 cdef extern from *:
     """
@@ -52,6 +53,8 @@ cdef class _Run:
 @cython.final
 cdef class LoopCore:
     cdef public object core  # the core driven (either I/O twin); its on_close is _forget; set once
+    cdef Driver _c  # core, where it is the compiled twin (its calls are then C calls); else None
+    cdef dict _ops  # operation name -> the core's bound method (begin looks each up once)
     cdef public object loop  # the event loop whose callbacks drive the core; set once
     cdef Py_ssize_t _changes  # the core's open/close count at the last readers' sync; -1: resync
     cdef dict _readers  # master index -> fd with a reader callback (every open socket)
@@ -88,3 +91,9 @@ cdef class LoopCore:
     @cython.locals(timer_at=double)
     cdef _arm(self, double at)
     cdef _wake(self)
+    cdef _start_call(self, object method, tuple args)
+    cdef int _ready(self, Py_ssize_t i, bint readable, bint writable) except -1
+    cdef double _next_deadline(self) except? -3.0
+    cdef double _owed_deadline(self) except? -3.0
+    cdef list _finish(self)
+    cdef tuple _watched(self)

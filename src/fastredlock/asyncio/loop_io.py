@@ -23,6 +23,8 @@ import select
 from asyncio.selector_events import BaseSelectorEventLoop
 from typing import Any, Dict, List, Optional, Set
 
+from ..protocol.driver import Driver
+
 try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
     import cython
     _BUILT = cython.compiled
@@ -266,8 +268,10 @@ class LoopCore:
 
     def __init__(self, core: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.core = core
+        self._c: Optional[Driver] = core if isinstance(core, Driver) else None
         self.loop = loop
         self._changes = -1                 # the core's socket open/close count when last synced
+        self._ops: Dict[str, Any] = {}     # operation name -> the core's bound method
         self._readers: Dict[int, int] = {}  # master -> fd with a reader callback
         self._writers: Dict[int, int] = {}  # master -> fd with a writer callback
         self._round: Optional[_Run] = None   # set while a round runs
@@ -309,7 +313,10 @@ class LoopCore:
         if self.closed:
             raise RuntimeError("this Redlock client is closed")
         core = self.core
-        core.start(run.op, *run.args)
+        method = self._ops.get(run.op)
+        if method is None:
+            method = self._ops[run.op] = getattr(core, run.op)
+        self._start_call(method, run.args)
         self._round = run
         try:
             self._rewatch()  # may already end it
@@ -322,13 +329,13 @@ class LoopCore:
         :meth:`take_cancelled`."""
         self._round = None
         core = self.core
-        rounds = core.finish()
+        rounds = self._finish()
         if self._writers:
             self._rewatch()
         else:
             # Nothing to unwatch: a socket the round's end closed was forgotten as it closed
             # (_forget), and the next start or reader callback resyncs the readers.
-            self._arm(core.owed_deadline())
+            self._arm(self._owed_deadline())
             if self._waiters:
                 self._wake()
         if run.cancelled_by is not None and self._cancelled is None:
@@ -339,7 +346,7 @@ class LoopCore:
         """The client is closing, or something broke: end the round (what was not answered stays
         owed) and close the connections, whose replies could be out of step now."""
         self._round = None
-        self.core.finish()
+        self._finish()
         if not self.closed:
             self.core.close()
             self._rewatch()
@@ -354,7 +361,7 @@ class LoopCore:
         """Return after the next read or deadline sweep between rounds (stragglers' answers)."""
         fut = self.loop.create_future()
         self._waiters.append(fut)
-        self._arm(self.core.owed_deadline())
+        self._arm(self._owed_deadline())
         await fut
 
     def close(self) -> None:
@@ -372,7 +379,7 @@ class LoopCore:
     # --- what the loop sees -----------------------------------------------------------------------
     def _on_readable(self, i: int) -> None:
         try:
-            code = self.core.ready(i, True, False)
+            code = self._ready(i, True, False)
         except BaseException as exc:  # a bug or an OSError: the round must not hang on it
             self._fail(exc)
             return
@@ -390,7 +397,7 @@ class LoopCore:
             for fd, _ in self._ep.poll(0):
                 i = self._index.get(fd, -1)
                 if i >= 0:
-                    code |= self.core.ready(i, True, False)
+                    code |= self._ready(i, True, False)
         except BaseException as exc:  # a bug or an OSError: the round must not hang on it
             self._fail(exc)
             return
@@ -403,7 +410,7 @@ class LoopCore:
 
     def _on_writable(self, i: int) -> None:
         try:
-            self.core.ready(i, False, True)
+            self._ready(i, False, True)
         except BaseException as exc:
             self._fail(exc)
             return
@@ -420,7 +427,7 @@ class LoopCore:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = -1.0
-        if self._round is None and self.core.owed_deadline() < 0.0:
+        if self._round is None and self._owed_deadline() < 0.0:
             return  # set for a round that ended in time: nothing is due
         try:
             if self._round is not None:
@@ -448,7 +455,7 @@ class LoopCore:
         """After anything the core did: readers on its open sockets, writers where the round waits
         to write, the timer on the next deadline; resolve the round when it is over."""
         core = self.core
-        changes, writing = core.watched()
+        changes, writing = self._watched()
         if changes != self._changes:
             self._changes = changes
             self._watch_readers(core.fds())
@@ -456,13 +463,13 @@ class LoopCore:
             self._watch_writers(core.fds(), set(writing) if self._round is not None else set())
         turn = self._round
         if turn is not None:
-            first = core.next_deadline()
+            first = self._next_deadline()
             if first < 0.0:
                 turn.end_with(None)  # resumed by the callback that called this (_resume), or not
                 return              # awaited yet
             self._arm(first)
         else:
-            self._arm(core.owed_deadline())
+            self._arm(self._owed_deadline())
             if self._waiters:
                 self._wake()
 
@@ -560,6 +567,38 @@ class LoopCore:
             self._timer.cancel()
         self._timer_at = at
         self._timer = self.loop.call_later(max(0.0, at - self.core.now()), self._on_timer)
+
+    # --- the core's calls each round: C calls where the core is the compiled twin ---------------------
+    def _start_call(self, method: Any, args: tuple) -> None:
+        if self._c is not None:
+            self._c.start_call(method, args)
+        else:
+            self.core.start_call(method, args)
+
+    def _ready(self, i: int, readable: bool, writable: bool) -> int:
+        if self._c is not None:
+            return self._c.ready(i, readable, writable)
+        return self.core.ready(i, readable, writable)  # type: ignore[no-any-return]
+
+    def _next_deadline(self) -> float:
+        if self._c is not None:
+            return self._c.next_deadline()
+        return self.core.next_deadline()  # type: ignore[no-any-return]
+
+    def _owed_deadline(self) -> float:
+        if self._c is not None:
+            return self._c.owed_deadline()
+        return self.core.owed_deadline()  # type: ignore[no-any-return]
+
+    def _finish(self) -> List[Any]:
+        if self._c is not None:
+            return self._c.finish()
+        return self.core.finish()  # type: ignore[no-any-return]
+
+    def _watched(self) -> tuple:
+        if self._c is not None:
+            return self._c.watched()
+        return self.core.watched()  # type: ignore[no-any-return]
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []

@@ -50,6 +50,12 @@ cdef class Driver:
     cdef _tidy(self)
     @cython.locals(session=Session, code=int)
     cpdef int ready(self, Py_ssize_t i, bint readable, bint writable) except -1
+    # what an event loop's driver (asyncio.loop_io) calls every round, as C calls
+    cpdef start_call(self, object method, tuple args)
+    cpdef tuple watched(self)
+    cpdef double next_deadline(self) except? -3.0
+    cpdef list finish(self)
+    cpdef double owed_deadline(self) except? -3.0
     @cython.locals(links=list, i=Py_ssize_t, link=Link)
     cpdef sweep(self)
     @cython.locals(session=Session, end=double, due=double, now=double)

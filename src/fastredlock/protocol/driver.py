@@ -281,11 +281,16 @@ class Driver:
         :meth:`ready`, calls :meth:`overdue` once :meth:`next_deadline` has passed, and
         :meth:`finish` (which returns the operation's rounds) when ``next_deadline()`` is -1.0.
         """
+        self.start_call(getattr(self, op), args)
+
+    def start_call(self, method, args):
+        """:meth:`start` with the operation as a bound method of this core and its arguments as a
+        tuple: an event loop's driver looks each operation up once, not once per round."""
         if self._session.in_round:
             raise RuntimeError("this core is already running a round")
         self._stepped = True
         try:
-            getattr(self, op)(*args)
+            method(*args)
         finally:
             self._stepped = False
 
