@@ -17,6 +17,7 @@ released behind it (cancelled in a release, the release still goes out).
 from __future__ import annotations
 
 import asyncio
+from asyncio import get_running_loop  # (a module global: one lookup fewer per round)
 import logging
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
@@ -114,7 +115,7 @@ class AsyncExecutor:
 
     # --- the loop this client belongs to -----------------------------------------------------------
     def _bind(self) -> LoopCore:
-        loop = asyncio.get_running_loop()
+        loop = get_running_loop()
         if self._loop_core is not None and self._loop is loop:
             return self._loop_core
         if self._closed:

@@ -607,6 +607,13 @@ cdef class Core(Driver):
                 writing.append(i)
         return () if writing is None else tuple(writing)
 
+    cpdef bint any_writing(self) except -1:
+        cdef Py_ssize_t i
+        for i in range(self._link_count):
+            if self._fds[i] >= 0 and self._wants_write(i, <Link>self._links[i]):
+                return True
+        return False
+
     def fds(self):
         """The open sockets' fds by master (-1: none)."""
         return [self._fds[i] for i in range(self._link_count)]

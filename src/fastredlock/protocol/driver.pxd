@@ -26,6 +26,7 @@ cdef class Driver:
     cpdef wait_and_serve(self, double wait_ms)
     cpdef bint is_open(self, Py_ssize_t i) except -1
     cpdef tuple writing(self)
+    cpdef bint any_writing(self) except -1
     cpdef bint asks_sentinels(self, Py_ssize_t i) except -1
     cpdef refresh_routes(self, double now)
     cpdef run_script(self, int kind, object sha, object script, object args, long long ttl_ms, bint wait)

@@ -105,6 +105,11 @@ class Driver:
         yet), as a tuple: empty almost always."""
         raise NotImplementedError
 
+    def any_writing(self):
+        """Whether some link's open socket waits to be written to (``writing()`` is not empty);
+        a twin may answer without building the tuple."""
+        return len(self.writing()) != 0
+
     def asks_sentinels(self, i):
         """Whether link ``i`` asks its sentinels where its master is before it connects."""
         raise NotImplementedError
@@ -321,7 +326,7 @@ class Driver:
             code |= READY_IDLE
         elif session.next_deadline() < 0.0:
             code |= READY_OVER
-        if self._opened != self._seen or len(self.writing()) != 0:
+        if self._opened != self._seen or self.any_writing():
             code |= READY_WATCH
         return code
 
