@@ -17,6 +17,7 @@ import pytest
 from fastredlock import LockNotAcquiredError, QuorumUnreachableError
 from fastredlock.asyncio import Redlock
 from fastredlock.testing import start_masters
+from fastredlock.testing.net import blackhole_address
 
 from _checks import library_warnings
 
@@ -44,6 +45,27 @@ def test_nothing_listening_raises_naming_the_masters(arun, core, dead_urls, capl
     warned = library_warnings(caplog)
     assert len(warned) == 2, [r.getMessage() for r in warned]  # one per acquisition
     assert all("no quorum of masters is reachable" in r.getMessage() for r in warned)
+
+
+def test_a_master_whose_failure_comes_after_the_decision_is_named(arun, core, dead_urls):
+    """As in the sync client: the raising attempt is decided at once (two refusals) while the
+    third master's connect hangs; the error awaits that connect's timeout and names all three."""
+    with blackhole_address() as hole:
+        urls = dead_urls[:2] + ["redis://%s:%d" % hole]
+
+        async def main():
+            async with Redlock(urls, core=core, unreachable_timeout=0, connect_timeout=0.2) as dlm:
+                with pytest.raises(QuorumUnreachableError) as caught:
+                    await dlm.lock("orders:42", ttl=10.0).acquire()
+            return caught.value
+
+        started = time.monotonic()
+        error = arun(main())
+    assert time.monotonic() - started < 3.0
+    labels = tuple(u[len("redis://"):] for u in urls)
+    assert error.unreachable == labels
+    assert [o.outcome for o in error.outcomes] == ["connection error", "connection error", "timeout"]
+    assert f"3 of 3 masters unreachable: {', '.join(labels)};" in str(error)
 
 
 def test_held_lock_is_waited_for_past_the_unreachable_bound(arun, core, masters, name, caplog):

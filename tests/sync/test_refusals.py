@@ -11,7 +11,9 @@
 """
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 import time
 
@@ -20,8 +22,10 @@ import pytest
 import fastredlock
 from fastredlock import LockNotAcquiredError, QuorumUnreachableError
 from fastredlock.testing import start_masters
+from fastredlock.testing.net import blackhole_address
 
 from _checks import library_warnings
+from _ports import refused
 
 
 def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplog):
@@ -54,6 +58,43 @@ def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplo
     # logged at the first attempt, not at the end
     assert warned[0].created - started_wall < 1.0
     print(f"[{core}] nothing listening: QuorumUnreachableError after {took:.2f}s")
+
+
+def test_dead_urls_stay_refused_while_the_test_runs(dead_urls):
+    """The fixture holds its ports for the test: a server started meanwhile (another test's or
+    another xdist worker's, on a port from ``bind(0)``, with ``SO_REUSEADDR`` as redis-server sets
+    it) cannot take one and answer. A CI run saw that: a "dead" master answered during the wait,
+    and the error rightly did not name it."""
+    for url in dead_urls:
+        port = int(url.rsplit(":", 1)[1])
+        assert refused(port)
+        for reuse in (False, True):
+            with socket.socket() as server, pytest.raises(OSError) as caught:
+                if reuse:
+                    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                server.bind(("127.0.0.1", port))
+            assert caught.value.errno == errno.EADDRINUSE
+
+
+def test_a_master_whose_failure_comes_after_the_decision_is_named(dead_urls, core):
+    """The raising attempt is decided at once (two refusals: no quorum possible) while the third
+    master's connect still hangs (its SYN dropped): the error waits for that connect's timeout
+    (``connect_timeout``) and names all three; message and ``unreachable`` agree."""
+    with blackhole_address() as hole:
+        urls = dead_urls[:2] + ["redis://%s:%d" % hole]
+        dlm = fastredlock.Redlock(urls, core=core, unreachable_timeout=0, connect_timeout=0.2)
+        started = time.monotonic()
+        try:
+            with pytest.raises(QuorumUnreachableError) as caught:
+                dlm.lock("orders:42", ttl=10.0).acquire()
+        finally:
+            dlm.close()
+    assert time.monotonic() - started < 3.0
+    error = caught.value
+    labels = tuple(u[len("redis://"):] for u in urls)
+    assert error.unreachable == labels
+    assert [o.outcome for o in error.outcomes] == ["connection error", "connection error", "timeout"]
+    assert f"3 of 3 masters unreachable: {', '.join(labels)};" in str(error)
 
 
 def test_unreachable_timeout_sets_the_bound_and_a_timeout_ending_first_returns_false(dead_urls, make_client,
