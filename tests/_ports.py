@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 import socket
 import threading
-from typing import IO, List
+from contextlib import contextmanager
+from typing import IO, Iterator, List
 
 
 def free_block(count: int) -> int:
@@ -30,6 +31,24 @@ def free_block(count: int) -> int:
             for probe in probes:
                 probe.close()
     raise AssertionError(f"no {count} consecutive free ports found")
+
+
+@contextmanager
+def dead_ports(count: int) -> Iterator[List[int]]:
+    """``count`` distinct loopback ports where a connection is refused, for as long as the block
+    runs: each is held by a socket bound without listening (and without ``SO_REUSEADDR``), so the
+    kernel answers a connect with a reset, and no server started meanwhile (another test's master,
+    another xdist worker's, all on ports from ``bind(("127.0.0.1", 0))``) can take it. A port
+    probed and let go at once could be taken by such a server during the test: its master then
+    answers, and a test of refusals sees it up."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        yield [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def refused(port: int) -> bool:

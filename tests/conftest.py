@@ -42,6 +42,8 @@ from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.testing import find_server, make_certs, server_version, start_masters
 from fastredlock.testing.tls import tls_server, tls_unsupported
 
+from _ports import dead_ports
+
 #: The cores the ``core`` fixture runs: both, unless ``FASTREDLOCK_TEST_CORES`` names some (``.ci/run``
 #: runs the server-sensitive suites on the other servers with the Cython core alone: both twins send
 #: the same bytes, built by one protocol, and both run on the first server; the 20-minute budget).
@@ -211,28 +213,18 @@ def keys_on():
 
 @pytest.fixture
 def dead_port():
-    """A loopback port nothing listens on (connection refused)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on (connection refused), held for the test (see
+    ``_ports.dead_ports``: no server started meanwhile can take it)."""
+    with dead_ports(1) as ports:
+        yield ports[0]
 
 
 @pytest.fixture
 def dead_urls():
-    """Three loopback URLs nothing listens on (connection refused): three ports held at once, so
-    they differ."""
-    import socket
-
-    probes = [socket.socket() for _ in range(3)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [f"redis://127.0.0.1:{probe.getsockname()[1]}" for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
+    """Three loopback URLs nothing listens on (connection refused), distinct, their ports held for
+    the test (see ``_ports.dead_ports``: no server started meanwhile can take one and answer)."""
+    with dead_ports(3) as ports:
+        yield [f"redis://127.0.0.1:{port}" for port in ports]
 
 
 # --- TLS masters --------------------------------------------------------------------------------

@@ -74,8 +74,10 @@ class QuorumUnreachableError(LockNotAcquiredError):
     seconds in a row (a :class:`fastredlock.Redlock` option, default 5), every attempt found so
     many masters down (connection refused or broken, a TLS or Sentinel failure, no answer in time,
     cooling down) that no quorum was possible: down is not held, so it does not wait for ever.
-    ``unreachable`` names those masters. A lock held by someone else never raises it: the
-    acquisition waits for it as ``threading.Lock`` does.
+    ``unreachable`` names those masters (the message too): answers of the last attempt still due
+    when it was decided are waited for first, up to their deadlines, so each master that failed is
+    named; a master that answered, whatever it said, is not. A lock held by someone else never
+    raises it: the acquisition waits for it as ``threading.Lock`` does.
     """
 
     def __init__(
@@ -85,7 +87,8 @@ class QuorumUnreachableError(LockNotAcquiredError):
         outcomes: Sequence[MasterOutcome] = (),
         unreachable: Sequence[str] = (),
     ) -> None:
-        #: The masters that could not be reached in the last attempt, as configured.
+        #: The masters that could not be reached in the last attempt, as configured (its answers
+        #: still due when it was decided were waited for, up to their deadlines).
         self.unreachable: Tuple[str, ...] = tuple(unreachable)
         super().__init__(message, name, outcomes)
 

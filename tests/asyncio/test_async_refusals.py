@@ -16,7 +16,7 @@ import pytest
 
 from fastredlock import LockNotAcquiredError, QuorumUnreachableError
 from fastredlock.asyncio import Redlock
-from fastredlock.testing import start_masters
+from fastredlock.testing import FaultProxy, start_masters
 
 from _checks import library_warnings
 
@@ -44,6 +44,80 @@ def test_nothing_listening_raises_naming_the_masters(arun, core, dead_urls, capl
     warned = library_warnings(caplog)
     assert len(warned) == 2, [r.getMessage() for r in warned]  # one per acquisition
     assert all("no quorum of masters is reachable" in r.getMessage() for r in warned)
+
+
+def test_a_master_whose_answer_is_still_due_when_the_attempt_is_decided_is_named(arun, core, dead_urls, masters,
+                                                                                 name):
+    """As in the sync client: the raising attempt is decided at once (two masters refuse) while the
+    third, behind a proxy that now drops its replies, owes its answer; the error awaits that
+    answer's deadline (``io_timeout``) and names all three."""
+    with FaultProxy(masters[0]) as proxy:
+        urls = dead_urls[:2] + [proxy.url]
+
+        async def main():
+            async with Redlock(urls, core=core, unreachable_timeout=0, io_timeout=0.2, restart_aware=False) as dlm:
+                assert await dlm.lock(name, ttl=2.0).acquire(blocking=False) is False  # the third's connection is up
+                proxy.blackhole("down")
+                started = time.monotonic()
+                lock = dlm.lock(name, ttl=2.0)
+                with pytest.raises(QuorumUnreachableError) as caught:
+                    await lock.acquire()
+                return caught.value, time.monotonic() - started, lock.key
+
+        error, took, key = arun(main())
+        _released_behind(masters[0], key)  # (while the proxy still passes requests on)
+    assert 0.1 <= took < 3.0  # it waited for the third master's deadline
+    labels = tuple(u[len("redis://"):] for u in urls)
+    assert error.unreachable == labels
+    assert error.outcomes[2].outcome == "timeout"
+    assert f"3 of 3 masters unreachable: {', '.join(labels)};" in str(error)
+
+
+def test_a_cancellation_while_the_error_awaits_the_masters_answers_is_raised(arun, core, dead_urls, masters, name):
+    """The wait for the masters' answers before the error is awaited: cancelled during it, the
+    task ends with its CancelledError at once (not at the answers' deadline), holding nothing,
+    and no key is left (the attempt, which may have landed, was released behind its SET)."""
+    with FaultProxy(masters[0]) as proxy:
+        urls = dead_urls[:2] + [proxy.url]
+
+        async def main():
+            ready = asyncio.Event()
+            armed = []
+
+            def on_event(event):  # "refused" comes right before that wait
+                if event.kind == "refused" and armed:
+                    ready.set()
+
+            async with Redlock(urls, core=core, unreachable_timeout=0, io_timeout=1.0, restart_aware=False,
+                               on_event=on_event) as dlm:
+                assert await dlm.lock(name, ttl=5.0).acquire(blocking=False) is False  # the third's connection is up
+                proxy.blackhole("down")
+                armed.append(True)
+                lock = dlm.lock(name, ttl=5.0)
+                task = asyncio.ensure_future(lock.acquire())
+                await asyncio.wait_for(ready.wait(), 3.0)
+                assert not task.done()
+                started = time.monotonic()
+                task.cancel()
+                done, _ = await asyncio.wait([task], timeout=0.5)  # half the answers' deadline
+                took = time.monotonic() - started
+                assert done and task.cancelled(), task
+                assert lock.token is None and not lock.locked()
+            return took, lock.key
+
+        took, key = arun(main())
+        assert took < 0.5
+        _released_behind(masters[0], key)  # (while the proxy still passes requests on)
+
+
+def _released_behind(master, key):
+    """The failed attempts' keys are gone from ``master`` (released behind their SETs), within 2 s:
+    looked at while the proxy runs (stopped, it drops what it has not passed on yet)."""
+    for _ in range(40):
+        if not master.command("EXISTS", key):
+            break
+        time.sleep(0.05)
+    assert master.command("GET", key) is None
 
 
 def test_held_lock_is_waited_for_past_the_unreachable_bound(arun, core, masters, name, caplog):

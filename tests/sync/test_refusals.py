@@ -11,7 +11,9 @@
 """
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 import time
 
@@ -19,9 +21,10 @@ import pytest
 
 import fastredlock
 from fastredlock import LockNotAcquiredError, QuorumUnreachableError
-from fastredlock.testing import start_masters
+from fastredlock.testing import FaultProxy, start_masters
 
 from _checks import library_warnings
+from _ports import refused
 
 
 def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplog):
@@ -54,6 +57,58 @@ def test_readme_example_raises_naming_unreachable_masters(dead_urls, core, caplo
     # logged at the first attempt, not at the end
     assert warned[0].created - started_wall < 1.0
     print(f"[{core}] nothing listening: QuorumUnreachableError after {took:.2f}s")
+
+
+def test_dead_urls_stay_refused_while_the_test_runs(dead_urls):
+    """The fixture holds its ports for the test: a server started meanwhile (another test's or
+    another xdist worker's, on a port from ``bind(0)``, with ``SO_REUSEADDR`` as redis-server sets
+    it) cannot take one and answer. A CI run saw that: a "dead" master answered during the wait,
+    and the error rightly did not name it."""
+    for url in dead_urls:
+        port = int(url.rsplit(":", 1)[1])
+        assert refused(port)
+        for reuse in (False, True):
+            with socket.socket() as server, pytest.raises(OSError) as caught:
+                if reuse:
+                    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                server.bind(("127.0.0.1", port))
+            assert caught.value.errno == errno.EADDRINUSE
+
+
+def test_a_master_whose_answer_is_still_due_when_the_attempt_is_decided_is_named(dead_urls, masters, core, name):
+    """The raising attempt is decided at once (two masters refuse: no quorum possible) while the
+    third, behind a proxy that now drops its replies, still owes its answer: the error waits for
+    that answer's deadline (``io_timeout``) and names all three; message and ``unreachable`` agree.
+    (Raised without that wait, the third was ``pending`` and left out: the race CI was thought to hit.)"""
+    with FaultProxy(masters[0]) as proxy:
+        urls = dead_urls[:2] + [proxy.url]
+        dlm = fastredlock.Redlock(urls, core=core, unreachable_timeout=0, io_timeout=0.2, restart_aware=False)
+        try:
+            assert dlm.lock(name, ttl=2.0).acquire(blocking=False) is False  # the third's connection is up
+            proxy.blackhole("down")
+            started = time.monotonic()
+            with pytest.raises(QuorumUnreachableError) as caught:
+                dlm.lock(name, ttl=2.0).acquire()
+            took = time.monotonic() - started
+        finally:
+            dlm.close()
+        _released_behind(masters[0], dlm.lock(name).key)  # (while the proxy still passes requests on)
+    assert 0.1 <= took < 3.0  # it waited for the third master's deadline
+    error = caught.value
+    labels = tuple(u[len("redis://"):] for u in urls)
+    assert error.unreachable == labels
+    assert error.outcomes[2].outcome == "timeout"
+    assert f"3 of 3 masters unreachable: {', '.join(labels)};" in str(error)
+
+
+def _released_behind(master, key):
+    """The failed attempts' keys are gone from ``master`` (released behind their SETs), within 2 s:
+    looked at while the proxy runs (stopped, it drops what it has not passed on yet)."""
+    for _ in range(40):
+        if not master.command("EXISTS", key):
+            break
+        time.sleep(0.05)
+    assert master.command("GET", key) is None
 
 
 def test_unreachable_timeout_sets_the_bound_and_a_timeout_ending_first_returns_false(dead_urls, make_client,
