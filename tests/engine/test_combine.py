@@ -367,8 +367,9 @@ def test_many_threads_entering_leaving_and_submitting_never_lose_a_wakeup_or_ove
 
 
 class PausingLead(list):
-    """Stands in for the combiner's lead token: the next failed ``pop()`` (the lead is taken)
-    stops until resumed, so a test can let the leader go in exactly that instant."""
+    """Stands in for the combiner's lead token: the next failed take (``pop()`` compiled, ``del``
+    interpreted: the lead is taken) stops until resumed, so a test can let the leader go in exactly
+    that instant."""
 
     def __init__(self, inner):
         super().__init__(inner)
@@ -380,11 +381,21 @@ class PausingLead(list):
         try:
             return super().pop(*args)
         except IndexError:
-            if self.pause_next_failure:
-                self.pause_next_failure = False
-                self.failed.set()
-                assert self.resume.wait(10)
+            self._failed()
             raise
+
+    def __delitem__(self, index):
+        try:
+            super().__delitem__(index)
+        except IndexError:
+            self._failed()
+            raise
+
+    def _failed(self):
+        if self.pause_next_failure:
+            self.pause_next_failure = False
+            self.failed.set()
+            assert self.resume.wait(10)
 
 
 def test_a_follower_that_queues_just_as_the_leader_lets_go_is_still_led():

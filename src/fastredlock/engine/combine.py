@@ -18,8 +18,14 @@ its own is done. A thread alone never waits: its request is a round of one, run 
 """
 from __future__ import annotations
 
-from _thread import allocate_lock
+from _thread import allocate_lock, get_ident
 from typing import Any, Callable, List, Optional
+
+try:  # the shadow module says whether this file runs compiled (it is absent from a pure install)
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover - pure install without Cython
+    _COMPILED = False
 
 __all__ = ["Combiner", "Request", "MAX_BATCH"]
 
@@ -36,7 +42,7 @@ class Request:
     :class:`Round`), ``ok`` (its decision) and ``core`` (the core that ran it).
     """
 
-    __slots__ = ("key", "token", "ttl_ms", "carrier", "rnd", "ok", "core", "error", "gate", "lead")
+    __slots__ = ("key", "token", "ttl_ms", "carrier", "rnd", "ok", "core", "error", "gate", "lead", "thread")
 
     def __init__(self, key: bytes, token: bytes, ttl_ms: int, carrier: Any = None) -> None:
         self.key = key
@@ -52,6 +58,8 @@ class Request:
         self.gate: Any = None
         #: Set by the leader that hands this request the lead.
         self.lead = False
+        #: The thread that submitted it (a lead handed to the request is that thread's).
+        self.thread = 0
 
 
 class Combiner:
@@ -68,10 +76,19 @@ class Combiner:
         self._run = run
         self._abandon = abandon
         #: The lead, as a token: a list holding one item while nobody leads. Taking it is one
-        #: ``pop()`` and giving it up one ``append()``, each atomic under the GIL (interpreted or
-        #: compiled), so :meth:`enter` and :meth:`leave` take no lock: the lean path of a thread
-        #: alone stays a few C instructions. Handed on *taken* to a follower (see _pass_lead).
+        #: ``pop()`` (interpreted, one ``del``: see _take_lead) and giving it up one ``append()``,
+        #: each atomic under the GIL (interpreted or compiled), so :meth:`enter` and :meth:`leave`
+        #: take no lock: the lean path of a thread alone stays a few C instructions. Handed on
+        #: *taken* to a follower (see _pass_lead).
         self._lead_token = [True]
+        #: Interpreted: the thread that holds the lead while it is taken (``get_ident()``; stale
+        #: once given up), written in the step that takes or hands it on. A signal's handler runs
+        #: as a function begins, after a call returns and at a loop's back edge: a thread
+        #: interrupted after taking the lead and before the ``try`` that gives it back, or as it
+        #: gives it back, finds the lead still its own at its next :meth:`enter` and goes on with
+        #: it, instead of waiting for ever for a leader that is gone. (Compiled, a signal's handler
+        #: runs at Python-level calls only, and none comes between those steps: not written.)
+        self._leader = 0
         #: Guards the queue; a request is queued (under it) only while the lead is held. Whoever
         #: gives up the lead looks at the queue again afterwards, and a request that was queued
         #: retries the lead (see leave/submit), so no request waits unled.
@@ -103,15 +120,25 @@ class Combiner:
                 self._pass_lead()
 
     def _take_lead(self) -> bool:
-        """Take the lead if nobody holds it (one atomic ``pop``)."""
+        """Take the lead if nobody holds it, or go on with it if this thread holds it already (it
+        was interrupted before it could give it back: interpreted only, see ``_leader``)."""
+        if _COMPILED:  # (C: no signal's handler runs between the take and the caller's try)
+            try:
+                self._lead_token.pop()
+            except IndexError:
+                return False
+            return True
+        thread = get_ident()
         try:
-            self._lead_token.pop()
+            del self._lead_token[0]  # (not pop(): no call, for a signal to land, before the record)
         except IndexError:
-            return False
+            return self._leader == thread
+        self._leader = thread
         return True
 
     def submit(self, req: Request) -> None:
         """Run ``req`` in the next round; return when its result is in (or raise the round's error)."""
+        req.thread = get_ident()
         with self._mutex:
             if self._take_lead():
                 follow = False
@@ -174,9 +201,14 @@ class Combiner:
     def _pass_lead(self) -> None:
         """Hand the held lead to the first waiting request (it stays held), or give it up."""
         with self._mutex:
-            if self._queue:
-                nxt = self._queue.pop(0)
+            queue = self._queue
+            if queue:
+                # No call before the gate's release (an interpreted build runs a signal's handler
+                # after a call returns): a request taken off the queue is always woken.
+                nxt = queue[0]
+                del queue[0]
                 nxt.lead = True
+                self._leader = nxt.thread
                 nxt.gate.release()
             else:
                 self._lead_token.append(True)
