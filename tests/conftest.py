@@ -42,7 +42,6 @@ from fastredlock.io.cores import NO_EXTENSIONS
 from fastredlock.testing import find_server, make_certs, server_version, start_masters
 from fastredlock.testing.tls import tls_server, tls_unsupported
 
-from _ports import dead_ports
 
 #: The cores the ``core`` fixture runs: both, unless ``FASTREDLOCK_TEST_CORES`` names some (``.ci/run``
 #: runs the server-sensitive suites on the other servers with the Cython core alone: both twins send
@@ -215,6 +214,8 @@ def keys_on():
 def dead_port():
     """A loopback port nothing listens on (connection refused), held for the test (see
     ``_ports.dead_ports``: no server started meanwhile can take it)."""
+    from _ports import dead_ports  # (here: test_server_names copies this file where _ports is not)
+
     with dead_ports(1) as ports:
         yield ports[0]
 
@@ -223,6 +224,8 @@ def dead_port():
 def dead_urls():
     """Three loopback URLs nothing listens on (connection refused), distinct, their ports held for
     the test (see ``_ports.dead_ports``: no server started meanwhile can take one and answer)."""
+    from _ports import dead_ports
+
     with dead_ports(3) as ports:
         yield [f"redis://127.0.0.1:{port}" for port in ports]
 
