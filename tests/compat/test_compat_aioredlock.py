@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import pytest
+from _ports import dead_ports, free_block
 
 from fastredlock.compat.aioredlock import (
     Aioredlock, Lock, LockAcquiringError, LockError, LockRuntimeError, Sentinel, SentinelConfigError,
@@ -46,17 +47,6 @@ def manager(masters, **kwargs):
 
 def values_on(masters, key):
     return [m.command("GET", key) for m in masters]
-
-
-def dead_ports(count):
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 # --- lock, unlock, is_locked ---------------------------------------------------------------------
@@ -102,11 +92,12 @@ def test_lock_held_elsewhere_raises_acquiring_error_after_retries(shim_core, mas
 
 def test_lock_without_quorum_of_live_masters_raises_runtime_error(shim_core, masters, name, keys_on):
     async def main():
-        entries = [("127.0.0.1", masters[0].port), ("127.0.0.1", masters[1].port)]
-        entries += [("127.0.0.1", port) for port in dead_ports(3)]
-        dlm = Aioredlock(entries, retry_count=2, retry_delay_min=0.01, retry_delay_max=0.02)
-        with pytest.raises(LockRuntimeError) as info:
-            await dlm.lock(name, 5)
+        with dead_ports(3) as dead:  # (held: no server started meanwhile takes one)
+            entries = [("127.0.0.1", masters[0].port), ("127.0.0.1", masters[1].port)]
+            entries += [("127.0.0.1", port) for port in dead]
+            dlm = Aioredlock(entries, retry_count=2, retry_delay_min=0.01, retry_delay_max=0.02)
+            with pytest.raises(LockRuntimeError) as info:
+                await dlm.lock(name, 5)
         assert [o.outcome for o in info.value.outcomes][:2] == ["ok", "ok"]
         await asyncio.sleep(0.05)  # the release behind the failed attempt
         assert keys_on(masters, name) == 0
@@ -372,7 +363,7 @@ def sentinel(masters):
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not on PATH (sentinel mode needs the binary itself)")
-    port = dead_ports(1)[0]
+    port = free_block(1)
     folder = tempfile.mkdtemp(prefix="fastredlock-sentinel-")
     conf = os.path.join(folder, "sentinel.conf")
     with open(conf, "w") as f:
