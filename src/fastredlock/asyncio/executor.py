@@ -17,8 +17,8 @@ released behind it (cancelled in a release, the release still goes out).
 from __future__ import annotations
 
 import asyncio
-from asyncio import get_running_loop  # (a module global: one lookup fewer per round)
 import logging
+from asyncio import get_running_loop  # (a module global: one lookup fewer per round)
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Tuple
 

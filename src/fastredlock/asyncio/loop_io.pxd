@@ -91,7 +91,7 @@ cdef class LoopCore:
     @cython.locals(timer_at=double)
     cdef _arm(self, double at)
     cdef _wake(self)
-    cdef _start_call(self, object method, tuple args)
+    cdef _start(self, object op, tuple args)
     cdef int _ready(self, Py_ssize_t i, bint readable, bint writable) except -1
     cdef double _next_deadline(self) except? -3.0
     cdef double _owed_deadline(self) except? -3.0

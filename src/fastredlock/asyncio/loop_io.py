@@ -312,11 +312,7 @@ class LoopCore:
         callbacks end (at once, if nothing is left to wait for)."""
         if self.closed:
             raise RuntimeError("this Redlock client is closed")
-        core = self.core
-        method = self._ops.get(run.op)
-        if method is None:
-            method = self._ops[run.op] = getattr(core, run.op)
-        self._start_call(method, run.args)
+        self._start(run.op, run.args)
         self._round = run
         try:
             self._rewatch()  # may already end it
@@ -328,7 +324,6 @@ class LoopCore:
         """``run``'s round is over: its rounds. A cancellation it held back is kept for
         :meth:`take_cancelled`."""
         self._round = None
-        core = self.core
         rounds = self._finish()
         if self._writers:
             self._rewatch()
@@ -569,7 +564,11 @@ class LoopCore:
         self._timer = self.loop.call_later(max(0.0, at - self.core.now()), self._on_timer)
 
     # --- the core's calls each round: C calls where the core is the compiled twin ---------------------
-    def _start_call(self, method: Any, args: tuple) -> None:
+    def _start(self, op: str, args: tuple) -> None:
+        """Start operation ``op`` (its bound method looked up once per name)."""
+        method = self._ops.get(op)
+        if method is None:
+            method = self._ops[op] = getattr(self.core, op)
         if self._c is not None:
             self._c.start_call(method, args)
         else:
